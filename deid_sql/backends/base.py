@@ -1,0 +1,73 @@
+"""The narrow interface every engine implements (ibis-style).
+
+Nothing above ``backends/`` knows which engine runs: the problem asks a backend
+to expose the source, aggregate it to cells, run queries built as sqlglot
+expressions, and write views or tables.  Results come back as Arrow.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ..spec import TableRef
+
+
+class Backend(ABC):
+    """One connection to one engine."""
+
+    dialect: str = ""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection (always call it, or use ``with``)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def register_udfs(self) -> None:
+        """Make the risk and KL term functions of ``deid_sql.udfs`` callable in SQL."""
+
+    @abstractmethod
+    def register_table(self, name: str, table: pa.Table) -> None:
+        """Expose a small Arrow table (domains, lookups) under ``name``."""
+
+    @abstractmethod
+    def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
+        """A FROM-able expression reading ``ref``; columns named in ``text_columns`` are
+        read as text (CSV sniffing must not turn ZIP ``02134`` into 2134)."""
+
+    @abstractmethod
+    def create_temp_view(self, name: str, query: exp.Expression) -> None:
+        """A session-local view, so later queries can say ``FROM name``."""
+
+    @abstractmethod
+    def columns(self, name: str) -> dict[str, str]:
+        """Column name -> SQL type name of a table or view, in order."""
+
+    @abstractmethod
+    def execute(self, query: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
+        """Run a query and return the whole result as Arrow."""
+
+    @abstractmethod
+    def stream(self, query: exp.Expression, batch_rows: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        """Run a query and yield its result batch by batch (bounded memory)."""
+
+    @abstractmethod
+    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
+        """Create a persistent view ``name`` in ``database``."""
+
+    @abstractmethod
+    def create_table(self, database: Path, name: str, query: exp.Expression,
+                     expected_rows: int, replace: bool) -> int:
+        """Materialize ``query`` as table ``name`` in ``database`` atomically; the row count
+        must equal ``expected_rows`` or nothing is written.  Returns the row count."""

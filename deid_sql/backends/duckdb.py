@@ -1,0 +1,205 @@
+"""DuckDB, the default engine: in-process, reads CSV/Parquet/DuckDB files directly."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import duckdb.sqltypes as sqltypes
+import pyarrow as pa
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel
+
+from ..errors import BackendError, OutputError
+from ..spec import TableRef
+from .base import Backend
+
+_counter = itertools.count()
+
+
+def render(query: exp.Expression, dialect: str = "duckdb") -> str:
+    """Expression -> SQL text; a dialect that cannot express a node raises."""
+    return query.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+
+
+def _quoted(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+class DuckDBBackend(Backend):
+    """An in-memory DuckDB connection; source files are read in place, never copied."""
+
+    dialect = "duckdb"
+
+    def __init__(self, database: str = ":memory:", threads: int | None = None,
+                 memory_limit: str | None = None) -> None:
+        config: dict[str, Any] = {}
+        if threads:
+            config["threads"] = threads
+        if memory_limit:
+            config["memory_limit"] = memory_limit
+        self.con = duckdb.connect(database, config=config)
+        self._udfs = False
+        self._attached: dict[Path, str] = {}
+
+    def close(self) -> None:
+        self.con.close()
+
+    def register_udfs(self) -> None:
+        from ..udfs import UDFS
+
+        if self._udfs:
+            return
+        for name, fn, args, ret in UDFS:
+            self.con.create_function(name, fn, [getattr(sqltypes, a) for a in args],
+                                     getattr(sqltypes, ret), type="arrow")
+        self._udfs = True
+
+    def register_table(self, name: str, table: pa.Table) -> None:
+        self.con.register(name, table)
+
+    def _attach(self, path: Path) -> str:
+        path = path.resolve()
+        if path not in self._attached:
+            alias = f"deid_src_{next(_counter)}"
+            stmt = exp.Attach(this=exp.alias_(exp.Literal.string(str(path)), alias),
+                              exists=False, expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))])
+            self._run(render(stmt))
+            self._attached[path] = alias
+        return self._attached[path]
+
+    def _detach(self, path: Path) -> None:
+        """Release our read-only attachment so another connection may write the file."""
+        alias = self._attached.pop(path.resolve(), None)
+        if alias is not None:
+            self._run(render(exp.Detach(this=exp.to_identifier(alias))))
+
+    def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
+        path = exp.Literal.string(str(ref.path))
+        if ref.format == "duckdb":
+            assert ref.table is not None
+            alias = self._attach(ref.path)
+            return exp.Table(this=_quoted(ref.table), db=exp.to_identifier(alias))
+        if ref.format == "parquet":
+            return exp.Table(this=exp.Anonymous(this="read_parquet", expressions=[path]))
+        options: list[exp.Expression] = [exp.EQ(this=exp.column("header"), expression=exp.true())]
+        if ref.delimiter:
+            options.append(exp.EQ(this=exp.column("delim"), expression=exp.Literal.string(ref.delimiter)))
+        names = [c for c, text in text_columns.items() if text]
+        if names:
+            types = exp.Struct(expressions=[
+                exp.PropertyEQ(this=exp.Literal.string(c), expression=exp.Literal.string("VARCHAR"))
+                for c in names
+            ])
+            options.append(exp.EQ(this=exp.column("types"), expression=types))
+        return exp.Table(this=exp.Anonymous(this="read_csv", expressions=[path, *options]))
+
+    def create_temp_view(self, name: str, query: exp.Expression) -> None:
+        stmt = exp.Create(this=exp.to_table(name), kind="VIEW", replace=True,
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                          expression=query)
+        self._run(render(stmt))
+
+    def columns(self, name: str) -> dict[str, str]:
+        q = exp.select("*").from_(exp.to_table(name)).limit(0)
+        rel = self._sql(render(q))
+        return {c: str(t) for c, t in zip(rel.columns, rel.types)}
+
+    def _sql(self, sql: str, params: Mapping[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
+        try:
+            return self.con.sql(sql, params=dict(params) if params else None)
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+
+    def _run(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        try:
+            self.con.execute(sql, dict(params) if params else None)
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+
+    def execute(self, query: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
+        rel = self._sql(render(query), params)
+        try:
+            return rel.to_arrow_table()
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+
+    def stream(self, query: exp.Expression, batch_rows: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        rel = self._sql(render(query))
+        try:
+            reader = rel.to_arrow_reader(batch_rows)
+            yield from reader
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+
+    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
+        stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
+                          expression=query)
+        self._detach(database)
+        con = duckdb.connect(str(database))
+        try:
+            if not replace and _exists(con, name):
+                raise OutputError(
+                    f"{database} already has a table or view named {name!r}; pick another --name "
+                    f"or pass --replace"
+                )
+            con.execute(render(stmt))
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+        finally:
+            con.close()
+
+    def create_table(self, database: Path, name: str, query: exp.Expression,
+                     expected_rows: int, replace: bool) -> int:
+        created = not database.exists()
+        rel = self._sql(render(query))
+        con = duckdb.connect(str(database))
+        ok = False
+        try:
+            if not replace and _exists(con, name):
+                raise OutputError(
+                    f"{database} already has a table named {name!r}; pick another name or pass --overwrite"
+                )
+            reader = rel.to_arrow_reader(1_000_000)
+            con.register("deid_incoming", reader)
+            target = exp.Table(this=_quoted(name))
+            con.execute("BEGIN TRANSACTION")
+            if replace:
+                con.execute(render(exp.Drop(this=target, kind="TABLE", exists=True)))
+            con.execute(render(exp.Create(this=target, kind="TABLE",
+                                          expression=exp.select("*").from_("deid_incoming"))))
+            count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchone()
+            rows = int(count[0]) if count else -1
+            if rows != expected_rows:
+                con.execute("ROLLBACK")
+                raise OutputError(
+                    f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
+                )
+            con.execute("COMMIT")
+            ok = True
+            return rows
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+        finally:
+            con.close()
+            if not ok and created:
+                for p in (database, database.with_name(database.name + ".wal")):
+                    p.unlink(missing_ok=True)
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    q = exp.select(exp.func("count", exp.Star())).from_("duckdb_tables").where(
+        exp.column("table_name").eq(exp.Literal.string(name)))
+    v = exp.select(exp.func("count", exp.Star())).from_("duckdb_views").where(
+        exp.column("view_name").eq(exp.Literal.string(name)))
+    n1 = con.execute(render(q)).fetchone()
+    n2 = con.execute(render(v)).fetchone()
+    return bool((n1 and n1[0]) or (n2 and n2[0]))
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return f"DuckDB: {text[:400]}"

@@ -1,0 +1,28 @@
+"""Entry point: the ``deid-sql`` group and its commands (one module per group)."""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .demo import demo
+from .inspect import evaluate, validate
+from .output import compile_, materialize_, view
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="deid-sql")
+def cli() -> None:
+    """deid-sql: de-identify person-level data inside the database.
+
+    Start with 'deid-sql demo'; then write a spec (see the README) and run
+    'deid-sql validate SPEC'.
+    """
+
+
+for command in (validate, evaluate, compile_, materialize_, view, demo):
+    cli.add_command(command)
+
+
+def main() -> None:
+    cli()

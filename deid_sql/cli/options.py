@@ -1,0 +1,77 @@
+"""Shared click options and the error boundary of every command.
+
+Bad input becomes one line on stderr and exit code 2; nothing below ``cli/``
+imports click.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import DeidError, SpecError
+from ..problem import Problem
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+policy_option = click.option(
+    "--policy", "-p", "policy", required=True, metavar="P",
+    help="Policy text: 'age:cuts=18,65|zip:top', per-QI bits 'sex:1', 'race:level=1', "
+         "'top', 'bottom', or @FILE to read it from a file.",
+)
+suppress_option = click.option(
+    "--suppress-below", type=click.IntRange(min=1), default=None, metavar="K",
+    help="Replace the QIs of records in groups smaller than K by '*' and flag them.",
+)
+
+
+def read_policy(text: str) -> str:
+    """``@file`` reads the policy text from a file (policies can be long)."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            return path.read_text(encoding="utf-8").strip()
+        except OSError:
+            raise click.BadParameter(f"cannot read policy file {path}", param_hint="--policy") from None
+    return text
+
+
+def fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn ``DeidError`` into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SpecError as e:
+            fail("; ".join(e.problems))
+        except DeidError as e:
+            fail(str(e))
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_problem(spec: Path) -> Iterator[Problem]:
+    problem = Problem.from_spec(spec)
+    try:
+        yield problem
+    finally:
+        problem.close()
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))

@@ -1,0 +1,71 @@
+"""Commands that produce SQL or data: ``compile``, ``materialize`` and ``view``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..compile import DIALECTS
+from ..output import create_view, materialize
+from .options import handles_errors, open_problem, policy_option, read_policy, spec_argument, suppress_option
+
+
+@click.command(name="compile")
+@spec_argument
+@policy_option
+@click.option("--dialect", "-d", default="duckdb", show_default=True,
+              help=f"Target SQL dialect ({', '.join(DIALECTS)}, or any sqlglot dialect).")
+@click.option("--table", default=None, help="Source table name for non-DuckDB dialects.")
+@suppress_option
+@handles_errors
+def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_below: int | None) -> None:
+    """Print the SELECT that applies a policy, in any SQL dialect.
+
+    Example: deid-sql compile study.toml --policy 'age:cuts=18,65' --dialect postgres --table patients
+    """
+    with open_problem(spec) as problem:
+        click.echo(problem.compile(read_policy(policy), dialect=dialect, table=table,
+                                   suppress_below=suppress_below) + ";")
+
+
+@click.command(name="materialize")
+@spec_argument
+@policy_option
+@click.option("--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="Output file: .parquet, .csv or .duckdb.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
+              help="Output format when the extension does not tell.")
+@click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file or table.")
+@suppress_option
+@handles_errors
+def materialize_(spec: Path, policy: str, out: Path, fmt: str | None, table: str | None, overwrite: bool,
+                 suppress_below: int | None) -> None:
+    """Write the de-identified table (atomic; row count checked against the source).
+
+    Example: deid-sql materialize study.toml --policy 'zip:cuts=372,373' --out release.parquet
+    """
+    with open_problem(spec) as problem:
+        written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below)
+        where = f"{written.path}" + (f" table {written.table}" if written.table else "")
+        click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
+
+
+@click.command()
+@spec_argument
+@policy_option
+@click.option("--db", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="DuckDB database file to create the view in (created if missing).")
+@click.option("--name", required=True, help="View name.")
+@click.option("--replace", is_flag=True, help="Replace an existing view of that name.")
+@suppress_option
+@handles_errors
+def view(spec: Path, policy: str, db: Path, name: str, replace: bool, suppress_below: int | None) -> None:
+    """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
+
+    Example: deid-sql view study.toml --policy 'age:cuts=18,65' --db analysts.duckdb --name patients_deid
+    """
+    with open_problem(spec) as problem:
+        create_view(problem, read_policy(policy), db, name, replace, suppress_below)
+        click.echo(f"created view {name} in {db}")

@@ -1,0 +1,148 @@
+"""Compiler: recoding -> sqlglot expression -> SQL text in any dialect.
+
+Each QI becomes a ``CASE`` that names generalized groups (``BETWEEN`` for
+intervals of ordered values, ``IN`` lists for categories and non-contiguous
+groups) and passes single values through as text; other columns pass through
+unchanged.  Names enter as quoted identifiers and values as literals, never by
+string concatenation, so quotes, semicolons, unicode and keywords round-trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, UnsupportedError
+
+from .domain import Domain, ZipDomain
+from .errors import DialectError
+from .recoding import QIRecoding, Recoding
+from .spec import QISpec
+
+SUPPRESSED = "*"
+DIALECTS = ("duckdb", "postgres", "spark", "snowflake", "bigquery", "trino", "sqlite", "mysql", "tsql")
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER", "UBIGINT", "INT", "INT8", "INT4", "INT2")
+
+
+def ident(name: str) -> exp.Identifier:
+    """A always-quoted identifier, so any column name round-trips."""
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False) -> str:
+    """Render for ``dialect``; anything the dialect cannot express raises ``DialectError``."""
+    try:
+        return expression.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE, pretty=pretty)
+    except UnsupportedError as e:
+        raise DialectError(f"dialect {dialect!r} cannot express this query: {e}") from None
+    except ValueError as e:  # unknown dialect
+        raise DialectError(f"unknown SQL dialect {dialect!r}; try one of {', '.join(DIALECTS)}") from e
+
+
+def is_integer_type(sql_type: str | None) -> bool:
+    return bool(sql_type) and str(sql_type).upper().split("(")[0] in _INTEGER_TYPES
+
+
+def source_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+    """The source value normalized to the domain's type (text for categories and ZIPs,
+    zero-padded when a ZIP column was stored as a number; NULL as its category)."""
+    t = (sql_type or "").upper()
+    if domain.kind == "integer":
+        return column if (sql_type is None or is_integer_type(t)) else exp.cast(column, "BIGINT")
+    if domain.kind == "date":
+        return column if (sql_type is None or t == "DATE") else exp.cast(column, "DATE")
+    key: exp.Expression = column
+    if sql_type is not None and t != "VARCHAR":
+        key = exp.cast(column, "VARCHAR")
+        if domain.kind == "zip" and is_integer_type(t):
+            width = len(domain.text(0))
+            key = exp.func("lpad", key, exp.Literal.number(width), exp.Literal.string("0"))
+    if qi.nulls == "category":
+        key = exp.func("coalesce", key, exp.Literal.string(qi.null_label))
+    return key
+
+
+def literal(domain: Domain, pos: int) -> exp.Expression:
+    """Domain value at ``pos`` as a typed SQL literal."""
+    if domain.kind == "integer":
+        return exp.Literal.number(int(domain.value(pos)))  # type: ignore[call-overload]
+    if domain.kind == "date":
+        return exp.cast(exp.Literal.string(domain.text(pos)), "DATE")
+    return exp.Literal.string(domain.text(pos))
+
+
+def _uses_between(domain: Domain) -> bool:
+    if domain.kind in ("integer", "date"):
+        return True
+    return isinstance(domain, ZipDomain) and domain.lexicographic
+
+
+def group_condition(domain: Domain, key: exp.Expression, members: np.ndarray) -> exp.Expression:
+    """Condition selecting the source values of one group."""
+    lo, hi = int(members[0]), int(members[-1])
+    if _uses_between(domain) and hi - lo + 1 == members.size:
+        return exp.Between(this=key.copy(), low=literal(domain, lo), high=literal(domain, hi))
+    return exp.In(this=key.copy(), expressions=[literal(domain, int(p)) for p in members])
+
+
+def label_expr(domain: Domain, recoding: QIRecoding, key: exp.Expression) -> exp.Expression:
+    """The generalized value of one QI: its group's label, or the value itself as text."""
+    if recoding.n_groups == 1:
+        return exp.Literal.string(recoding.labels[0])
+    text = exp.cast(key.copy(), "VARCHAR") if domain.kind in ("integer", "date") else key.copy()
+    wide = [g for g in range(recoding.n_groups)
+            if recoding.widths[g] > 1 or recoding.labels[g] != domain.text(int(recoding.members(g)[0]))]
+    if not wide:
+        return text
+    case = exp.Case()
+    for g in wide:
+        case = case.when(group_condition(domain, key, recoding.members(g)),
+                         exp.Literal.string(recoding.labels[g]))
+    return case.else_(text)
+
+
+def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Domain],
+               source: exp.Expression, columns: Mapping[str, str | None],
+               suppress_below: int | None = None, flag: str = "deid_suppressed") -> exp.Select:
+    """``SELECT`` every source column in order, QIs replaced by their labels.
+
+    With ``suppress_below = k`` every record of a group with fewer than k records gets
+    ``*`` in each QI and ``flag`` = true (a window count over the labels).
+    """
+    qi_by_column = {q.column: i for i, q in enumerate(qis)}
+    projections: list[exp.Expression] = []
+    for name, sql_type in columns.items():
+        if name in qi_by_column:
+            i = qi_by_column[name]
+            key = source_key(qis[i], domains[i], col(name), sql_type)
+            projections.append(exp.alias_(label_expr(domains[i], recoding.qis[i], key), ident(name)))
+        else:
+            projections.append(col(name))
+    inner = exp.select(*projections).from_(_from(source))
+    if suppress_below is None:
+        return inner
+    qi_cols = [q.column for q in qis]
+    window = exp.Window(this=exp.func("count", exp.Star()),
+                        partition_by=[col(c) for c in qi_cols])
+    small = exp.LT(this=window, expression=exp.Literal.number(int(suppress_below)))
+    outer: list[exp.Expression] = []
+    for name in columns:
+        if name in qi_by_column:
+            case = exp.Case().when(small.copy(), exp.Literal.string(SUPPRESSED)).else_(col(name))
+            outer.append(exp.alias_(case, ident(name)))
+        else:
+            outer.append(col(name))
+    outer.append(exp.alias_(small, ident(flag)))
+    return exp.select(*outer).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized"))))
+
+
+def _from(source: exp.Expression) -> exp.Expression:
+    if isinstance(source, exp.Select):
+        return exp.Subquery(this=source, alias=exp.TableAlias(this=ident("source")))
+    return source

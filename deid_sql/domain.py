@@ -1,0 +1,214 @@
+"""Totally ordered quasi-identifier domains.
+
+A domain maps every admissible value of a QI to a position ``0..n-1``; policies
+cut that order into consecutive intervals.  Domains also know how to *name* a
+group of positions (``20-29``, ``372**``, ``Asian|Other``), because every output
+(SQL labels, readable policies, reports) must name groups the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .errors import SpecError
+
+KINDS = ("integer", "category", "zip", "date")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Base class: an ordered list of admissible values."""
+
+    kind: str = field(init=False, default="")
+
+    @property
+    def size(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def value(self, pos: int) -> object:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def position(self, value: object) -> int | None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def text(self, pos: int) -> str:
+        """The value at ``pos`` as the text a generalized column shows for it."""
+        return str(self.value(pos))
+
+    def interval_label(self, lo: int, hi: int) -> str:
+        """Label of the consecutive group of positions ``lo..hi`` (inclusive)."""
+        if lo == hi:
+            return self.text(lo)
+        return f"{self.text(lo)}-{self.text(hi)}"
+
+    def set_label(self, positions: Sequence[int]) -> str:
+        """Label of an arbitrary (possibly non-consecutive) group of positions."""
+        ps = sorted(positions)
+        if ps == list(range(ps[0], ps[-1] + 1)):
+            return self.interval_label(ps[0], ps[-1])
+        return "|".join(self.text(p) for p in ps)
+
+    def readable_group(self, lo: int, hi: int) -> str:
+        """Human form used by ``Policy.readable`` (seed 001 Table 3 style)."""
+        return f"[{self.interval_label(lo, hi)}]"
+
+
+@dataclass(frozen=True)
+class IntegerDomain(Domain):
+    """Integers ``lo..hi`` (e.g. age 0-120); position = value - lo."""
+
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", "integer")
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo + 1
+
+    def value(self, pos: int) -> int:
+        return self.lo + pos
+
+    def position(self, value: object) -> int | None:
+        try:
+            v = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return None
+        if v != value and not (isinstance(value, str) and str(v) == value.strip()):
+            return None
+        return v - self.lo if self.lo <= v <= self.hi else None
+
+
+@dataclass(frozen=True)
+class DateDomain(Domain):
+    """Calendar days ``lo..hi``; position = days since ``lo``."""
+
+    lo: dt.date
+    hi: dt.date
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", "date")
+
+    @property
+    def size(self) -> int:
+        return (self.hi - self.lo).days + 1
+
+    def value(self, pos: int) -> dt.date:
+        return self.lo + dt.timedelta(days=pos)
+
+    def position(self, value: object) -> int | None:
+        if isinstance(value, str):
+            try:
+                value = dt.date.fromisoformat(value)
+            except ValueError:
+                return None
+        if isinstance(value, dt.datetime):
+            value = value.date()
+        if not isinstance(value, dt.date):
+            return None
+        return (value - self.lo).days if self.lo <= value <= self.hi else None
+
+    def text(self, pos: int) -> str:
+        return self.value(pos).isoformat()
+
+    def interval_label(self, lo: int, hi: int) -> str:
+        a, b = self.value(lo), self.value(hi)
+        if lo == hi:
+            return a.isoformat()
+        if a.month == 1 and a.day == 1 and b.month == 12 and b.day == 31:
+            return str(a.year) if a.year == b.year else f"{a.year}-{b.year}"
+        nxt = b + dt.timedelta(days=1)
+        if a.day == 1 and nxt.day == 1 and (a.year, a.month) == (b.year, b.month):
+            return f"{a.year:04d}-{a.month:02d}"
+        return f"{a.isoformat()}..{b.isoformat()}"
+
+
+@dataclass(frozen=True)
+class CategoryDomain(Domain):
+    """An explicit ordered list of distinct text categories (race, sex, ...)."""
+
+    values: tuple[str, ...]
+    _index: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", "category")
+        self._check_distinct()
+        object.__setattr__(self, "_index", {v: i for i, v in enumerate(self.values)})
+
+    def _check_distinct(self) -> None:
+        seen: set[str] = set()
+        dups = [v for v in self.values if v in seen or seen.add(v)]  # type: ignore[func-returns-value]
+        if dups:
+            shown = ", ".join(repr(d) for d in dups[:5])
+            raise SpecError(f"duplicate categories {shown}: list every category once")
+        if not self.values:
+            raise SpecError("a category domain needs at least one value")
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def value(self, pos: int) -> str:
+        return self.values[pos]
+
+    def position(self, value: object) -> int | None:
+        return self._index.get(value) if isinstance(value, str) else None
+
+    def interval_label(self, lo: int, hi: int) -> str:
+        return "|".join(self.values[lo : hi + 1])
+
+    def readable_group(self, lo: int, hi: int) -> str:
+        return "[" + ", ".join(self.values[lo : hi + 1]) + "]"
+
+
+@dataclass(frozen=True)
+class ZipDomain(CategoryDomain):
+    """ZIP codes as ordered strings; a group that is a whole prefix reads ``372**``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "kind", "zip")
+
+    @property
+    def lexicographic(self) -> bool:
+        """True when the order is plain string order of equal-length digit strings,
+        so SQL ``BETWEEN`` on the text selects exactly an interval."""
+        width = len(self.values[0])
+        return all(len(v) == width and v.isdigit() for v in self.values) and list(
+            self.values
+        ) == sorted(self.values)
+
+    def interval_label(self, lo: int, hi: int) -> str:
+        if lo == hi:
+            return self.values[lo]
+        first, last = self.values[lo], self.values[hi]
+        common = 0
+        while common < min(len(first), len(last)) and first[common] == last[common]:
+            common += 1
+        prefix = first[:common]
+        inside = sum(1 for v in self.values if v.startswith(prefix))
+        if common and inside == hi - lo + 1 and len(first) == len(last):
+            return prefix + "*" * (len(first) - common)
+        if common == 0 and lo == 0 and hi == self.size - 1:
+            return "*" * len(first)
+        return f"{first}-{last}"
+
+    def readable_group(self, lo: int, hi: int) -> str:
+        return f"[{self.interval_label(lo, hi)}]"
+
+
+def parse_date(value: object, where: str) -> dt.date:
+    """A spec date: a TOML date or an ISO ``YYYY-MM-DD`` string."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise SpecError(f"{where}: {value!r} is not a date; write it as YYYY-MM-DD")

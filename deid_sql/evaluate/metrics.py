@@ -1,0 +1,88 @@
+"""The metrics of one recoding, and how the raw group sums become them.
+
+Both evaluation paths (SQL and cells) produce the same ``RawSums`` — sums over
+generalized groups — and share ``finish`` for everything derived, so they can
+only disagree in the sums themselves, which the property tests compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class RawSums:
+    """Sums over the groups G of a recoding (m = sample size, g = max(census, m))."""
+
+    risk_sum: float  # Σ m · g^-γ  (seed 001 eq. 1)
+    expected_reidentifications: float  # Σ m / g
+    max_record_risk: float  # max g^-γ
+    k: int  # min m
+    sample_unique_records: int  # #groups with m = 1
+    groups: int
+    kl_group_sum: float  # Σ m ln(m / W_G)
+    lm_sum: float  # Σ m Σ_q (w_q - 1)/(n_q - 1)
+    discernibility: float  # Σ m²
+    corrected_groups: int  # #groups whose census count was below m
+    records: int
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Everything deid-sql reports for a policy (formulas in the README).
+
+    ``risk`` and ``loss`` are normalized to [0, 1] (METHODS.md decisions 2-3);
+    the rest are in natural units.
+    """
+
+    risk: float
+    loss: float
+    expected_reidentifications: float
+    risk_sum: float
+    max_record_risk: float
+    k: int
+    sample_unique_records: int
+    groups: int
+    kl: float
+    iyengar_loss: float
+    discernibility: int
+    corrected_groups: int
+    records: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Normalizers:
+    """Problem constants: N, Σ c ln c over sample cells, the bottom's risk, KL(top)."""
+
+    records: int
+    cells_xlogx: float
+    n_qis: int
+    bottom_risk_sum: float = 1.0
+    top_kl: float = 0.0
+
+
+def kl_nats(raw: RawSums, norm: Normalizers) -> float:
+    """KL(P‖Q) in nats: (Σ_cells c ln c − Σ_G m ln(m/W_G)) / N, clipped at 0 for rounding."""
+    return max(0.0, (norm.cells_xlogx - raw.kl_group_sum) / norm.records)
+
+
+def finish(raw: RawSums, norm: Normalizers) -> Metrics:
+    kl = kl_nats(raw, norm)
+    return Metrics(
+        risk=raw.risk_sum / norm.bottom_risk_sum,
+        loss=kl / norm.top_kl if norm.top_kl > 0 else 0.0,
+        expected_reidentifications=raw.expected_reidentifications,
+        risk_sum=raw.risk_sum,
+        max_record_risk=raw.max_record_risk,
+        k=int(raw.k),
+        sample_unique_records=int(raw.sample_unique_records),
+        groups=int(raw.groups),
+        kl=kl,
+        iyengar_loss=raw.lm_sum / (norm.records * norm.n_qis) if norm.n_qis else 0.0,
+        discernibility=int(round(raw.discernibility)),
+        corrected_groups=int(raw.corrected_groups),
+        records=int(raw.records),
+    )

@@ -1,0 +1,260 @@
+"""Rows become cells, once: domains resolved and checked against the data, then one
+``GROUP BY`` per table (source and population) in the backend.
+
+Every data problem is collected (bad values with up to five examples and their
+count, NULLs, missing columns, bad census counts) so ``validate`` reports them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from .backends.base import Backend
+from .cells import Cells
+from .compile import col, ident, is_integer_type, literal, source_key
+from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
+from .errors import BackendError, DataError, SpecError
+from .hierarchy import Hierarchy
+from .spec import QISpec, Spec
+
+SOURCE_VIEW = "deid_source"
+POPULATION_VIEW = "deid_population"
+
+
+@dataclass
+class Table:
+    """A registered table: its view name and column types."""
+
+    view: str
+    columns: dict[str, str]
+    label: str  # "source" or "population" for messages
+
+
+def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) -> Table | None:
+    """Create the session view over the source or population; record missing columns."""
+    ref = spec.source if which == "source" else spec.population
+    assert ref is not None
+    attr = "column" if which == "source" else "population_column"
+    text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in spec.qis}
+    view = SOURCE_VIEW if which == "source" else POPULATION_VIEW
+    try:
+        backend.create_temp_view(view, exp.select("*").from_(backend.relation(ref, text_cols)))
+        columns = backend.columns(view)
+    except BackendError as e:
+        problems.append(_read_problem(which, ref.describe(), str(e)))
+        return None
+    for q in spec.qis:
+        name = getattr(q, attr)
+        if name not in columns:
+            problems.append(
+                f"{which} {ref.describe()} has no column {name!r} for QI {q.name!r}; its columns are "
+                f"{', '.join(list(columns)[:12])}{'…' if len(columns) > 12 else ''}"
+            )
+    if which == "population" and spec.count_column not in columns:
+        problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
+    return Table(view, columns, which)
+
+
+def _read_problem(which: str, where: str, message: str) -> str:
+    lowered = message.lower()
+    if "unicode" in lowered or "utf-8" in lowered or "utf8" in lowered:
+        return f"{which} file {where} is not UTF-8; re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+    return f"cannot read {which} {where}: {message}"
+
+
+def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Table | None,
+                    problems: list[str]) -> tuple[list[Domain | None], dict[str, Hierarchy]]:
+    """Build each QI's domain from the spec, reading values from data where asked."""
+    domains: list[Domain | None] = []
+    hierarchies: dict[str, Hierarchy] = {}
+    for q in spec.qis:
+        hierarchy = None
+        if q.hierarchy is not None:
+            try:
+                hierarchy = Hierarchy.read(q.hierarchy)
+                hierarchies[q.name] = hierarchy
+            except SpecError as e:
+                problems.extend(e.problems)
+        try:
+            domains.append(_domain(backend, q, hierarchy, source, population))
+        except SpecError as e:
+            problems.extend(f"QI {q.name!r}: {p}" for p in e.problems)
+            domains.append(None)
+        except BackendError as e:
+            problems.append(f"QI {q.name!r}: {e}")
+            domains.append(None)
+    for q, d in zip(spec.qis, domains):
+        h = hierarchies.get(q.name)
+        if d is not None and h is not None:
+            try:
+                h.recoding(d, 0)
+            except SpecError as e:
+                problems.extend(f"QI {q.name!r}: {p}" for p in e.problems)
+    return domains, hierarchies
+
+
+def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Table,
+            population: Table | None) -> Domain:
+    if q.kind == "integer":
+        return IntegerDomain(int(q.min), int(q.max))
+    if q.kind == "date":
+        return DateDomain(q.min, q.max)
+    cls = ZipDomain if q.kind == "zip" else CategoryDomain
+    if q.values is not None:
+        values = list(q.values)
+    elif q.values_from == "hierarchy":
+        assert hierarchy is not None
+        values = list(hierarchy.rows)
+    else:
+        table = population if q.values_from == "population" else source
+        if table is None:
+            raise SpecError("values_from names a table that is not declared")
+        name = q.column if table is source else q.population_column
+        if name not in table.columns:
+            return cls(("?",))  # the missing column is reported by open_table
+        key = exp.cast(col(name), "VARCHAR")
+        query = (exp.select(exp.alias_(key, "v")).distinct().from_(table.view)
+                 .where(exp.Not(this=exp.Is(this=col(name), expression=exp.null()))).order_by("v"))
+        values = [str(v) for v in backend.execute(query).column("v").to_pylist()]
+        if not values:
+            raise SpecError(f"no values found in the {table.label} to build the domain from")
+    if q.nulls == "category":
+        if q.null_label in values:
+            raise SpecError(f"null_label {q.null_label!r} is also a real value; pick another")
+        values.append(q.null_label)
+    return cls(tuple(values))
+
+
+def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int) -> exp.Expression:
+    """Position of the normalized key in the domain, NULL when outside it."""
+    if isinstance(domain, IntegerDomain):
+        as_int = exp.TryCast(this=key.copy(), to=exp.DataType.build("BIGINT"))
+        as_dbl = exp.TryCast(this=key.copy(), to=exp.DataType.build("DOUBLE"))
+        ok = exp.and_(as_dbl.eq(as_int.copy()),
+                      exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
+                                  high=exp.Literal.number(domain.hi)))
+        return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=exp.Literal.number(domain.lo)))
+    if isinstance(domain, DateDomain):
+        as_date = exp.TryCast(this=key.copy(), to=exp.DataType.build("DATE"))
+        ok = exp.Between(this=as_date.copy(), low=literal(domain, 0), high=literal(domain, domain.size - 1))
+        diff = exp.DateDiff(this=as_date.copy(), expression=literal(domain, 0), unit=exp.var("DAY"))
+        return exp.Case().when(ok, diff)
+    return exp.column("pos", table=f"deid_dom_{i}")
+
+
+def _positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
+                     attr: str) -> exp.Select:
+    """``SELECT p0, p1, …, <raw columns>`` over the table, domains joined where needed."""
+    select = exp.select().from_(exp.alias_(exp.to_table(table.view), "t", table=True))
+    for i, (q, d) in enumerate(zip(spec.qis, domains)):
+        name = getattr(q, attr)
+        key = source_key(q, d, col(name, "t"), table.columns.get(name))
+        if isinstance(d, CategoryDomain):
+            dom = f"deid_dom_{i}"
+            backend.register_table(dom, pa.table({"v": pa.array(d.values, pa.string()),
+                                                  "pos": pa.array(np.arange(d.size), pa.int32())}))
+            select = select.join(exp.to_table(dom), on=exp.column("v", table=dom).eq(key), join_type="LEFT")
+        select = select.select(exp.alias_(_position(q, d, key, i), f"p{i}"))
+    return select
+
+
+def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
+              problems: list[str]) -> Cells | None:
+    """GROUP BY the positions; rows outside the domains become problems (source) or are
+    dropped and counted (population, whose census may cover more than the domain)."""
+    attr = "column" if table.label == "source" else "population_column"
+    pos = _positions_query(backend, spec, domains, table, attr)
+    n = len(domains)
+    if table.label == "source":
+        measure: exp.Expression = exp.func("count", exp.Star())
+    else:
+        count = col(str(spec.count_column), "t")
+        ctype = table.columns.get(str(spec.count_column), "")
+        if not (is_integer_type(ctype) or ctype.upper().startswith(("DOUBLE", "FLOAT", "DECIMAL", "REAL"))):
+            problems.append(f"population count column {spec.count_column!r} has type {ctype}; it must hold numbers")
+            return None
+        _check_counts(backend, table, count, problems)
+        measure = exp.func("sum", exp.cast(count, "DOUBLE"))
+    query = pos.select(exp.alias_(measure, "n"))
+    query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
+    result = backend.execute(query)
+    has_null = np.zeros(result.num_rows, dtype=bool)
+    for i in range(n):
+        has_null |= np.asarray(result.column(f"p{i}").is_null().to_numpy(zero_copy_only=False))
+    if table.label == "source":
+        if result.num_rows == 0:
+            problems.append(f"the source {spec.source.describe()} has no rows; nothing to de-identify")
+            return None
+        if has_null.any():
+            _describe_bad(backend, spec, domains, table, problems)
+            return None
+    keep = pa.array(~has_null)
+    return Cells.from_arrow(result.filter(keep), n)
+
+
+def _flag_sum(condition: exp.Expression, alias: str) -> exp.Expression:
+    case = exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0))
+    return exp.alias_(exp.func("sum", case), alias)
+
+
+def _check_counts(backend: Backend, table: Table, count: exp.Expression, problems: list[str]) -> None:
+    """Census counts must be whole, non-negative and present."""
+    c = exp.cast(count.copy(), "DOUBLE")
+    q = exp.select(
+        _flag_sum(c.copy() < 0, "neg"),
+        _flag_sum(c.copy().neq(exp.func("round", c.copy())), "frac"),
+        _flag_sum(exp.Is(this=c.copy(), expression=exp.null()), "nulls"),
+    ).from_(exp.alias_(exp.to_table(table.view), "t", table=True))
+    row = backend.execute(q).to_pylist()[0]
+    name = count.name
+    if row["neg"]:
+        problems.append(f"population count column {name!r} has {row['neg']} negative count(s); "
+                        f"counts are people, >= 0")
+    if row["frac"]:
+        problems.append(f"population count column {name!r} has {row['frac']} non-integer count(s); "
+                        f"counts must be whole people")
+    if row["nulls"]:
+        problems.append(f"population count column {name!r} has {row['nulls']} NULL count(s); "
+                        f"use 0 or drop those rows")
+
+
+def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
+                  problems: list[str]) -> None:
+    """One problem per QI with values outside its domain (≤ 5 shown) or NULLs."""
+    pos = _positions_query(backend, spec, domains, table, "column")
+    for i, q in enumerate(spec.qis):
+        raw = col(q.column, "t")
+        bad = exp.and_(exp.Is(this=exp.column(f"p{i}"), expression=exp.null()))
+        sub = exp.Subquery(this=pos.copy().select(exp.alias_(exp.cast(raw, "VARCHAR"), "raw")),
+                           alias=exp.TableAlias(this=ident("x")))
+        summary = (exp.select(exp.alias_(exp.column("raw"), "v"), exp.alias_(exp.func("count", exp.Star()), "n"))
+                   .from_(sub).where(bad).group_by("v").order_by(exp.Ordered(this=exp.column("n"), desc=True), "v"))
+        rows = backend.execute(summary).to_pylist()
+        if not rows:
+            continue
+        nulls = sum(r["n"] for r in rows if r["v"] is None)
+        values = [r for r in rows if r["v"] is not None]
+        if nulls:
+            problems.append(
+                f"QI {q.name!r}: column {q.column!r} has {nulls} NULL value(s); clean them or set "
+                f"nulls = \"category\" (category and zip QIs) to keep NULL as its own group"
+            )
+        if values:
+            count = sum(r["n"] for r in values)
+            shown = ", ".join(repr(r["v"]) for r in values[:5])
+            problems.append(
+                f"QI {q.name!r}: {count} record(s) in {len(values)} distinct value(s) of column "
+                f"{q.column!r} are outside the declared domain (e.g. {shown}); widen the domain "
+                f"(min/max or values) or fix the data"
+            )
+
+
+def raise_if(problems: list[str]) -> None:
+    """Raise one ``DataError`` carrying every problem collected so far."""
+    if problems:
+        raise DataError(problems)

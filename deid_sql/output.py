@@ -1,0 +1,144 @@
+"""Writing de-identified data: materialized files and tables, and views.
+
+Every write is atomic — a temporary file renamed into place, or one database
+transaction — and checked: the output has exactly as many rows as the source,
+or nothing is written.  Outputs never replace the source or population files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from sqlglot import exp
+
+from .errors import OutputError
+from .policy import Policy
+from .problem import Problem
+from .recoding import Recoding
+
+FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
+           ".ddb": "duckdb"}
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write produced."""
+
+    path: Path
+    format: str
+    rows: int
+    table: str | None = None
+
+
+def output_format(out: Path, fmt: str | None) -> str:
+    if fmt:
+        if fmt not in ("parquet", "csv", "duckdb"):
+            raise OutputError(f"output format {fmt!r} is not one of parquet, csv, duckdb")
+        return fmt
+    found = FORMATS.get(out.suffix.lower())
+    if found is None:
+        raise OutputError(
+            f"cannot tell the output format of {out}; use .parquet, .csv or .duckdb, or pass --format"
+        )
+    return found
+
+
+def _protected(problem: Problem) -> list[Path]:
+    refs = [problem.spec.source] + ([problem.spec.population] if problem.spec.population else [])
+    return [r.path.resolve() for r in refs]
+
+
+def _check_not_input(problem: Problem, out: Path) -> None:
+    if out.resolve() in _protected(problem):
+        raise OutputError(f"output {out} is an input of the spec; write the de-identified data elsewhere")
+
+
+def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path,
+                fmt: str | None = None, table: str | None = None, overwrite: bool = False,
+                suppress_below: int | None = None) -> Written:
+    """Write the generalized source to Parquet, CSV or a DuckDB table, atomically."""
+    path = Path(out)
+    kind = output_format(path, fmt)
+    _check_not_input(problem, path)
+    query = problem.query(item, suppress_below)
+    expected = problem.sample.total
+    if kind == "duckdb":
+        name = table or "deidentified"
+        rows = problem.backend.create_table(path, name, query, expected, overwrite)
+        return Written(path, kind, rows, name)
+    if path.exists() and not overwrite:
+        raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
+    if not path.parent.exists():
+        raise OutputError(f"output folder {path.parent} does not exist; create it first")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        rows = _write_batches(problem, query, tmp, kind)
+        if rows != expected:
+            raise OutputError(f"the query produced {rows} rows but the source has {expected}; nothing was written")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return Written(path, kind, rows)
+
+
+def _write_batches(problem: Problem, query: exp.Select, tmp: Path, kind: str) -> int:
+    rows = 0
+    writer: pq.ParquetWriter | pacsv.CSVWriter | None = None
+    try:
+        for batch in problem.backend.stream(query):
+            if writer is None:
+                writer = (pq.ParquetWriter(tmp, batch.schema) if kind == "parquet"
+                          else pacsv.CSVWriter(tmp, batch.schema))
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        if writer is None:  # empty result still gets a valid file with the schema
+            empty = problem.backend.execute(query.limit(0))
+            (pq.write_table if kind == "parquet" else pacsv.write_csv)(empty, tmp)  # type: ignore[operator]
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path, name: str,
+                replace: bool = False, suppress_below: int | None = None) -> Path:
+    """``CREATE VIEW name`` in a DuckDB file, over the source read in place."""
+    db = Path(database)
+    _check_not_input(problem, db) if problem.spec.source.format != "duckdb" else None
+    ref = problem.spec.source
+    if ref.format == "duckdb":
+        if db.resolve() != ref.path.resolve():
+            raise OutputError(
+                f"the source is a table in {ref.path}; create the view in that file (--db {ref.path}) "
+                f"so it can read the table"
+            )
+        source: exp.Expression = exp.Table(this=exp.to_identifier(str(ref.table), quoted=True))
+    else:
+        source = problem.source.copy()
+    problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace)
+    return db
+
+
+def read_table(path: Path) -> pa.Table:
+    """Read back a written Parquet or CSV file (used by checks and tests)."""
+    return pq.read_table(path) if output_format(path, None) == "parquet" else pacsv.read_csv(path)
+
+
+def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:
+    """The first rows of a view or table in a DuckDB file, as an analyst would see them."""
+    import duckdb
+
+    con = duckdb.connect(str(database), read_only=True)
+    try:
+        query = exp.select("*").from_(exp.Table(this=exp.to_identifier(name, quoted=True))).limit(rows)
+        return con.execute(query.sql(dialect="duckdb")).fetchall()
+    finally:
+        con.close()

@@ -1,0 +1,151 @@
+"""The Python API: one de-identification problem, wired from its spec.
+
+``Problem.from_spec(path)`` reads the spec, opens the backend, checks the data,
+aggregates source and population to cells once, and builds both evaluators.
+Everything else — evaluating, compiling, writing — is a method here or a function
+that takes a ``Problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from sqlglot import exp
+
+from .backends import Backend, connect
+from .cells import Cells
+from .compile import generalize, to_sql
+from .domain import Domain
+from .errors import PolicyError
+from .evaluate import Evaluator, Metrics
+from .evaluate.fast import FastEvaluator
+from .evaluate.sqlpath import SQLEvaluator
+from .lattice import Lattice
+from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
+from .policy import Policy
+from .recoding import Recoding
+from .spec import Spec
+
+
+class Problem:
+    """A loaded problem: spec, backend, domains, lattice, cells and evaluators."""
+
+    def __init__(self, spec: Spec, backend: Backend, domains: list[Domain], lattice: Lattice,
+                 sample: Cells, population: Cells | None, columns: dict[str, str],
+                 source: exp.Expression) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.domains = domains
+        self.lattice = lattice
+        self.sample = sample
+        self.population = population
+        self.columns = columns
+        self.source = source
+        sizes = [d.size for d in domains]
+        bottom, top = lattice.bottom().recoding(), lattice.top().recoding()
+        self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma), sample, bottom, top)
+        self._sql: Evaluator | None = None
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None) -> Problem:
+        """Load a problem; raises one ``SpecError``/``DataError`` listing every problem."""
+        spec = spec if isinstance(spec, Spec) else Spec.read(spec)
+        backend = backend or connect("duckdb")
+        try:
+            return cls._load(spec, backend)
+        except BaseException:
+            backend.close()
+            raise
+
+    @classmethod
+    def _load(cls, spec: Spec, backend: Backend) -> Problem:
+        problems: list[str] = []
+        source = open_table(backend, spec, "source", problems)
+        population = open_table(backend, spec, "population", problems) if spec.population else None
+        raise_if(problems)
+        assert source is not None
+        domains, hierarchies = resolve_domains(backend, spec, source, population, problems)
+        raise_if(problems)
+        resolved = [d for d in domains if d is not None]
+        sample_cells = aggregate(backend, spec, resolved, source, problems)
+        pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
+        raise_if(problems)
+        assert sample_cells is not None
+        lattice = Lattice(spec.qi_names, resolved, hierarchies)
+        text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
+        relation = backend.relation(spec.source, text_cols)
+        return cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Problem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- policies -----------------------------------------------------------------------
+    def policy(self, text: str | Policy) -> Policy:
+        """Parse a policy text (see ``Lattice.parse``) or pass a policy through."""
+        if isinstance(text, Policy):
+            if text.lattice.names != self.lattice.names or len(text.bits) != self.lattice.nbits:
+                raise PolicyError("the policy belongs to a different problem (other QIs or domains)")
+            return text
+        return self.lattice.parse(text)
+
+    def _recoding(self, item: Policy | Recoding | str) -> Recoding:
+        if isinstance(item, Recoding):
+            if len(item.qis) != len(self.domains) or any(
+                    q.group_of.size != d.size for q, d in zip(item.qis, self.domains)):
+                raise PolicyError("the recoding does not match this problem's QI domains")
+            return item
+        return self.policy(item).recoding()
+
+    # -- evaluation ---------------------------------------------------------------------
+    @property
+    def sql(self) -> Evaluator:
+        """The SQL-path evaluator (built on first use)."""
+        if self._sql is None:
+            sizes = [d.size for d in self.domains]
+            path = SQLEvaluator(self.backend, self.sample, self.population, sizes, self.spec.gamma)
+            self._sql = Evaluator(path, self.sample, self.lattice.bottom().recoding(),
+                                  self.lattice.top().recoding())
+        return self._sql
+
+    def evaluate(self, item: Policy | Recoding | str, path: str = "fast") -> Metrics:
+        """Metrics of a policy (text or object) or recoding; ``path`` is "fast" or "sql"."""
+        evaluator = self.sql if path == "sql" else self.fast
+        if isinstance(item, str):
+            item = self.policy(item)
+        if isinstance(item, Policy):
+            return evaluator.evaluate(self.policy(item))
+        return evaluator.evaluate(self._recoding(item))
+
+    def evaluate_many(self, items: Iterable[Policy | Recoding | str], path: str = "fast") -> list[Metrics]:
+        return [self.evaluate(i, path) for i in items]
+
+    # -- SQL ------------------------------------------------------------------------------
+    def query(self, item: Policy | Recoding | str, suppress_below: int | None = None,
+              source: exp.Expression | None = None) -> exp.Select:
+        """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source)."""
+        return generalize(self._recoding(item), self.spec.qis, self.domains,
+                          source if source is not None else self.source.copy(),
+                          self.columns, suppress_below)
+
+    def compile(self, item: Policy | Recoding | str, dialect: str = "duckdb",
+                suppress_below: int | None = None, table: str | None = None, pretty: bool = True) -> str:
+        """SQL text for ``dialect``.  DuckDB reads the source file directly; other
+        dialects select from ``table`` (default: the source's table name or ``source``)."""
+        if dialect == "duckdb" and table is None:
+            source: exp.Expression = self.source.copy()
+        else:
+            name = table or self.spec.source.table or "source"
+            source = exp.to_table(name) if "." in name else exp.Table(this=exp.to_identifier(name, quoted=True))
+        return to_sql(self.query(item, suppress_below, source), dialect, pretty=pretty)
+
+    @property
+    def source_view(self) -> str:
+        return SOURCE_VIEW

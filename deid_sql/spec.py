@@ -1,0 +1,285 @@
+"""The spec file: one de-identification problem declared in TOML.
+
+``Spec.read(path)`` parses and checks everything that can be checked without
+data, collecting *every* problem before raising one ``SpecError``; checks
+against the data happen when a ``Problem`` loads (see ``problem.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .domain import KINDS, parse_date
+from .errors import SpecError
+
+TOP_KEYS = {"source", "population", "gamma", "qi", "name"}
+SOURCE_KEYS = {"path", "table", "delimiter", "format"}
+POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
+QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
+           "hierarchy", "nulls", "null_label", "role"}
+ROLES = ("zip", "age", "date")
+FORMATS = ("csv", "parquet", "duckdb")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table lives: a CSV or Parquet file, or a table inside a DuckDB file."""
+
+    path: Path
+    format: str
+    table: str | None = None
+    delimiter: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.path}" + (f" table {self.table!r}" if self.table else "")
+
+
+@dataclass(frozen=True)
+class QISpec:
+    """One quasi-identifier as declared (its domain is resolved against data later)."""
+
+    name: str
+    column: str
+    population_column: str
+    kind: str
+    min: Any = None
+    max: Any = None
+    values: tuple[str, ...] | None = None
+    values_from: str | None = None
+    hierarchy: Path | None = None
+    nulls: str = "error"
+    null_label: str = "NULL"
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated problem declaration."""
+
+    path: Path
+    source: TableRef
+    population: TableRef | None
+    count_column: str | None
+    gamma: float
+    qis: tuple[QISpec, ...]
+    name: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def qi_names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.qis)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Spec:
+        p = Path(path)
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"spec file {p} does not exist; pass the path of a .toml spec") from None
+        except UnicodeDecodeError:
+            raise SpecError(f"spec file {p} is not UTF-8; re-save it as UTF-8") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise SpecError(f"spec file {p} is not valid TOML: {e}") from None
+        return cls.from_dict(data, base=p.resolve().parent, path=p)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
+        problems: list[str] = []
+        _unknown(data, TOP_KEYS, "the spec's top level", problems)
+        source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True)
+        pop_raw = data.get("population", "sample")
+        population = count = None
+        if pop_raw != "sample":
+            if isinstance(pop_raw, str):
+                problems.append(
+                    f'population = {pop_raw!r} is not understood; write population = "sample" '
+                    f"or a [population] table with path and count"
+                )
+            else:
+                population = _table(pop_raw, "[population]", base, POPULATION_KEYS, problems,
+                                     required=True)
+                count = pop_raw.get("count") if isinstance(pop_raw, dict) else None
+                if not isinstance(count, str) or not count:
+                    problems.append("[population] needs count = \"<column with census counts>\"")
+        gamma = data.get("gamma", 1.0)
+        if isinstance(gamma, bool) or not isinstance(gamma, int | float) or gamma <= 0:
+            problems.append(f"gamma = {gamma!r} must be a positive number (1 is the papers' choice)")
+            gamma = 1.0
+        qis = _qis(data.get("qi"), base, population is not None, problems)
+        if problems:
+            raise SpecError(problems)
+        assert source is not None
+        return cls(path=path or base / "spec.toml", source=source, population=population,
+                   count_column=count, gamma=float(gamma), qis=tuple(qis),
+                   name=str(data.get("name", "")), raw=data)
+
+
+def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            problems.append(
+                f"unknown key {key!r} in {where}; allowed keys are {', '.join(sorted(allowed))}"
+            )
+
+
+def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[str],
+           required: bool) -> TableRef | None:
+    if raw is None:
+        if required:
+            problems.append(f"the spec needs a {where} table with a path")
+        return None
+    if not isinstance(raw, dict):
+        problems.append(f"{where} must be a table (path = ..., ...)")
+        return None
+    _unknown(raw, allowed, where, problems)
+    path = raw.get("path")
+    if not isinstance(path, str) or not path:
+        problems.append(f"{where} needs path = \"<csv, parquet or duckdb file>\"")
+        return None
+    p = (base / path).resolve()
+    fmt = raw.get("format") or _format_of(p)
+    if fmt not in FORMATS:
+        problems.append(
+            f"{where} path {path!r}: cannot tell the format from the extension; "
+            f"add format = \"csv\", \"parquet\" or \"duckdb\""
+        )
+        return None
+    if not p.exists():
+        problems.append(f"{where} file {p} does not exist; fix path (relative to the spec file)")
+    table = raw.get("table")
+    if fmt == "duckdb" and not table:
+        problems.append(f"{where} is a DuckDB file: add table = \"<table name>\"")
+    if fmt != "duckdb" and table:
+        problems.append(f"{where}: table is only for DuckDB files; remove it")
+    delimiter = raw.get("delimiter")
+    if delimiter is not None and (fmt != "csv" or not isinstance(delimiter, str) or len(delimiter) != 1):
+        problems.append(f"{where}: delimiter must be one character and only for CSV files")
+        delimiter = None
+    return TableRef(p, fmt, table, delimiter)
+
+
+def _format_of(p: Path) -> str | None:
+    suffix = p.suffix.lower()
+    if suffix in (".csv", ".tsv", ".txt"):
+        return "csv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".duckdb", ".db", ".ddb"):
+        return "duckdb"
+    return None
+
+
+def _qis(raw: Any, base: Path, has_population: bool, problems: list[str]) -> list[QISpec]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("the spec needs at least one [[qi]] table (name, kind, and its domain)")
+        return []
+    out: list[QISpec] = []
+    names: set[str] = set()
+    for i, q in enumerate(raw, 1):
+        where = f"[[qi]] #{i}"
+        if not isinstance(q, dict):
+            problems.append(f"{where} must be a table")
+            continue
+        name = q.get("name")
+        if isinstance(name, str) and name:
+            where = f"[[qi]] {name!r}"
+        else:
+            problems.append(f"{where} needs name = \"...\"")
+            continue
+        _unknown(q, QI_KEYS, where, problems)
+        if name in names:
+            problems.append(f"{where} is declared twice; give each QI once")
+        names.add(name)
+        qi = _qi(q, name, where, base, has_population, problems)
+        if qi is not None:
+            out.append(qi)
+    roles = [q.role for q in out if q.role]
+    for role in set(roles):
+        if roles.count(role) > 1:
+            problems.append(f"role {role!r} is given to more than one QI; give it to one")
+    return out
+
+
+def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bool,
+        problems: list[str]) -> QISpec | None:
+    kind = q.get("kind")
+    if kind not in KINDS:
+        problems.append(f"{where}: kind = {kind!r} is not one of {', '.join(KINDS)}")
+        return None
+    column = q.get("column", name)
+    lo, hi = q.get("min"), q.get("max")
+    values = q.get("values")
+    values_from = q.get("values_from")
+    hierarchy = q.get("hierarchy")
+    if kind == "integer":
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
+            problems.append(f"{where}: an integer QI needs whole numbers min <= max (e.g. min = 0, max = 120)")
+    elif kind == "date":
+        try:
+            lo, hi = parse_date(lo, f"{where} min"), parse_date(hi, f"{where} max")
+            if lo > hi:
+                problems.append(f"{where}: min {lo} is after max {hi}")
+        except SpecError as e:
+            problems.append(str(e))
+    else:
+        if values is not None and values_from is not None:
+            problems.append(f"{where}: give values or values_from, not both")
+        if values is not None and (not isinstance(values, list) or not values
+                                   or not all(isinstance(v, str) for v in values)):
+            problems.append(f"{where}: values must be a non-empty list of strings in domain order")
+            values = None
+        elif values is not None:
+            seen: set[str] = set()
+            dups = [v for v in values if v in seen or seen.add(v)]  # type: ignore[func-returns-value]
+            if dups:
+                shown = ", ".join(repr(d) for d in dups[:5])
+                problems.append(f"{where}: duplicate categories {shown}; list every category once")
+        allowed_from = ("source", "population", "hierarchy")
+        if values_from is not None and values_from not in allowed_from:
+            problems.append(f"{where}: values_from must be one of {', '.join(allowed_from)}")
+        if values_from == "population" and not has_population:
+            problems.append(f"{where}: values_from = \"population\" needs a [population] table")
+        if values_from == "hierarchy" and not hierarchy:
+            problems.append(f"{where}: values_from = \"hierarchy\" needs hierarchy = \"<file>\"")
+        if values is None and values_from is None:
+            values_from = "hierarchy" if hierarchy else (
+                "population" if kind == "zip" and has_population else "source")
+    if kind in ("integer", "date") and (values is not None or values_from is not None):
+        problems.append(f"{where}: {kind} QIs take min and max, not values")
+    nulls = q.get("nulls", "error")
+    if nulls not in ("error", "category"):
+        problems.append(f"{where}: nulls must be \"error\" or \"category\"")
+    if nulls == "category" and kind not in ("category", "zip"):
+        problems.append(
+            f"{where}: nulls = \"category\" is for category and zip QIs; declare {name!r} as a "
+            f"category or clean its NULLs"
+        )
+    null_label = q.get("null_label", "NULL")
+    if values and nulls == "category" and null_label in values:
+        problems.append(f"{where}: null_label {null_label!r} is also a real category; pick another")
+    role = q.get("role")
+    if role is not None and role not in ROLES:
+        problems.append(f"{where}: role must be one of {', '.join(ROLES)}")
+    hpath = None
+    if hierarchy is not None:
+        if not isinstance(hierarchy, str):
+            problems.append(f"{where}: hierarchy must be a file path")
+        else:
+            hpath = (base / hierarchy).resolve()
+            if not hpath.exists():
+                problems.append(f"{where}: hierarchy file {hpath} does not exist")
+    for key in ("column", "population_column"):
+        if key in q and (not isinstance(q[key], str) or not q[key]):
+            problems.append(f"{where}: {key} must be a column name")
+    if isinstance(lo, dt.datetime):
+        lo = lo.date()
+    return QISpec(name=name, column=str(column), population_column=str(q.get("population_column", column)),
+                  kind=kind, min=lo, max=hi, values=tuple(values) if values else None,
+                  values_from=values_from, hierarchy=hpath, nulls=nulls, null_label=str(null_label),
+                  role=role)
