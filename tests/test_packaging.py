@@ -1,0 +1,33 @@
+"""Installing deid-sql adds only the deid_sql package (sql/, udfs/, fixtures/ live inside it)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import subprocess
+import sys
+
+
+def test_shipped_folders_import_under_deid_sql():
+    for name in ("deid_sql.sql", "deid_sql.udfs", "deid_sql.fixtures"):
+        assert importlib.import_module(name).__name__ == name
+    from deid_sql.sql import template
+
+    assert template("metrics", groups=__import__("sqlglot").exp.to_table("g"),
+                    gamma=__import__("sqlglot").exp.Literal.number(1)) is not None
+
+
+def test_no_generic_top_level_modules():
+    dist = md.distribution("deid-sql")
+    top = (dist.read_text("top_level.txt") or "deid_sql").split()
+    roots = {str(f).split("/")[0] for f in (dist.files or []) if str(f).endswith(".py")}
+    assert set(top) == {"deid_sql"}
+    assert all(r.startswith(("deid_sql", "__editable__")) for r in roots), roots
+
+
+def test_import_has_no_side_effects(tmp_path):
+    """Importing the package writes nothing, prints nothing and opens no database."""
+    code = "import deid_sql, deid_sql.cli, sys; print(sorted(m for m in sys.modules if m == 'duckdb'))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert run.stdout.strip() == "[]" and run.stderr == ""
+    assert list(tmp_path.iterdir()) == []
