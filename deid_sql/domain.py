@@ -8,7 +8,9 @@ group of positions (``20-29``, ``372**``, ``Asian|Other``), because every output
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -172,7 +174,7 @@ class ZipDomain(CategoryDomain):
         super().__post_init__()
         object.__setattr__(self, "kind", "zip")
 
-    @property
+    @functools.cached_property
     def lexicographic(self) -> bool:
         """True when the order is plain string order of equal-length digit strings,
         so SQL ``BETWEEN`` on the text selects exactly an interval."""
@@ -189,7 +191,7 @@ class ZipDomain(CategoryDomain):
         while common < min(len(first), len(last)) and first[common] == last[common]:
             common += 1
         prefix = first[:common]
-        inside = sum(1 for v in self.values if v.startswith(prefix))
+        inside = self._prefix_count(prefix)
         if common and inside == hi - lo + 1 and len(first) == len(last):
             return prefix + "*" * (len(first) - common)
         if common == 0 and lo == 0 and hi == self.size - 1:
@@ -198,6 +200,14 @@ class ZipDomain(CategoryDomain):
 
     def readable_group(self, lo: int, hi: int) -> str:
         return f"[{self.interval_label(lo, hi)}]"
+
+    def _prefix_count(self, prefix: str) -> int:
+        """How many domain values start with ``prefix`` (binary search when sorted)."""
+        if self.lexicographic:
+            lo = bisect.bisect_left(self.values, prefix)
+            hi = bisect.bisect_left(self.values, prefix + "\U0010ffff")
+            return hi - lo
+        return sum(1 for v in self.values if v.startswith(prefix))
 
 
 def parse_date(value: object, where: str) -> dt.date:

@@ -20,7 +20,7 @@ from .compile import col, ident, is_integer_type, literal, source_key
 from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError
 from .hierarchy import Hierarchy
-from .spec import QISpec, Spec
+from .spec import QISpec, Spec, TableRef
 
 SOURCE_VIEW = "deid_source"
 POPULATION_VIEW = "deid_population"
@@ -43,11 +43,14 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in spec.qis}
     view = SOURCE_VIEW if which == "source" else POPULATION_VIEW
     try:
-        backend.create_temp_view(view, exp.select("*").from_(backend.relation(ref, text_cols)))
-        columns = backend.columns(view)
+        columns = _open_view(backend, view, ref, text_cols)
     except BackendError as e:
-        problems.append(_read_problem(which, ref.describe(), str(e)))
-        return None
+        # read_csv(types=...) fails when the header lacks a text QI column: read the header
+        # untyped so the missing column is reported like for the other formats
+        columns = _untyped_columns_if_missing(backend, view, ref, text_cols)
+        if columns is None:
+            problems.append(_read_problem(which, ref.describe(), str(e)))
+            return None
     for q in spec.qis:
         name = getattr(q, attr)
         if name not in columns:
@@ -58,6 +61,22 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     if which == "population" and spec.count_column not in columns:
         problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
     return Table(view, columns, which)
+
+
+def _open_view(backend: Backend, view: str, ref: TableRef, text_cols: dict[str, bool]) -> dict[str, str]:
+    backend.create_temp_view(view, exp.select("*").from_(backend.relation(ref, text_cols)))
+    return backend.columns(view)
+
+
+def _untyped_columns_if_missing(backend: Backend, view: str, ref: TableRef,
+                                text_cols: dict[str, bool]) -> dict[str, str] | None:
+    if ref.format != "csv" or not any(text_cols.values()):
+        return None
+    try:
+        columns = _open_view(backend, view, ref, {})
+    except BackendError:
+        return None
+    return columns if any(c not in columns for c, text in text_cols.items() if text) else None
 
 
 def _read_problem(which: str, where: str, message: str) -> str:
@@ -178,11 +197,18 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
         if not (is_integer_type(ctype) or ctype.upper().startswith(("DOUBLE", "FLOAT", "DECIMAL", "REAL"))):
             problems.append(f"population count column {spec.count_column!r} has type {ctype}; it must hold numbers")
             return None
-        _check_counts(backend, table, count, problems)
         measure = exp.func("sum", exp.cast(count, "DOUBLE"))
     query = pos.select(exp.alias_(measure, "n"))
     query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
-    result = backend.execute(query)
+    ref = spec.source if table.label == "source" else spec.population
+    assert ref is not None
+    try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
+        if table.label != "source":
+            _check_counts(backend, table, count, problems)
+        result = backend.execute(query)
+    except BackendError as e:
+        problems.append(_read_problem(table.label, ref.describe(), str(e)))
+        return None
     has_null = np.zeros(result.num_rows, dtype=bool)
     for i in range(n):
         has_null |= np.asarray(result.column(f"p{i}").is_null().to_numpy(zero_copy_only=False))

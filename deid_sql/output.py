@@ -17,7 +17,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from sqlglot import exp
 
-from .errors import OutputError
+from .errors import BackendError, DeidError, OutputError
+from .loading import _read_problem
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
@@ -70,7 +71,10 @@ def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path
     expected = problem.sample.total
     if kind == "duckdb":
         name = table or "deidentified"
-        rows = problem.backend.create_table(path, name, query, expected, overwrite)
+        try:
+            rows = problem.backend.create_table(path, name, query, expected, overwrite)
+        except BackendError as e:
+            raise _unreadable(problem, e) from None
         return Written(path, kind, rows, name)
     if path.exists() and not overwrite:
         raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
@@ -84,9 +88,20 @@ def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path
         if rows != expected:
             raise OutputError(f"the query produced {rows} rows but the source has {expected}; nothing was written")
         os.replace(tmp, path)
+    except BackendError as e:
+        raise _unreadable(problem, e) from None
     finally:
         tmp.unlink(missing_ok=True)
     return Written(path, kind, rows)
+
+
+def _unreadable(problem: Problem, e: BackendError) -> DeidError:
+    """Columns outside the QIs are first read in full here (a CSV past the rows DuckDB
+    sniffed): say which file is not UTF-8 rather than echo the engine's paragraph."""
+    lowered = str(e).lower()
+    if "unicode" in lowered or "utf-8" in lowered or "utf8" in lowered:
+        return OutputError(_read_problem("source", problem.spec.source.describe(), str(e)) + "; nothing was written")
+    return e
 
 
 def _write_batches(problem: Problem, query: exp.Select, tmp: Path, kind: str) -> int:

@@ -68,13 +68,8 @@ class Policy:
         return f"Policy({self.text()!r})"
 
     def qi_recoding(self, index: int) -> QIRecoding:
-        domain = self.lattice.domains[index]
-        bits = self.qi_bits(index)
-        gid = np.concatenate(([0], np.cumsum(bits, dtype=np.int64)))
-        starts = np.concatenate(([0], np.flatnonzero(bits) + 1))
-        ends = np.concatenate((starts[1:] - 1, [domain.size - 1]))
-        labels = tuple(domain.interval_label(int(a), int(b)) for a, b in zip(starts, ends))
-        return QIRecoding(gid, labels)
+        gid = np.concatenate(([0], np.cumsum(self.qi_bits(index), dtype=np.int64)))
+        return QIRecoding(gid, None, self.lattice.domains[index])
 
     def recoding(self) -> Recoding:
         """This policy as a recoding (intervals labelled ``20-29``, ``372**``, ...)."""

@@ -17,35 +17,54 @@ from .domain import Domain
 from .errors import PolicyError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class QIRecoding:
     """One QI's value -> group map.
 
     ``group_of[pos]`` is the group id (0..k-1, numbered in domain order of first
-    appearance); ``labels[g]`` names group g in generalized output.
+    appearance).  Labels name groups in generalized output; they are given, or
+    derived from ``domain`` on first use (evaluation never needs them, so a search
+    does not pay for naming thousands of groups).
     """
 
     group_of: np.ndarray
-    labels: tuple[str, ...]
-    widths: np.ndarray = field(init=False, repr=False, compare=False)
-    contiguous: bool = field(init=False, repr=False, compare=False)
+    given_labels: tuple[str, ...] | None = None
+    domain: Domain | None = field(default=None, repr=False)
+    n_groups: int = field(init=False)
+    widths: np.ndarray = field(init=False, repr=False)
+    contiguous: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         gid = np.asarray(self.group_of, dtype=np.int64)
-        k = len(self.labels)
-        if gid.ndim != 1 or (gid.size and (gid.min() < 0 or gid.max() >= k)):
-            raise PolicyError("recoding group ids must lie in 0..len(labels)-1")
+        k = int(gid.max()) + 1 if gid.size else 0
+        if self.given_labels is not None:
+            if len(self.given_labels) < k:
+                raise PolicyError("a recoding needs one label per group")
+            k = len(self.given_labels)
+        elif self.domain is None:
+            raise PolicyError("a recoding needs labels or the domain to name its groups")
+        if gid.ndim != 1 or (gid.size and gid.min() < 0):
+            raise PolicyError("recoding group ids must lie in 0..k-1")
         widths = np.bincount(gid, minlength=k)
         if (widths == 0).any():
             raise PolicyError("every recoding group must contain at least one domain value")
         object.__setattr__(self, "group_of", gid)
+        object.__setattr__(self, "n_groups", k)
         object.__setattr__(self, "widths", widths)
         changes = int(np.count_nonzero(np.diff(gid))) if gid.size else 0
         object.__setattr__(self, "contiguous", changes == k - 1)
 
     @property
-    def n_groups(self) -> int:
-        return len(self.labels)
+    def labels(self) -> tuple[str, ...]:
+        if self.given_labels is None:
+            assert self.domain is not None
+            if self.contiguous:
+                first, last = self.bounds()
+                names = tuple(self.domain.interval_label(int(a), int(b)) for a, b in zip(first, last))
+            else:
+                names = tuple(self.domain.set_label(list(self.members(g))) for g in range(self.n_groups))
+            object.__setattr__(self, "given_labels", names)
+        return self.given_labels  # type: ignore[return-value]
 
     def members(self, group: int) -> np.ndarray:
         """Domain positions in ``group``, ascending."""
@@ -77,11 +96,9 @@ class QIRecoding:
         rank[order] = np.arange(order.size)
         gid = rank[inverse]
         if labels is None:
-            names = tuple(domain.set_label(list(np.flatnonzero(gid == g))) for g in range(order.size))
-        else:
-            given = list(labels)
-            names = tuple(given[int(raw[first_idx[o]])] for o in order)
-        return cls(gid, names)
+            return cls(gid, None, domain)
+        given = list(labels)
+        return cls(gid, tuple(given[int(raw[first_idx[o]])] for o in order), domain)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ class Backend(ABC):
         """Make the risk and KL term functions of ``deid_sql.udfs`` callable in SQL."""
 
     @abstractmethod
-    def register_table(self, name: str, table: pa.Table) -> None:
-        """Expose a small Arrow table (domains, lookups) under ``name``."""
+    def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
+        """Expose an Arrow table under ``name``; ``copy`` loads it into an engine-native
+        temporary table (faster to scan repeatedly, e.g. cells queried per policy)."""
 
     @abstractmethod
     def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:

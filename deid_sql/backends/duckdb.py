@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,17 @@ class DuckDBBackend(Backend):
                                      getattr(sqltypes, ret), type="arrow")
         self._udfs = True
 
-    def register_table(self, name: str, table: pa.Table) -> None:
-        self.con.register(name, table)
+    def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
+        if not copy:
+            self.con.register(name, table)
+            return
+        staging = f"{name}_arrow"
+        self.con.register(staging, table)
+        target = exp.Table(this=_quoted(name))
+        self._run(render(exp.Create(this=target, kind="TABLE", replace=True,
+                                    properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+                                    expression=exp.select("*").from_(staging))))
+        self.con.unregister(staging)
 
     def _attach(self, path: Path) -> str:
         path = path.resolve()
@@ -121,9 +131,13 @@ class DuckDBBackend(Backend):
             raise BackendError(_one_line(e)) from None
 
     def execute(self, query: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
-        rel = self._sql(render(query), params)
+        # A prepared DB-API execution: cheaper per call than building a relation, which
+        # matters for the SQL evaluator's one-query-per-policy loop.
         try:
-            return rel.to_arrow_table()
+            result = self.con.execute(render(query), dict(params) if params else None)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "extra copy" notice: results are small
+                return result.to_arrow_table()
         except duckdb.Error as e:
             raise BackendError(_one_line(e)) from None
 
@@ -132,14 +146,14 @@ class DuckDBBackend(Backend):
         try:
             reader = rel.to_arrow_reader(batch_rows)
             yield from reader
-        except duckdb.Error as e:
+        except (duckdb.Error, OSError) as e:  # errors while reading batches surface as OSError
             raise BackendError(_one_line(e)) from None
 
     def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
         stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
                           expression=query)
         self._detach(database)
-        con = duckdb.connect(str(database))
+        con = _connect(database)
         try:
             if not replace and _exists(con, name):
                 raise OutputError(
@@ -156,7 +170,7 @@ class DuckDBBackend(Backend):
                      expected_rows: int, replace: bool) -> int:
         created = not database.exists()
         rel = self._sql(render(query))
-        con = duckdb.connect(str(database))
+        con = _connect(database)
         ok = False
         try:
             if not replace and _exists(con, name):
@@ -168,11 +182,11 @@ class DuckDBBackend(Backend):
             target = exp.Table(this=_quoted(name))
             con.execute("BEGIN TRANSACTION")
             if replace:
-                con.execute(render(exp.Drop(this=target, kind="TABLE", exists=True)))
+                con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
             con.execute(render(exp.Create(this=target, kind="TABLE",
                                           expression=exp.select("*").from_("deid_incoming"))))
-            count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchone()
-            rows = int(count[0]) if count else -1
+            count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
+            rows = int(count[0][0]) if count else -1
             if rows != expected_rows:
                 con.execute("ROLLBACK")
                 raise OutputError(
@@ -190,14 +204,26 @@ class DuckDBBackend(Backend):
                     p.unlink(missing_ok=True)
 
 
+def _connect(database: Path) -> duckdb.DuckDBPyConnection:
+    """Open the output database, or say in one line why it cannot be."""
+    if not database.parent.exists():
+        raise OutputError(f"output folder {database.parent} does not exist; create it first")
+    try:
+        return duckdb.connect(str(database))
+    except duckdb.Error as e:
+        raise OutputError(f"cannot open {database} as a DuckDB database ({_one_line(e)}); "
+                          f"pick another file") from None
+
+
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     q = exp.select(exp.func("count", exp.Star())).from_("duckdb_tables").where(
         exp.column("table_name").eq(exp.Literal.string(name)))
     v = exp.select(exp.func("count", exp.Star())).from_("duckdb_views").where(
         exp.column("view_name").eq(exp.Literal.string(name)))
-    n1 = con.execute(render(q)).fetchone()
-    n2 = con.execute(render(v)).fetchone()
-    return bool((n1 and n1[0]) or (n2 and n2[0]))
+    # fetchall, not fetchone: DuckDB 2 refuses con.register() while a result is unfinished
+    n1 = con.execute(render(q)).fetchall()
+    n2 = con.execute(render(v)).fetchall()
+    return bool(n1[0][0] or n2[0][0])
 
 
 def _one_line(e: Exception) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import SpecError
+from ..errors import DeidError, SpecError
 from ..problem import Problem
 from .options import echo_json, handles_errors, open_problem, read_policy, spec_argument
 
@@ -24,6 +24,9 @@ def validate(spec: Path) -> None:
     except SpecError as e:
         for p in e.problems:
             click.echo(f"error: {p}", err=True)
+        sys.exit(2)
+    except DeidError as e:  # e.g. the engine failing to read the data: still one line, exit 2
+        click.echo(f"error: {e}", err=True)
         sys.exit(2)
     with problem:
         s = problem.spec

@@ -19,6 +19,7 @@ from .metrics import RawSums
 
 CUBE_LIMIT = 16_000_000  # prefix-sum cube entries (int64) kept in memory at most
 _KEY_LIMIT = 2**62
+_DENSE_FACTOR = 16  # group keys counted in a dense array when the key space ≤ 16 × cells
 
 
 class FastEvaluator:
@@ -37,6 +38,10 @@ class FastEvaluator:
         if population is not None and 0 < int(np.prod(shape, dtype=np.float64)) <= cube_limit:
             self.cube = self._prefix_cube(population, shape)
             self._strides = np.array([s // 8 for s in self.cube.strides], dtype=np.int64)
+        d = len(self.sizes)
+        # sign of each corner: (−1)^(number of lower bounds), corners in C order of (lo, hi)^d
+        lows = np.array([[(c >> (d - 1 - q)) & 1 == 0 for q in range(d)] for c in range(1 << d)])
+        self._signs = np.where(lows.sum(axis=1) % 2 == 1, -1, 1).astype(np.int64)
 
     @staticmethod
     def _prefix_cube(population: Cells, shape: tuple[int, ...]) -> np.ndarray:
@@ -49,29 +54,46 @@ class FastEvaluator:
             np.cumsum(cube, axis=axis, out=cube)
         return cube
 
-    def _group_keys(self, rec: Recoding, positions: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        gids = [rec.qis[q].group_of[positions[:, q]] for q in range(len(self.sizes))]
+    def _group_keys(self, rec: Recoding, positions: np.ndarray) -> np.ndarray:
+        """Mixed-radix key of every cell's group (C order over the QIs' group counts)."""
         key = np.zeros(positions.shape[0], dtype=np.int64)
-        for q, g in enumerate(gids):
-            key *= rec.qis[q].n_groups
-            key += g
-        return key, gids
+        for q, qrec in enumerate(rec.qis):
+            key *= qrec.n_groups
+            key += qrec.group_of[positions[:, q]]
+        return key
+
+    def _sample_groups(self, rec: Recoding) -> tuple[np.ndarray | None, np.ndarray, list[np.ndarray]]:
+        """Sorted group keys (None when they would overflow int64), their sample counts m,
+        and each group's id per QI."""
+        counts, positions = self.sample.counts, self.sample.positions
+        radix = [q.n_groups for q in rec.qis]
+        space = float(np.prod(radix, dtype=np.float64))
+        if space >= _KEY_LIMIT:
+            gids = np.stack([q.group_of[positions[:, i]] for i, q in enumerate(rec.qis)], axis=1)
+            rows, inv = np.unique(gids, axis=0, return_inverse=True)
+            m = np.bincount(inv.ravel(), weights=counts)
+            return None, m, [rows[:, i] for i in range(rows.shape[1])]
+        key = self._group_keys(rec, positions)
+        if space <= _DENSE_FACTOR * counts.size:  # a dense count array beats sorting
+            full = np.bincount(key, weights=counts, minlength=int(space))
+            uniq = np.flatnonzero(full)
+            m = full[uniq]
+        else:
+            uniq, inv = np.unique(key, return_inverse=True)
+            m = np.bincount(inv.ravel(), weights=counts)
+        ids: list[np.ndarray] = []
+        rest = uniq.copy()
+        for n in reversed(radix):
+            ids.append(rest % n)
+            rest //= n
+        return uniq, m.astype(np.float64), ids[::-1]
 
     def raw(self, rec: Recoding) -> RawSums:
         """The group sums of ``rec`` (see ``metrics.finish`` for the metrics)."""
-        counts = self.sample.counts
-        if float(np.prod([q.n_groups for q in rec.qis], dtype=np.float64)) >= _KEY_LIMIT:
-            gids = [rec.qis[q].group_of[self.sample.positions[:, q]] for q in range(len(self.sizes))]
-            _, first, inv = np.unique(np.stack(gids, axis=1), axis=0, return_index=True, return_inverse=True)
-            uniq = None
-        else:
-            key, gids = self._group_keys(rec, self.sample.positions)
-            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-        m = np.bincount(inv, weights=counts).astype(np.float64)
-        census = self._census(rec, gids, first, uniq, m)
+        uniq, m, ids = self._sample_groups(rec)
+        census = self._census(rec, uniq, ids, m)
         g = np.maximum(census, m)
-        risk = m * np.power(g, -self.gamma)
+        risk = m * np.power(g, -self.gamma) if self.gamma != 1.0 else m / g
         w_log = 0.0
         lm = 0.0
         for q, qrec in enumerate(rec.qis):
@@ -90,56 +112,43 @@ class FastEvaluator:
             lm_sum=lm,
             discernibility=float((m * m).sum()),
             corrected_groups=int(np.count_nonzero(census < m)),
-            records=int(counts.sum()),
+            records=int(self.sample.counts.sum()),
         )
 
-    def _census(self, rec: Recoding, gids: list[np.ndarray], first: np.ndarray,
-                uniq: np.ndarray | None, m: np.ndarray) -> np.ndarray:
+    def _census(self, rec: Recoding, uniq: np.ndarray | None, ids: list[np.ndarray],
+                m: np.ndarray) -> np.ndarray:
         if self.population is None:
             return m
         if self.cube is not None and rec.contiguous:
-            return self._census_cube(rec, [g[first] for g in gids])
-        return self._census_scan(rec, gids, first, uniq)
+            return self._census_cube(rec, ids)
+        return self._census_scan(rec, uniq, ids)
 
     def _census_cube(self, rec: Recoding, group_ids: list[np.ndarray]) -> np.ndarray:
+        """Box sums by inclusion–exclusion: all 2^d corner indices built by broadcasting,
+        gathered in one go, signed and summed."""
         assert self.cube is not None and self._strides is not None
-        flat_cube = self.cube.reshape(-1)
-        lows, highs = [], []
+        d = len(group_ids)
+        idx = np.zeros((1,) * d + (group_ids[0].size,), dtype=np.int64)
         for q, qrec in enumerate(rec.qis):
             first, last = qrec.bounds()
-            lows.append(first[group_ids[q]] * self._strides[q])
-            highs.append((last[group_ids[q]] + 1) * self._strides[q])
-        d = len(lows)
-        total = np.zeros(group_ids[0].size if d else 1, dtype=np.int64)
-        for corner in range(1 << d):
-            idx = np.zeros_like(total)
-            lo_count = 0
-            for q in range(d):
-                if corner >> q & 1:
-                    idx += highs[q]
-                else:
-                    idx += lows[q]
-                    lo_count += 1
-            if lo_count % 2:
-                total -= flat_cube[idx]
-            else:
-                total += flat_cube[idx]
-        return total.astype(np.float64)
+            corner = np.stack((first[group_ids[q]], last[group_ids[q]] + 1)) * self._strides[q]
+            idx = idx + corner.reshape((1,) * q + (2,) + (1,) * (d - q - 1) + (-1,))
+        values = self.cube.reshape(-1)[idx.reshape(-1, idx.shape[-1])]
+        return (self._signs @ values).astype(np.float64)
 
-    def _census_scan(self, rec: Recoding, gids: list[np.ndarray], first: np.ndarray,
-                     uniq: np.ndarray | None) -> np.ndarray:
+    def _census_scan(self, rec: Recoding, uniq: np.ndarray | None, ids: list[np.ndarray]) -> np.ndarray:
         assert self.population is not None
         pop = self.population
         if uniq is None:  # key space too large for int64: match rows through a dict
-            index = {tuple(int(g[i]) for g in gids): j for j, i in enumerate(first)}
-            pg = [rec.qis[q].group_of[pop.positions[:, q]] for q in range(len(self.sizes))]
-            census = np.zeros(first.size)
+            index = {tuple(int(g[j]) for g in ids): j for j in range(ids[0].size)}
+            pg = [q.group_of[pop.positions[:, i]] for i, q in enumerate(rec.qis)]
+            census = np.zeros(ids[0].size)
             for r in range(pop.counts.size):
                 j = index.get(tuple(int(g[r]) for g in pg))
                 if j is not None:
                     census[j] += pop.counts[r]
             return census
-        pkey, _ = self._group_keys(rec, pop.positions)
+        pkey = self._group_keys(rec, pop.positions)
         match = np.searchsorted(uniq, pkey)
         match[match == uniq.size] = 0
         hit = uniq[match] == pkey
