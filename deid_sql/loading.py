@@ -149,11 +149,14 @@ def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Ta
     return cls(tuple(values))
 
 
-def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int) -> exp.Expression:
+def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
+              raw: exp.Expression | None = None) -> exp.Expression:
     """Position of the normalized key in the domain, NULL when outside it."""
     if isinstance(domain, IntegerDomain):
-        as_int = exp.TryCast(this=key.copy(), to=exp.DataType.build("BIGINT"))
-        as_dbl = exp.TryCast(this=key.copy(), to=exp.DataType.build("DOUBLE"))
+        # test the raw value: the key is already CAST to BIGINT, which rounds 45.5 to 46
+        value = (raw if raw is not None else key).copy()
+        as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
+        as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
         ok = exp.and_(as_dbl.eq(as_int.copy()),
                       exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
                                   high=exp.Literal.number(domain.hi)))
@@ -178,7 +181,7 @@ def _positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], ta
             backend.register_table(dom, pa.table({"v": pa.array(d.values, pa.string()),
                                                   "pos": pa.array(np.arange(d.size), pa.int32())}))
             select = select.join(exp.to_table(dom), on=exp.column("v", table=dom).eq(key), join_type="LEFT")
-        select = select.select(exp.alias_(_position(q, d, key, i), f"p{i}"))
+        select = select.select(exp.alias_(_position(q, d, key, i, col(name, "t")), f"p{i}"))
     return select
 
 
@@ -204,7 +207,10 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     assert ref is not None
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
         if table.label != "source":
+            found = len(problems)
             _check_counts(backend, table, count, problems)
+            if len(problems) > found:  # bad counts are reported; summing them is pointless
+                return None
         result = backend.execute(query)
     except BackendError as e:
         problems.append(_read_problem(table.label, ref.describe(), str(e)))

@@ -51,8 +51,10 @@ def output_format(out: Path, fmt: str | None) -> str:
 
 
 def _protected(problem: Problem) -> list[Path]:
+    """Files an output must never replace: the data, the spec itself and its hierarchy files."""
     refs = [problem.spec.source] + ([problem.spec.population] if problem.spec.population else [])
-    return [r.path.resolve() for r in refs]
+    files = [r.path for r in refs] + [problem.spec.path] + [q.hierarchy for q in problem.spec.qis if q.hierarchy]
+    return [p.resolve() for p in files]
 
 
 def _check_not_input(problem: Problem, out: Path) -> None:
