@@ -137,9 +137,10 @@ class Problem:
 
     def compile(self, item: Policy | Recoding | str, dialect: str = "duckdb",
                 suppress_below: int | None = None, table: str | None = None, pretty: bool = True) -> str:
-        """SQL text for ``dialect``.  DuckDB reads the source file directly; other
-        dialects select from ``table`` (default: the source's table name or ``source``)."""
-        if dialect == "duckdb" and table is None:
+        """SQL text for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
+        place; otherwise the query selects from ``table`` (default: the source's table
+        name inside its DuckDB file, else ``source``)."""
+        if dialect == "duckdb" and table is None and self.spec.source.format != "duckdb":
             source: exp.Expression = self.source.copy()
         else:
             name = table or self.spec.source.table or "source"

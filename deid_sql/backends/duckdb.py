@@ -71,21 +71,23 @@ class DuckDBBackend(Backend):
                                     expression=exp.select("*").from_(staging))))
         self.con.unregister(staging)
 
-    def _attach(self, path: Path) -> str:
+    def _attach(self, path: Path, alias: str | None = None) -> str:
         path = path.resolve()
         if path not in self._attached:
-            alias = f"deid_src_{next(_counter)}"
+            alias = alias or f"deid_src_{next(_counter)}"
             stmt = exp.Attach(this=exp.alias_(exp.Literal.string(str(path)), alias),
                               exists=False, expressions=[exp.AttachOption(this=exp.var("READ_ONLY"))])
             self._run(render(stmt))
             self._attached[path] = alias
         return self._attached[path]
 
-    def _detach(self, path: Path) -> None:
-        """Release our read-only attachment so another connection may write the file."""
+    def _detach(self, path: Path) -> str | None:
+        """Release our read-only attachment so another connection may write the file;
+        returns the alias so the caller can attach it again under the same name."""
         alias = self._attached.pop(path.resolve(), None)
         if alias is not None:
             self._run(render(exp.Detach(this=exp.to_identifier(alias))))
+        return alias
 
     def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
         path = exp.Literal.string(str(ref.path))
@@ -152,19 +154,23 @@ class DuckDBBackend(Backend):
     def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
         stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
                           expression=query)
-        self._detach(database)
-        con = _connect(database)
+        alias = self._detach(database)
         try:
-            if not replace and _exists(con, name):
-                raise OutputError(
-                    f"{database} already has a table or view named {name!r}; pick another --name "
-                    f"or pass --replace"
-                )
-            con.execute(render(stmt))
-        except duckdb.Error as e:
-            raise BackendError(_one_line(e)) from None
+            con = _connect(database)
+            try:
+                if not replace and _exists(con, name):
+                    raise OutputError(
+                        f"{database} already has a table or view named {name!r}; pick another --name "
+                        f"or pass --replace"
+                    )
+                con.execute(render(stmt))
+            except duckdb.Error as e:
+                raise BackendError(_one_line(e)) from None
+            finally:
+                con.close()
         finally:
-            con.close()
+            if alias is not None:  # the source lives in this file: read it again as before
+                self._attach(database, alias)
 
     def create_table(self, database: Path, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool) -> int:
