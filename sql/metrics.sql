@@ -1,16 +1,24 @@
--- The metrics of one recoding, from its groups (one row per generalized group):
---   m = sample records, c = census people, g = max(c, m) (METHODS.md decision 1),
---   w = number of domain cells the group covers, lm = Σ_q (w_q - 1)/(n_q - 1).
+-- The metrics of one recoding.
+--   :groups  one row per generalized group: m = sample records, c = census people,
+--            g = max(c, m) (METHODS.md decision 1)
+--   :widths  one row per QI: lw = Σ_pos n_pos · ln w(pos), lm = Σ_pos n_pos · (w(pos) − 1)/(n_q − 1)
+--            over the sample marginal of that QI, so Σ_G m ln W_G = Σ lw (METHODS.md decision 3)
+-- Groups are first counted per distinct (m, g, c < m): the UDFs then see one row per
+-- distinct pair instead of one per group.
 SELECT
-  SUM(deid_risk_term(m, g, :gamma)) AS risk_sum,
-  SUM(m / g) AS expected_reidentifications,
-  MAX(deid_risk_term(1, g, :gamma)) AS max_record_risk,
+  SUM(cnt * deid_risk_term(m, g, :gamma)) AS risk_sum,
+  SUM(cnt * m / g) AS expected_reidentifications,
+  POWER(MIN(g), -:gamma) AS max_record_risk,
   MIN(m) AS k,
-  SUM(CASE WHEN m = 1 THEN 1 ELSE 0 END) AS sample_unique_records,
-  COUNT(*) AS groups,
-  SUM(deid_kl_term(m, w)) AS kl_group_sum,
-  SUM(m * lm) AS lm_sum,
-  SUM(m * m) AS discernibility,
-  SUM(CASE WHEN c < m THEN 1 ELSE 0 END) AS corrected_groups,
-  SUM(m) AS records
-FROM :groups AS grp
+  SUM(CASE WHEN m = 1 THEN cnt ELSE 0 END) AS sample_unique_records,
+  SUM(cnt) AS groups,
+  SUM(cnt * deid_xlogx(m)) AS group_xlogx,
+  ANY_VALUE(wid.lw) AS width_log_sum,
+  ANY_VALUE(wid.lm) AS lm_sum,
+  SUM(cnt * m * m) AS discernibility,
+  SUM(CASE WHEN corrected THEN cnt ELSE 0 END) AS corrected_groups,
+  SUM(cnt * m) AS records
+FROM (
+  SELECT m, g, c < m AS corrected, COUNT(*) AS cnt FROM :groups AS grp GROUP BY m, g, c < m
+) AS pairs
+CROSS JOIN (SELECT SUM(lw) AS lw, SUM(lm) AS lm FROM :widths AS per_qi) AS wid

@@ -7,14 +7,20 @@ import importlib.metadata as md
 import subprocess
 import sys
 
+import pytest
+
 
 def test_shipped_folders_import_under_deid_sql():
     for name in ("deid_sql.sql", "deid_sql.udfs", "deid_sql.fixtures"):
         assert importlib.import_module(name).__name__ == name
+    from sqlglot import exp
+
     from deid_sql.sql import template
 
-    assert template("metrics", groups=__import__("sqlglot").exp.to_table("g"),
-                    gamma=__import__("sqlglot").exp.Literal.number(1)) is not None
+    tree = template("metrics", groups=exp.to_table("g"), widths=exp.to_table("w"), gamma=exp.Literal.number(1))
+    assert not list(tree.find_all(exp.Placeholder))
+    with pytest.raises(KeyError, match="widths"):
+        template("metrics", groups=exp.to_table("g"), gamma=exp.Literal.number(1))
 
 
 def test_no_generic_top_level_modules():

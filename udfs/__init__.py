@@ -5,6 +5,6 @@ no Python runs per row.  ``UDFS`` lists name, function, argument and return type
 (as type names, so this module imports no engine).
 """
 
-from .terms import UDFS, kl_term, risk_term, xlogx
+from .terms import UDFS, risk_term, xlogx
 
-__all__ = ["UDFS", "kl_term", "risk_term", "xlogx"]
+__all__ = ["UDFS", "risk_term", "xlogx"]

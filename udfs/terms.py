@@ -1,9 +1,8 @@
 """The per-group terms of the risk (seed 001 eq. 1) and KL loss (seed 000 eq. 4).
 
 risk_term(m, g, γ) = m · g^(−γ): the risk of the m sample records of a group whose
-population size is g.  kl_term(m, w) = m · ln(m / w): a group's share of
-Σ_G m ln m − Σ_G m ln W_G, so that N·KL = Σ_cells c ln c − Σ_G kl_term(m_G, W_G)
-(METHODS.md decision 3).  xlogx(c) = c ln c with 0 ln 0 = 0.
+population size is g.  xlogx(c) = c ln c with 0 ln 0 = 0: the entropy terms of
+N·KL = Σ_cells c ln c − Σ_G m_G ln m_G + Σ_G m_G ln W_G (METHODS.md decision 3).
 """
 
 from __future__ import annotations
@@ -22,14 +21,6 @@ def risk_term(m: pa.Array, g: pa.Array, gamma: pa.Array) -> pa.Array:
     return pa.array(mm * np.power(gg, -ga), type=pa.float64())
 
 
-def kl_term(m: pa.Array, w: pa.Array) -> pa.Array:
-    """m · ln(m / w), with 0 when m = 0."""
-    mm, ww = _np(m), _np(w)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(mm > 0, mm * np.log(mm / ww), 0.0)
-    return pa.array(out, type=pa.float64())
-
-
 def xlogx(c: pa.Array) -> pa.Array:
     """c · ln c with the convention 0 ln 0 = 0."""
     cc = _np(c)
@@ -41,6 +32,5 @@ def xlogx(c: pa.Array) -> pa.Array:
 # name, python function, argument type names, return type name
 UDFS: tuple[tuple[str, object, tuple[str, ...], str], ...] = (
     ("deid_risk_term", risk_term, ("DOUBLE", "DOUBLE", "DOUBLE"), "DOUBLE"),
-    ("deid_kl_term", kl_term, ("DOUBLE", "DOUBLE"), "DOUBLE"),
     ("deid_xlogx", xlogx, ("DOUBLE",), "DOUBLE"),
 )

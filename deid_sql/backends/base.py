@@ -56,8 +56,16 @@ class Backend(ABC):
         """Column name -> SQL type name of a table or view, in order."""
 
     @abstractmethod
-    def execute(self, query: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
-        """Run a query and return the whole result as Arrow."""
+    def render(self, query: exp.Expression) -> str:
+        """SQL text of ``query`` in this engine's dialect (raises on what it cannot express)."""
+
+    @abstractmethod
+    def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        """Run a query (an expression, or text from ``render``) and return the result as Arrow."""
+
+    @abstractmethod
+    def create_temp_table(self, name: str, query: exp.Expression) -> None:
+        """A session-local table holding the result of ``query``."""
 
     @abstractmethod
     def stream(self, query: exp.Expression, batch_rows: int = 1_000_000) -> Iterator[pa.RecordBatch]:

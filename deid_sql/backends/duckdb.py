@@ -132,11 +132,20 @@ class DuckDBBackend(Backend):
         except duckdb.Error as e:
             raise BackendError(_one_line(e)) from None
 
-    def execute(self, query: exp.Expression, params: Mapping[str, Any] | None = None) -> pa.Table:
-        # A prepared DB-API execution: cheaper per call than building a relation, which
-        # matters for the SQL evaluator's one-query-per-policy loop.
+    def render(self, query: exp.Expression) -> str:
+        return render(query)
+
+    def create_temp_table(self, name: str, query: exp.Expression) -> None:
+        stmt = exp.Create(this=exp.to_table(name), kind="TABLE", replace=True,
+                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query)
+        self._run(render(stmt))
+
+    def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        # A DB-API execution: cheaper per call than building a relation, which matters
+        # for the SQL evaluator's one-query-per-policy loop (it passes pre-rendered text).
+        text = query if isinstance(query, str) else render(query)
         try:
-            result = self.con.execute(render(query), dict(params) if params else None)
+            result = self.con.execute(text, dict(params) if params else None)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "extra copy" notice: results are small
                 return result.to_arrow_table()

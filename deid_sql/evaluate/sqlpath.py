@@ -1,11 +1,16 @@
 """The SQL path: the reference evaluation, run by the backend on the cell tables.
 
-Per recoding, each QI's group ids (and group widths) are passed as list
-parameters; every cell's group becomes one mixed-radix BIGINT key from list
-lookups, sample and census cells are grouped by that key and joined, and the
-shipped ``sql/metrics.sql`` template sums the terms with the UDFs of
-``deid_sql.udfs`` (risk_term, kl_term).  When the key space would overflow 63 bits
-the groups are keyed by one column per QI instead.
+Per recoding, every cell's group becomes one mixed-radix BIGINT key built from
+list parameters (``$gb0[b0 + 1]`` = the group of combined position b0, where a
+block of small consecutive QIs such as age×sex×race shares one combined position);
+sample and census cells are grouped by that key and joined (g = max(c, m)).
+Group widths enter through the sample marginals of each QI (Σ_G m ln W_G splits
+into per-QI sums, METHODS.md decision 3).  The shipped ``sql/metrics.sql``
+template sums the terms with the UDFs of ``deid_sql.udfs``.
+
+A QI left whole (one group) drops out of the key and a QI kept as is enters as
+its position, so the query text depends on the recoding's *shape*; each shape is
+built and rendered once.
 """
 
 from __future__ import annotations
@@ -23,17 +28,21 @@ from .metrics import RawSums
 
 SAMPLE_CELLS = "deid_sample_cells"
 POPULATION_CELLS = "deid_population_cells"
+MARGINAL = "deid_sample_marginal_{}"
 _KEY_LIMIT = 2**62
+BLOCK_LIMIT = 4096  # largest combined domain looked up as one list parameter
+
+CONST, IDENTITY, LOOKUP = "c", "i", "l"
 
 
-def _lookup(name: str, q: int) -> exp.Expression:
-    """``($name)[p{q} + 1]``: a domain position's entry in a per-recoding list parameter."""
-    index = exp.Add(this=exp.column(f"p{q}"), expression=exp.Literal.number(1))
-    return exp.Bracket(this=exp.paren(exp.Placeholder(this=name)), expressions=[index])
-
-
-def _num(v: int) -> exp.Expression:
+def _num(v: float) -> exp.Expression:
     return exp.Literal.number(v)
+
+
+def _lookup(name: str, index: exp.Expression) -> exp.Expression:
+    """``($name)[index + 1]``: an entry of a per-recoding list parameter."""
+    return exp.Bracket(this=exp.paren(exp.Placeholder(this=name)),
+                       expressions=[exp.Add(this=index, expression=_num(1))])
 
 
 class SQLEvaluator:
@@ -45,78 +54,142 @@ class SQLEvaluator:
         self.sizes = tuple(int(s) for s in sizes)
         self.gamma = float(gamma)
         backend.register_udfs()
-        backend.register_table(SAMPLE_CELLS, sample.to_arrow(), copy=True)
+        self.blocks = _blocks(self.sizes)
+        self._register_cells(SAMPLE_CELLS, sample)
+        for q in range(len(self.sizes)):
+            marginal = (exp.select(exp.alias_(exp.column(f"p{q}"), "pos"),
+                                   exp.alias_(exp.func("sum", exp.column("n")), "n"))
+                        .from_(SAMPLE_CELLS).group_by(exp.column(f"p{q}")))
+            backend.create_temp_table(MARGINAL.format(q), marginal)
         self.has_population = population is not None
         if population is not None:
-            backend.register_table(POPULATION_CELLS, population.to_arrow(), copy=True)
-        self._queries: dict[bool, exp.Expression] = {}
+            self._register_cells(POPULATION_CELLS, population)
+        self._rendered: dict[tuple[str, str, bool], tuple[str, tuple[str, ...]]] = {}
 
-    def _keys(self, single: bool) -> list[exp.Expression]:
-        d = len(self.sizes)
+    def _register_cells(self, name: str, cells: Cells) -> None:
+        """A native table of the cells plus one combined position ``b{j}`` per block of QIs."""
+        staging = f"{name}_arrow"
+        self.backend.register_table(staging, cells.to_arrow())
+        combined = []
+        for j, block in enumerate(self.blocks):
+            expr: exp.Expression = exp.cast(exp.column(f"p{block[0]}"), "BIGINT")
+            for q in block[1:]:
+                expr = exp.Add(this=exp.Mul(this=exp.paren(expr), expression=_num(self.sizes[q])),
+                               expression=exp.column(f"p{q}"))
+            combined.append(exp.alias_(expr, f"b{j}"))
+        self.backend.create_temp_table(name, exp.select("*", *combined).from_(staging))
+
+    # -- query construction -----------------------------------------------------------------
+    def _keys(self, shape: str, single: bool) -> list[exp.Expression]:
+        """The group key of a cell from its blocks' combined positions (``shape`` per block)."""
+        parts: list[tuple[exp.Expression, exp.Expression]] = []
+        for j, kind in enumerate(shape):
+            pos = exp.column(f"b{j}")
+            if kind == IDENTITY:
+                parts.append((pos, _num(int(np.prod([self.sizes[q] for q in self.blocks[j]])))))
+            elif kind == LOOKUP:
+                parts.append((exp.cast(_lookup(f"gb{j}", pos), "BIGINT"), exp.Placeholder(this=f"nb{j}")))
+        if not parts:
+            return [_num(0)]
         if not single:
-            return [_lookup(f"g{q}", q) for q in range(d)]
-        key: exp.Expression = exp.cast(_lookup("g0", 0), "BIGINT") if d else _num(0)
-        for q in range(1, d):
-            key = exp.Add(this=exp.Mul(this=exp.paren(key), expression=exp.Placeholder(this=f"n{q}")),
-                          expression=_lookup(f"g{q}", q))
+            return [p for p, _ in parts]
+        key = parts[0][0]
+        for part, radix in parts[1:]:
+            key = exp.Add(this=exp.Mul(this=exp.paren(key), expression=radix), expression=part)
         return [key]
 
-    def _grouped(self, table: str, measure: str, single: bool, extra: list[exp.Expression]) -> exp.Select:
-        keys = self._keys(single)
+    def _grouped(self, table: str, measure: str, keys: list[exp.Expression],
+                 only_in: str | None = None) -> exp.Select:
+        """Cells grouped by key; ``only_in`` names a CTE whose keys are the only ones kept
+        (census rows of groups without sample records never reach the aggregate)."""
         names = [f"k{i}" for i in range(len(keys))]
-        inner = exp.select(*[exp.alias_(k, n) for k, n in zip(keys, names)], exp.column("n"), *extra).from_(table)
-        aggs = [exp.alias_(exp.func("sum", exp.column("n")), measure)]
-        aggs += [exp.alias_(exp.AnyValue(this=exp.column(e.alias)), e.alias) for e in extra]
-        outer = exp.select(*[exp.column(n) for n in names], *aggs).from_(
-            exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("cells"))))
+        inner = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(keys, names)], exp.column("n")).from_(table)
+        outer = exp.select(*[exp.column(n) for n in names], exp.alias_(exp.func("sum", exp.column("n")), measure))
+        outer = outer.from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("keyed"))))
+        if only_in is not None and len(names) == 1:
+            outer = outer.where(exp.column("k0").isin(query=exp.select("k0").from_(only_in)))
         return outer.group_by(*[exp.column(n) for n in names])
 
-    def _build(self, single: bool) -> exp.Expression:
-        width: exp.Expression = _num(1)
-        lm: exp.Expression = _num(0)
-        for q, n in enumerate(self.sizes):
-            wq = _lookup(f"w{q}", q)
-            width = exp.Mul(this=width, expression=wq)
-            if n > 1:
-                lm = exp.Add(this=lm, expression=exp.Div(
-                    this=exp.paren(exp.Sub(this=wq.copy(), expression=_num(1))), expression=_num(n - 1)))
-        extra = [exp.alias_(width, "w"), exp.alias_(lm, "lm")]
-        s = exp.Subquery(this=self._grouped(SAMPLE_CELLS, "m", single, extra),
-                         alias=exp.TableAlias(this=exp.to_identifier("s")))
+    def _widths(self, shape: str) -> exp.Expression:
+        """One row per QI: its share of Σ m ln W and of Iyengar's loss."""
+        rows: list[exp.Select] = []
+        for q, kind in enumerate(shape):
+            n, size = exp.column("n"), self.sizes[q]
+            if kind == IDENTITY or size == 1:
+                continue
+            w = _num(size) if kind == CONST else _lookup(f"w{q}", exp.column("pos"))
+            lw = exp.func("sum", exp.Mul(this=n.copy(), expression=exp.func("ln", w.copy())))
+            lm = exp.func("sum", exp.Div(this=exp.Mul(this=n.copy(), expression=exp.paren(
+                exp.Sub(this=w.copy(), expression=_num(1)))), expression=_num(size - 1)))
+            rows.append(exp.select(exp.alias_(lw, "lw"), exp.alias_(lm, "lm")).from_(MARGINAL.format(q)))
+        if not rows:
+            return exp.select(exp.alias_(_num(0.0), "lw"), exp.alias_(_num(0.0), "lm"))
+        union: exp.Expression = rows[0]
+        for r in rows[1:]:
+            union = exp.union(union, r, distinct=False)
+        return union
+
+    def _build(self, block_shape: str, qi_shape: str, single: bool) -> exp.Expression:
+        keys = self._keys(block_shape, single)
+        s = exp.to_table("s")
         m = exp.column("m", table="s")
         c: exp.Expression = m.copy()
         if self.has_population:
             c = exp.func("coalesce", exp.column("c", table="p"), _num(0))
-        groups = exp.select(
-            exp.alias_(m, "m"), exp.alias_(c, "c"), exp.alias_(exp.func("greatest", c.copy(), m.copy()), "g"),
-            exp.alias_(exp.column("w", table="s"), "w"), exp.alias_(exp.column("lm", table="s"), "lm"),
-        ).from_(s)
+        groups = exp.select(exp.alias_(m, "m"), exp.alias_(c, "c"),
+                            exp.alias_(exp.func("greatest", c.copy(), m.copy()), "g")).from_(s)
         if self.has_population:
-            p = exp.Subquery(this=self._grouped(POPULATION_CELLS, "c", single, []),
+            p = exp.Subquery(this=self._grouped(POPULATION_CELLS, "c", keys, only_in="s"),
                              alias=exp.TableAlias(this=exp.to_identifier("p")))
-            n_keys = 1 if single else len(self.sizes)
             on = exp.and_(*[exp.column(f"k{i}", table="s").eq(exp.column(f"k{i}", table="p"))
-                            for i in range(n_keys)]) if n_keys else exp.true()
+                            for i in range(len(keys))])
             groups = groups.join(p, on=on, join_type="LEFT")
-        return template("metrics", groups=exp.Subquery(this=groups), gamma=exp.Literal.number(self.gamma))
+        groups = groups.with_("s", as_=self._grouped(SAMPLE_CELLS, "m", keys))
+        return template("metrics", groups=exp.Subquery(this=groups), widths=exp.Subquery(this=self._widths(qi_shape)),
+                        gamma=_num(self.gamma))
+
+    def _shape(self, rec: Recoding) -> tuple[str, str, bool]:
+        """Per block and per QI: whole (const), kept as is (identity) or looked up."""
+        qi_shape = "".join(CONST if q.n_groups == 1 else IDENTITY if q.n_groups == size else LOOKUP
+                           for q, size in zip(rec.qis, self.sizes))
+        block_shape = ""
+        for block in self.blocks:
+            kinds = {qi_shape[q] for q in block}
+            block_shape += kinds.pop() if len(kinds) == 1 and LOOKUP not in kinds else LOOKUP
+        radix = [q.n_groups for q in rec.qis]
+        return block_shape, qi_shape, float(np.prod(radix, dtype=np.float64)) < _KEY_LIMIT
 
     def query(self, rec: Recoding) -> tuple[exp.Expression, dict[str, object]]:
         """The query for ``rec`` and its parameters."""
-        sizes = [q.n_groups for q in rec.qis]
-        single = float(np.prod(sizes, dtype=np.float64)) < _KEY_LIMIT
-        if single not in self._queries:
-            self._queries[single] = self._build(single)
+        block_shape, qi_shape, single = self._shape(rec)
+        return self._build(block_shape, qi_shape, single), self._params(rec, block_shape, qi_shape)
+
+    def _params(self, rec: Recoding, block_shape: str, qi_shape: str) -> dict[str, object]:
         params: dict[str, object] = {}
-        for q, qrec in enumerate(rec.qis):
-            params[f"g{q}"] = qrec.group_of.tolist()
-            params[f"w{q}"] = qrec.widths[qrec.group_of].astype(np.float64).tolist()  # per position
-            if single and q > 0:
-                params[f"n{q}"] = int(qrec.n_groups)
-        return self._queries[single], params
+        for j, (kind, block) in enumerate(zip(block_shape, self.blocks)):
+            if kind == LOOKUP:
+                combined = np.zeros(1, dtype=np.int64)
+                radix = 1
+                for q in block:  # mixed radix of the members' group ids, C order like b{j}
+                    qrec = rec.qis[q]
+                    combined = (combined[:, None] * qrec.n_groups + qrec.group_of[None, :]).ravel()
+                    radix *= qrec.n_groups
+                params[f"gb{j}"] = combined.tolist()
+                params[f"nb{j}"] = int(radix)
+        for q, (kind, qrec) in enumerate(zip(qi_shape, rec.qis)):
+            if kind == LOOKUP:
+                params[f"w{q}"] = qrec.widths[qrec.group_of].astype(np.float64).tolist()  # per position
+        return params
 
     def raw(self, rec: Recoding) -> RawSums:
-        query, params = self.query(rec)
-        row = self.backend.execute(query, params).to_pylist()[0]
+        shape = self._shape(rec)
+        if shape not in self._rendered:
+            query = self._build(*shape)
+            names = tuple(sorted({p.name for p in query.find_all(exp.Placeholder)}))
+            self._rendered[shape] = (self.backend.render(query), names)
+        text, names = self._rendered[shape]
+        params = self._params(rec, shape[0], shape[1])
+        row = self.backend.execute(text, {k: params[k] for k in names}).to_pylist()[0]
         return RawSums(
             risk_sum=float(row["risk_sum"]),
             expected_reidentifications=float(row["expected_reidentifications"]),
@@ -124,9 +197,24 @@ class SQLEvaluator:
             k=int(row["k"]),
             sample_unique_records=int(row["sample_unique_records"]),
             groups=int(row["groups"]),
-            kl_group_sum=float(row["kl_group_sum"]),
-            lm_sum=float(row["lm_sum"] or 0.0),
+            kl_group_sum=float(row["group_xlogx"]) - float(row["width_log_sum"]),
+            lm_sum=float(row["lm_sum"]),
             discernibility=float(row["discernibility"]),
             corrected_groups=int(row["corrected_groups"]),
             records=int(row["records"]),
         )
+
+
+def _blocks(sizes: Sequence[int], limit: int = BLOCK_LIMIT) -> list[list[int]]:
+    """Consecutive QIs grouped while their domains' product stays ≤ ``limit``: one list
+    lookup per block instead of one per QI (age×sex×race is one lookup of 1,210 entries)."""
+    blocks: list[list[int]] = []
+    product = limit + 1
+    for q, n in enumerate(sizes):
+        if blocks and product * n <= limit:
+            blocks[-1].append(q)
+            product *= n
+        else:
+            blocks.append([q])
+            product = n
+    return blocks
