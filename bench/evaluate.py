@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from deid_sql.demo import census_spec
 from deid_sql.evaluate import Metrics
 from deid_sql.fixtures import adult_with_zip, synthetic_population, write_cohort_parquet
 from deid_sql.lattice import Lattice
@@ -50,29 +51,6 @@ RSS_TARGET_MB = 2048.0
 LARGE_POLICIES = 50
 COMPARED = ("risk", "loss", "kl", "iyengar_loss")
 
-SPEC = """\
-name = "bench-NAME"
-gamma = 1.0
-source = { path = "SOURCE" }
-population = { path = "population.parquet", count = "count" }
-[[qi]]
-name = "age"
-kind = "integer"
-min = 0
-max = 120
-[[qi]]
-name = "sex"
-kind = "category"
-values = ["Female", "Male"]
-[[qi]]
-name = "race"
-kind = "category"
-values = ["White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"]
-[[qi]]
-name = "zip"
-kind = "zip"
-values_from = "population"
-"""
 
 Row = tuple[str, str, bool | None]  # target, measured, pass (None: not measured)
 
@@ -102,7 +80,7 @@ def own_peak_rss_mb() -> float:
 
 def write_spec(folder: Path, name: str, source: str) -> Path:
     path = folder / f"{name}.toml"
-    path.write_text(SPEC.replace("NAME", name).replace("SOURCE", source), encoding="utf-8")
+    path.write_text(census_spec(source, name=f"bench-{name}"), encoding="utf-8")
     return path
 
 

@@ -15,16 +15,16 @@ import pyarrow.parquet as pq
 from .lattice import Lattice
 from .policy import Policy
 
-DEMO_SPEC = """\
-# The deid-sql demo problem: a synthetic patient cohort and the census of its state.
-name = "demo"
+_SPEC = """\
+# A deid-sql problem: patients with age, sex, race and ZIP5 against the census of their state.
+name = "{name}"
 gamma = 1.0
 
 [source]
-path = "cohort.parquet"
+path = "{source}"
 
 [population]
-path = "population.parquet"
+path = "{population}"
 count = "count"
 
 [[qi]]
@@ -49,6 +49,15 @@ name = "zip"
 kind = "zip"
 role = "zip"
 """
+
+
+def census_spec(source: str, population: str = "population.parquet", name: str = "demo") -> str:
+    """Spec text for a source with the synthetic census's QIs (age, sex, race, zip):
+    the demo's problem, and the benchmarks' Adult+ZIP and large-cohort problems."""
+    return _SPEC.format(name=name, source=source, population=population)
+
+
+DEMO_SPEC = census_spec("cohort.parquet")
 
 
 def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
