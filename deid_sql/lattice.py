@@ -216,9 +216,11 @@ class Lattice:
         return np.flatnonzero(upper.array != lower.array)
 
     def halfway(self, upper: Policy, lower: Policy, rng: np.random.Generator,
-                weights: np.ndarray | None = None) -> Policy:
-        """A policy halfway between ``upper ≼ lower``: ``upper`` with ⌊d/2⌋ of the d differing
-        boundaries set, chosen without replacement with probability ∝ ``weights[bit]``."""
+                weights: np.ndarray | None = None, generalize: bool = False) -> Policy:
+        """A policy halfway between ``upper ≼ lower``: ⌊d/2⌋ of the d differing boundaries are
+        chosen without replacement with probability ∝ ``weights[bit]``; the chosen ones are
+        set (as in ``lower``), or with ``generalize`` left unset (as in ``upper``) while the
+        others are set."""
         diff = self._differing(upper, lower)
         half = diff.size // 2
         if half == 0:
@@ -229,7 +231,8 @@ class Lattice:
             p = w / w.sum()
         chosen = rng.choice(diff, size=half, replace=False, p=p)
         bits = bytearray(upper.bits)
-        for i in chosen:
+        targets = np.setdiff1d(diff, chosen) if generalize else chosen
+        for i in targets:
             bits[int(i)] = 1
         return Policy(self, bytes(bits))
 

@@ -45,6 +45,15 @@ class Evaluator:
         self._cache: dict[bytes, Metrics] | None = {} if cache else None
         self.evaluations = 0
 
+    def fork(self) -> Evaluator:
+        """A fresh cache and count over the same path and normalizers, so one search's
+        evaluations can be counted on their own."""
+        twin = object.__new__(Evaluator)
+        twin.path, twin.normalizers = self.path, self.normalizers
+        twin._cache = {} if self._cache is not None else None
+        twin.evaluations = 0
+        return twin
+
     def evaluate(self, item: Policy | Recoding) -> Metrics:
         if isinstance(item, Policy):
             if self._cache is not None and item.bits in self._cache:

@@ -1,0 +1,83 @@
+"""Boundary policies (seed 001 Def. 2.3) and the result of a search for them.
+
+A policy α is a boundary policy for threshold T when risk(α) ≤ T and some descendant
+(a more specific policy) has risk > T.  Among results, α *dominates* β (Def. 2.1) when
+α is a descendant of β and meets T: β then generalizes more than it needs to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import DeidError
+from ..evaluate import Evaluator, Metrics
+from ..lattice import Lattice
+from ..policy import Policy
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class BoundaryPolicy:
+    """One boundary policy: its metrics, the iteration that first found it, and the more
+    specific neighbour whose risk exceeds the threshold (the witness of Def. 2.3)."""
+
+    policy: Policy
+    metrics: Metrics
+    found_at: int
+    witness: Policy
+
+
+@dataclass
+class BoundarySearch:
+    """What a boundary search found, in discovery order (each policy once)."""
+
+    method: str
+    threshold: float
+    seed: int
+    found: list[BoundaryPolicy] = field(default_factory=list)
+    iterations: int = 0
+    evaluations: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def add(self, policy: Policy, metrics: Metrics, witness: Policy) -> None:
+        if all(b.policy != policy for b in self.found):
+            self.found.append(BoundaryPolicy(policy, metrics, self.iterations, witness))
+
+    def dominated(self) -> list[bool]:
+        """Per found policy: is another found policy a descendant of it (Def. 2.1)?"""
+        lattice = self.found[0].policy.lattice if self.found else None
+        return [any(lattice.precedes(b.policy, other.policy) for other in self.found)  # type: ignore[union-attr]
+                for b in self.found]
+
+    @property
+    def non_dominated(self) -> int:
+        return sum(1 for d in self.dominated() if not d)
+
+    @property
+    def evaluations_per_boundary(self) -> float:
+        return self.evaluations / self.iterations if self.iterations else 0.0
+
+    @property
+    def seconds_per_boundary(self) -> float:
+        return self.seconds / self.iterations if self.iterations else 0.0
+
+
+def check_threshold(lattice: Lattice, evaluator: Evaluator, threshold: float) -> None:
+    """Refuse thresholds for which no boundary policy can exist."""
+    if not 0 < threshold <= 1:
+        raise DeidError(f"threshold {threshold!r} is outside (0, 1]; risk is normalized so the original data has 1")
+    top = evaluator.evaluate(lattice.top()).risk
+    if top > threshold:
+        raise DeidError(
+            f"threshold {threshold:.6g} is below the risk of the most general policy ({top:.6g}); no policy can "
+            f"meet it: raise the threshold"
+        )
+    bottom = evaluator.evaluate(lattice.bottom()).risk
+    if bottom <= threshold:
+        raise DeidError(
+            f"the original data already meets threshold {threshold:.6g} (its risk is {bottom:.6g}), so there is no "
+            f"boundary policy: lower the threshold"
+        )

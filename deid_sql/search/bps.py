@@ -1,0 +1,71 @@
+"""Bisecting Policy Search (seed 001 §2.4.2, Algorithm 1).
+
+Each iteration bisects the lattice between ``max`` (top, risk ≤ T) and ``min``
+(bottom, risk > T): the halfway point replaces ``max`` when it meets T and ``min``
+otherwise, until the two are adjacent; ``max`` is then a boundary policy and ``min``
+its witness.  Monotone risk (Thm 2.1) makes every bisection step sound.
+
+The halfway point generalizes ⌊d/2⌋ of the d boundaries on which ``min`` and ``max``
+disagree.  Which ones is drawn with probability ∝ w(b) = w_sizeOfField(b) +
+w_previousSolutions(b), where w_sizeOfField(b) = |domain of b's QI| − 1 and
+w_previousSolutions(b) = 1 + the number of earlier solutions that keep boundary b.
+Reading of the paper: a *chosen* bit is one that is generalized, so small domains
+(sex: weight 1) are generalized rarely, and boundaries kept by many earlier solutions
+are generalized more often — both steer later iterations away from earlier answers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..evaluate import Evaluator
+from ..lattice import Lattice
+from ..policy import Policy
+from .boundary import BoundarySearch, Progress, check_threshold
+
+
+def field_weights(lattice: Lattice) -> np.ndarray:
+    """w_sizeOfField per bit: the size of its QI's domain minus one."""
+    sizes = np.array([d.size - 1 for d in lattice.domains], dtype=np.float64)
+    return sizes[lattice.qi_of_bit]
+
+
+def bisecting_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: float, iterations: int,
+                            seed: int = 0, progress: Progress | None = None) -> BoundarySearch:
+    """Run BPS; Ctrl-C stops it and returns what was found so far (``interrupted``)."""
+    check_threshold(lattice, evaluator, threshold)
+    evaluator = evaluator.fork()
+    rng = np.random.default_rng(seed)
+    result = BoundarySearch("bps", threshold, seed)
+    base = field_weights(lattice)
+    kept = np.zeros(lattice.nbits)  # Σ_s s[b] over solutions so far
+    start = time.perf_counter()
+    try:
+        for _ in range(iterations):
+            upper, lower = lattice.top(), lattice.bottom()  # max, min in the paper
+            while lattice.levels_between(upper, lower) >= 2:
+                current = _halfway(lattice, upper, lower, rng, base + kept + 1.0)
+                if evaluator.evaluate(current).risk <= threshold:
+                    upper = current
+                else:
+                    lower = current
+            result.iterations += 1
+            if all(b.policy != upper for b in result.found):
+                kept += upper.array
+            result.add(upper, evaluator.evaluate(upper), lower)
+            result.evaluations = evaluator.evaluations
+            if progress:
+                progress(1)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.evaluations = evaluator.evaluations
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _halfway(lattice: Lattice, upper: Policy, lower: Policy, rng: np.random.Generator,
+             weights: np.ndarray) -> Policy:
+    """``lower`` with ⌊d/2⌋ of the d differing boundaries generalized, drawn ∝ weights."""
+    return lattice.halfway(upper, lower, rng, weights, generalize=True)
