@@ -7,8 +7,6 @@ or nothing is written.  Outputs never replace the source or population files.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from sqlglot import exp
 
+from .atomic import replacing
 from .errors import BackendError, DeidError, OutputError
 from .loading import _read_problem
 from .policy import Policy
@@ -78,22 +77,14 @@ def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path
         except BackendError as e:
             raise _unreadable(problem, e) from None
         return Written(path, kind, rows, name)
-    if path.exists() and not overwrite:
-        raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
-    if not path.parent.exists():
-        raise OutputError(f"output folder {path.parent} does not exist; create it first")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
     try:
-        rows = _write_batches(problem, query, tmp, kind)
-        if rows != expected:
-            raise OutputError(f"the query produced {rows} rows but the source has {expected}; nothing was written")
-        os.replace(tmp, path)
+        with replacing(path, overwrite) as tmp:
+            rows = _write_batches(problem, query, tmp, kind)
+            if rows != expected:
+                raise OutputError(f"the query produced {rows} rows but the source has {expected}; "
+                                  f"nothing was written")
     except BackendError as e:
         raise _unreadable(problem, e) from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return Written(path, kind, rows)
 
 

@@ -11,6 +11,8 @@ import click
 from ..demo import build_demo, showcase_policies
 from ..output import create_view, preview
 from ..problem import Problem
+from ..safe_harbor import safe_harbor
+from ..search import bisecting_policy_search
 from .options import handles_errors
 
 
@@ -47,6 +49,7 @@ def _run(folder: Path, seed: int) -> None:
             m = problem.evaluate(policy)
             click.echo(f"{label:<34}{m.risk:>9.4f}{m.loss:>8.4f}{m.expected_reidentifications:>13.1f}"
                        f"{m.k:>6}{m.sample_unique_records:>9}")
+        _safe_harbor_and_alternatives(problem)
         label, chosen = showcase[3]
         click.echo(f"\nchosen: {label}\n  {chosen.readable()[:300]}")
         sql = problem.compile(chosen, dialect="postgres", table="patients")
@@ -56,3 +59,17 @@ def _run(folder: Path, seed: int) -> None:
         click.echo(f"\nview patients_deid created in {db}; the first rows an analyst sees:")
         for row in preview(db, "patients_deid"):
             click.echo("  " + "  ".join(str(v) for v in row))
+
+
+def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> None:
+    """Safe Harbor's risk and loss, then BPS alternatives no riskier that lose less."""
+    sh = problem.evaluate(safe_harbor(problem).recoding)
+    click.echo(f"{'HIPAA Safe Harbor':<34}{sh.risk:>9.4f}{sh.loss:>8.4f}{sh.expected_reidentifications:>13.1f}"
+               f"{sh.k:>6}{sh.sample_unique_records:>9}")
+    result = bisecting_policy_search(problem.lattice, problem.fast, sh.risk, iterations, seed=0)
+    better = sorted((b for b in result.found if b.metrics.loss < sh.loss), key=lambda b: b.metrics.loss)
+    click.echo(f"\nBisecting Policy Search: {iterations} iterations, {result.evaluations} policies evaluated in "
+               f"{result.seconds:.1f} s; {len(better)} of {len(result.found)} boundary policies are no riskier than "
+               f"Safe Harbor and lose less information:")
+    for b in better[:5]:
+        click.echo(f"  risk {b.metrics.risk:.4f}  loss {b.metrics.loss:.4f}  {b.policy.readable()[:150]}")

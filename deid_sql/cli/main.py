@@ -8,6 +8,7 @@ from .. import __version__
 from .demo import demo
 from .inspect import evaluate, validate
 from .output import compile_, materialize_, view
+from .search import alternatives, safe_harbor_
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,7 +21,7 @@ def cli() -> None:
     """
 
 
-for command in (validate, evaluate, compile_, materialize_, view, demo):
+for command in (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, demo):
     cli.add_command(command)
 
 

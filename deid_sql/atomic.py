@@ -1,0 +1,36 @@
+"""Atomic file writes: a temporary sibling renamed over the target, or nothing at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import OutputError
+
+
+@contextmanager
+def replacing(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on any
+    error it is removed, so readers never see a half-written file."""
+    if path.exists() and not overwrite:
+        raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
+    if not path.parent.exists():
+        raise OutputError(f"output folder {path.parent} does not exist; create it first")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str, overwrite: bool = False) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with replacing(path, overwrite) as tmp:
+        tmp.write_text(text, encoding="utf-8")

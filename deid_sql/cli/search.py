@@ -1,0 +1,118 @@
+"""Commands built on Safe Harbor and the boundary searches: ``safe-harbor`` and ``alternatives``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import DeidError, OutputError
+from ..evaluate import Metrics
+from ..output import create_view, materialize
+from ..report import write_boundaries
+from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
+from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
+from .options import handles_errors, open_problem, spec_argument
+
+METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
+
+
+@click.command(name="safe-harbor")
+@spec_argument
+@click.option("--materialize", "out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the Safe Harbor release (.parquet, .csv or .duckdb).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --materialize output.")
+@click.option("--view", "view_name", default=None, help="Also create this DuckDB view (needs --db).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="DuckDB file for --view.")
+@click.option("--replace", is_flag=True, help="Replace an existing view.")
+@handles_errors
+def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str | None, db: Path | None,
+                 replace: bool) -> None:
+    """Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its risk.
+
+    Example: deid-sql safe-harbor study.toml --materialize safe_harbor.parquet
+    """
+    if (view_name is None) != (db is None):
+        raise OutputError("--view and --db go together: name the view and the DuckDB file")
+    with open_problem(spec) as problem:
+        sh = safe_harbor(problem)
+        m = problem.evaluate(sh.recoding)
+        source = "census prefix populations" if sh.prefix_population is not None else "the HHS 2000-census list"
+        restricted = ", ".join(sh.restricted_prefixes) or "none"
+        click.echo(f"Safe Harbor for {spec}")
+        click.echo(f"  zip   first 3 digits; prefixes with <= {PREFIX_LIMIT:,} people become 000 ({source}): "
+                   f"{restricted}")
+        click.echo(f"  age   {AGE_LIMIT} and above become {AGE_LIMIT}+; dates become years; other QIs kept")
+        click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
+                   f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique records {m.sample_unique_records}")
+        if out is not None:
+            written = materialize(problem, sh.recoding, out, overwrite=overwrite)
+            click.echo(f"wrote {written.rows:,} rows to {written.path}")
+        if view_name is not None and db is not None:
+            create_view(problem, sh.recoding, db, view_name, replace)
+            click.echo(f"created view {view_name} in {db}")
+
+
+@click.command()
+@spec_argument
+@click.option("--threshold", "-t", default="safe-harbor", show_default=True,
+              help="Risk threshold T: 'safe-harbor' (Safe Harbor's risk) or a normalized risk in (0, 1].")
+@click.option("--iterations", "-n", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Boundary policies to search for (one per iteration; repeats are kept once).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--method", type=click.Choice(sorted(METHODS)), default="bps", show_default=True,
+              help="Bisecting Policy Search, or the directed walk it is compared with.")
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the boundary policies to .csv or .json.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@handles_errors
+def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
+                 overwrite: bool) -> None:
+    """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
+
+    Example: deid-sql alternatives study.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
+    """
+    if out is not None:
+        if out.suffix.lower() not in (".csv", ".json"):
+            raise OutputError(f"cannot tell the format of {out}; use .csv or .json")
+        if out.exists() and not overwrite:
+            raise OutputError(f"output {out} already exists; pass --overwrite to replace it")
+    with open_problem(spec) as problem:
+        reference = None
+        if threshold == "safe-harbor":
+            reference = problem.evaluate(safe_harbor(problem).recoding)
+            value = reference.risk
+        else:
+            try:
+                value = float(threshold)
+            except ValueError:
+                raise DeidError(f"--threshold {threshold!r} is neither 'safe-harbor' nor a number") from None
+        with click.progressbar(length=iterations, label=f"{method} iterations", file=sys.stderr) as bar:
+            result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=bar.update)
+        if out is not None:
+            write_boundaries(result, out, overwrite)
+        _summary(result, reference, out)
+    if result.interrupted:
+        click.echo("interrupted: the results above are what was found before Ctrl-C", err=True)
+        sys.exit(130)
+
+
+def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None) -> None:
+    click.echo(f"{result.method}: threshold {result.threshold:.6g}, {result.iterations} iteration(s), "
+               f"seed {result.seed}")
+    click.echo(f"  boundary policies found      {len(result.found)}")
+    click.echo(f"  non-dominated among them     {result.non_dominated}")
+    click.echo(f"  policies evaluated           {result.evaluations} "
+               f"({result.evaluations_per_boundary:.1f} per boundary policy)")
+    click.echo(f"  wall time                    {result.seconds:.2f} s ({result.seconds_per_boundary:.4f} s per "
+               f"boundary policy)")
+    if reference is not None and result.found:
+        better = [b for b in result.found if b.metrics.loss < reference.loss]
+        best = min(result.found, key=lambda b: b.metrics.loss)
+        click.echo(f"  beat Safe Harbor (risk <= {reference.risk:.6g}, loss < {reference.loss:.6g}): {len(better)}; "
+                   f"best loss {best.metrics.loss:.6g}")
+        click.echo(f"  best: {best.policy.readable()[:240]}")
+    if out is not None:
+        click.echo(f"wrote {len(result.found)} policies to {out}")
