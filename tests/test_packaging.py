@@ -37,3 +37,14 @@ def test_import_has_no_side_effects(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert run.stdout.strip() == "[]" and run.stderr == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    """An unlisted subpackage works in an editable install but is missing from the wheel."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "deid_sql").rglob("__init__.py")}
+    assert on_disk <= listed, f"add to [tool.setuptools] packages: {sorted(on_disk - listed)}"
