@@ -223,8 +223,8 @@ class Lattice:
         others are set."""
         diff = self._differing(upper, lower)
         half = diff.size // 2
-        if half == 0:
-            return upper
+        if half == 0:  # nothing to choose: the chosen (no) bits set, or with generalize all the others
+            return lower if generalize else upper
         p = None
         if weights is not None:
             w = np.asarray(weights, dtype=float)[diff]

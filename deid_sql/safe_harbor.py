@@ -61,7 +61,8 @@ def safe_harbor(problem: Problem) -> SafeHarbor:
     restricted: tuple[str, ...] = ()
     for i, domain in enumerate(problem.domains):
         if i == zi:
-            rec, restricted = _zip_recoding(domain, populations)
+            zq = problem.spec.qis[zi]
+            rec, restricted = _zip_recoding(domain, populations, zq.null_label if zq.nulls == "category" else None)
             qis.append(rec)
         elif i == ai:
             qis.append(_age_recoding(age_domain))
@@ -87,7 +88,10 @@ def prefix_populations(problem: Problem) -> dict[str, int]:
     return {str(r["prefix"]): int(round(r["people"])) for r in rows}
 
 
-def _zip_recoding(domain: Domain, populations: dict[str, int] | None) -> tuple[QIRecoding, tuple[str, ...]]:
+def _zip_recoding(domain: Domain, populations: dict[str, int] | None,
+                  null_label: str | None = None) -> tuple[QIRecoding, tuple[str, ...]]:
+    """ZIP -> 3-digit prefix or 000; the NULL category (``null_label``) is kept as it is."""
+
     def is_restricted(prefix: str) -> bool:
         if populations is None:
             return prefix in HHS_2000_PREFIXES
@@ -97,8 +101,9 @@ def _zip_recoding(domain: Domain, populations: dict[str, int] | None) -> tuple[Q
     group = np.empty(domain.size, dtype=np.int64)
     restricted: set[str] = set()
     for pos in range(domain.size):
-        prefix = domain.text(pos)[:ZIP_PREFIX]
-        if is_restricted(prefix):
+        text = domain.text(pos)
+        prefix = text if text == null_label else text[:ZIP_PREFIX]
+        if text != null_label and is_restricted(prefix):
             restricted.add(prefix)
             prefix = "000"
         group[pos] = labels.setdefault(prefix, len(labels))
