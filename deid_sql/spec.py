@@ -200,7 +200,7 @@ def _qis(raw: Any, base: Path, has_population: bool, problems: list[str]) -> lis
         if qi is not None:
             out.append(qi)
     roles = [q.role for q in out if q.role]
-    for role in set(roles):
+    for role in set(roles) - {"date"}:  # several dates (birth, admission, …) may all become years
         if roles.count(role) > 1:
             problems.append(f"role {role!r} is given to more than one QI; give it to one")
     return out
@@ -266,6 +266,10 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
     role = q.get("role")
     if role is not None and role not in ROLES:
         problems.append(f"{where}: role must be one of {', '.join(ROLES)}")
+    elif role == "date" and kind != "date":
+        problems.append(f"{where}: role \"date\" needs kind = \"date\" (Safe Harbor turns dates into years)")
+    elif role == "age" and kind != "integer":
+        problems.append(f"{where}: role \"age\" needs kind = \"integer\"")
     hpath = None
     if hierarchy is not None:
         if not isinstance(hierarchy, str):

@@ -82,3 +82,11 @@ def test_ctrl_c_keeps_results_found_so_far(project, run, monkeypatch):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["interrupted"] is True and len(data["policies"]) == 2
     assert "interrupted" in result.stderr
+
+
+def test_roles_must_fit_their_qi_kind(project, run):
+    qis = [q.replace('name = "sex"', 'name = "sex"\nrole = "date"').replace('name = "zip"', 'name = "zip"\nrole = "age"')
+           for q in project.DEFAULT_QIS]
+    result = run("validate", project.spec(name="bad-roles.toml", qis=qis), expect=2)
+    assert 'role "date" needs kind = "date"' in result.stderr
+    assert 'role "age" needs kind = "integer"' in result.stderr

@@ -7,8 +7,11 @@ A policy α is a boundary policy for threshold T when risk(α) ≤ T and some de
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import DeidError
 from ..evaluate import Evaluator, Metrics
@@ -16,6 +19,8 @@ from ..lattice import Lattice
 from ..policy import Policy
 
 Progress = Callable[[int], None]
+# one iteration of a search: (its own evaluator, rng, results so far) -> (boundary policy, witness)
+Iteration = Callable[[Evaluator, np.random.Generator, "BoundarySearch"], tuple[Policy, Policy]]
 
 
 @dataclass(frozen=True)
@@ -81,3 +86,27 @@ def check_threshold(lattice: Lattice, evaluator: Evaluator, threshold: float) ->
             f"the original data already meets threshold {threshold:.6g} (its risk is {bottom:.6g}), so there is no "
             f"boundary policy: lower the threshold"
         )
+
+
+def run_boundary_search(method: str, iterate: Iteration, lattice: Lattice, evaluator: Evaluator, threshold: float,
+                        iterations: int, seed: int, progress: Progress | None) -> BoundarySearch:
+    """The loop both searches share: check T, count evaluations on a fork of the evaluator,
+    seed one generator, record each boundary policy once, and stop cleanly on Ctrl-C."""
+    check_threshold(lattice, evaluator, threshold)
+    evaluator = evaluator.fork()
+    rng = np.random.default_rng(seed)
+    result = BoundarySearch(method, threshold, seed)
+    start = time.perf_counter()
+    try:
+        for _ in range(iterations):
+            boundary, witness = iterate(evaluator, rng, result)
+            result.iterations += 1
+            result.add(boundary, evaluator.evaluate(boundary), witness)
+            result.evaluations = evaluator.evaluations
+            if progress:
+                progress(1)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.evaluations = evaluator.evaluations
+    result.seconds = time.perf_counter() - start
+    return result

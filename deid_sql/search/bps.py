@@ -16,14 +16,12 @@ are generalized more often — both steer later iterations away from earlier ans
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..evaluate import Evaluator
 from ..lattice import Lattice
 from ..policy import Policy
-from .boundary import BoundarySearch, Progress, check_threshold
+from .boundary import BoundarySearch, Progress, run_boundary_search
 
 
 def field_weights(lattice: Lattice) -> np.ndarray:
@@ -35,37 +33,19 @@ def field_weights(lattice: Lattice) -> np.ndarray:
 def bisecting_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: float, iterations: int,
                             seed: int = 0, progress: Progress | None = None) -> BoundarySearch:
     """Run BPS; Ctrl-C stops it and returns what was found so far (``interrupted``)."""
-    check_threshold(lattice, evaluator, threshold)
-    evaluator = evaluator.fork()
-    rng = np.random.default_rng(seed)
-    result = BoundarySearch("bps", threshold, seed)
-    base = field_weights(lattice)
-    kept = np.zeros(lattice.nbits)  # Σ_s s[b] over solutions so far
-    start = time.perf_counter()
-    try:
-        for _ in range(iterations):
-            upper, lower = lattice.top(), lattice.bottom()  # max, min in the paper
-            while lattice.levels_between(upper, lower) >= 2:
-                current = _halfway(lattice, upper, lower, rng, base + kept + 1.0)
-                if evaluator.evaluate(current).risk <= threshold:
-                    upper = current
-                else:
-                    lower = current
-            result.iterations += 1
-            if all(b.policy != upper for b in result.found):
-                kept += upper.array
-            result.add(upper, evaluator.evaluate(upper), lower)
-            result.evaluations = evaluator.evaluations
-            if progress:
-                progress(1)
-    except KeyboardInterrupt:
-        result.interrupted = True
-    result.evaluations = evaluator.evaluations
-    result.seconds = time.perf_counter() - start
-    return result
+    base = field_weights(lattice) + 1.0
 
+    def iterate(ev: Evaluator, rng: np.random.Generator, found: BoundarySearch) -> tuple[Policy, Policy]:
+        kept = np.zeros(lattice.nbits)  # Σ_s s[b] over the distinct solutions so far
+        for b in found.found:
+            kept += b.policy.array
+        upper, lower = lattice.top(), lattice.bottom()  # max, min in the paper
+        while lattice.levels_between(upper, lower) >= 2:
+            current = lattice.halfway(upper, lower, rng, base + kept, generalize=True)
+            if ev.evaluate(current).risk <= threshold:
+                upper = current
+            else:
+                lower = current
+        return upper, lower
 
-def _halfway(lattice: Lattice, upper: Policy, lower: Policy, rng: np.random.Generator,
-             weights: np.ndarray) -> Policy:
-    """``lower`` with ⌊d/2⌋ of the d differing boundaries generalized, drawn ∝ weights."""
-    return lattice.halfway(upper, lower, rng, weights, generalize=True)
+    return run_boundary_search("bps", iterate, lattice, evaluator, threshold, iterations, seed, progress)
