@@ -10,9 +10,6 @@ import pytest
 
 from deid_sql.search import boundary
 
-ROLES = ('name = "age"', 'name = "zip"')
-
-
 def _with_roles(project) -> object:
     qis = [q.replace('name = "age"', 'name = "age"\nrole = "age"').replace('name = "zip"', 'name = "zip"\nrole = "zip"')
            for q in project.DEFAULT_QIS]
@@ -85,8 +82,8 @@ def test_ctrl_c_keeps_results_found_so_far(project, run, monkeypatch):
 
 
 def test_roles_must_fit_their_qi_kind(project, run):
-    qis = [q.replace('name = "sex"', 'name = "sex"\nrole = "date"').replace('name = "zip"', 'name = "zip"\nrole = "age"')
-           for q in project.DEFAULT_QIS]
+    qis = [q.replace('name = "sex"', 'name = "sex"\nrole = "date"')
+           .replace('name = "zip"', 'name = "zip"\nrole = "age"') for q in project.DEFAULT_QIS]
     result = run("validate", project.spec(name="bad-roles.toml", qis=qis), expect=2)
     assert 'role "date" needs kind = "date"' in result.stderr
     assert 'role "age" needs kind = "integer"' in result.stderr
