@@ -10,6 +10,7 @@ import pytest
 
 from deid_sql.search import boundary
 
+
 def _with_roles(project) -> object:
     qis = [q.replace('name = "age"', 'name = "age"\nrole = "age"').replace('name = "zip"', 'name = "zip"\nrole = "zip"')
            for q in project.DEFAULT_QIS]
