@@ -32,8 +32,11 @@ class Cells:
         cols = [np.asarray(table.column(f"p{q}").to_numpy(zero_copy_only=False), dtype=np.int32)
                 for q in range(n_qis)]
         pos = np.stack(cols, axis=1) if cols else np.zeros((table.num_rows, 0), dtype=np.int32)
-        counts = np.asarray(table.column(count).to_numpy(zero_copy_only=False))
-        return cls(np.ascontiguousarray(pos), np.rint(counts).astype(np.int64))
+        counts = np.rint(np.asarray(table.column(count).to_numpy(zero_copy_only=False))).astype(np.int64)
+        # GROUP BY returns cells in no fixed order: sort them so every sum over cells runs in
+        # the same order and the same inputs give bit-identical metrics, run after run
+        order = np.lexsort(pos.T[::-1]) if n_qis else np.arange(counts.size)
+        return cls(np.ascontiguousarray(pos[order]), counts[order])
 
     def marginal(self, q: int, size: int) -> np.ndarray:
         """Total count at each position of QI q (length ``size``)."""

@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .demo import demo
+from .frontier import frontier
 from .inspect import evaluate, validate
 from .output import compile_, materialize_, view
 from .search import alternatives, safe_harbor_
@@ -21,7 +22,7 @@ def cli() -> None:
     """
 
 
-for command in (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, demo):
+for command in (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, demo):
     cli.add_command(command)
 
 

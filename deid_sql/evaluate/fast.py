@@ -39,9 +39,9 @@ class FastEvaluator:
             self.cube = self._prefix_cube(population, shape)
             self._strides = np.array([s // 8 for s in self.cube.strides], dtype=np.int64)
         d = len(self.sizes)
-        # sign of each corner: (−1)^(number of lower bounds), corners in C order of (lo, hi)^d
-        lows = np.array([[(c >> (d - 1 - q)) & 1 == 0 for q in range(d)] for c in range(1 << d)])
-        self._signs = np.where(lows.sum(axis=1) % 2 == 1, -1, 1).astype(np.int64)
+        # corner c takes the high side on the axes of subset c; its sign is (−1)^(#low sides)
+        self._subsets = np.array([[(c >> q) & 1 for q in range(d)] for c in range(1 << d)], dtype=np.int64)
+        self._signs = np.where((d - self._subsets.sum(axis=1)) % 2 == 1, -1, 1).astype(np.int64)
 
     @staticmethod
     def _prefix_cube(population: Cells, shape: tuple[int, ...]) -> np.ndarray:
@@ -124,17 +124,25 @@ class FastEvaluator:
         return self._census_scan(rec, uniq, ids)
 
     def _census_cube(self, rec: Recoding, group_ids: list[np.ndarray]) -> np.ndarray:
-        """Box sums by inclusion–exclusion: all 2^d corner indices built by broadcasting,
-        gathered in one go, signed and summed."""
-        assert self.cube is not None and self._strides is not None
-        d = len(group_ids)
-        idx = np.zeros((1,) * d + (group_ids[0].size,), dtype=np.int64)
+        lows, highs = [], []
         for q, qrec in enumerate(rec.qis):
             first, last = qrec.bounds()
-            corner = np.stack((first[group_ids[q]], last[group_ids[q]] + 1)) * self._strides[q]
-            idx = idx + corner.reshape((1,) * q + (2,) + (1,) * (d - q - 1) + (-1,))
-        values = self.cube.reshape(-1)[idx.reshape(-1, idx.shape[-1])]
-        return (self._signs @ values).astype(np.float64)
+            lows.append(first[group_ids[q]])
+            highs.append(last[group_ids[q]])
+        return self.box_census(lows, highs)
+
+    def box_census(self, lows: list[np.ndarray], highs: list[np.ndarray]) -> np.ndarray:
+        """People in each box [lows_q, highs_q] (inclusive, per QI) by inclusion–exclusion
+        over the prefix cube: corner = low corner + the widths of a subset of the axes, all
+        2^d corners from one small matrix product, gathered at once, signed and summed."""
+        assert self.cube is not None and self._strides is not None
+        low = np.zeros(lows[0].size, dtype=np.int64)
+        span = np.empty((len(lows), lows[0].size), dtype=np.int64)
+        for q, (lo, hi) in enumerate(zip(lows, highs)):
+            low += lo * self._strides[q]
+            span[q] = (hi + 1 - lo) * self._strides[q]
+        idx = low + self._subsets @ span
+        return (self._signs @ self.cube.reshape(-1)[idx]).astype(np.float64)
 
     def _census_scan(self, rec: Recoding, uniq: np.ndarray | None, ids: list[np.ndarray]) -> np.ndarray:
         assert self.population is not None

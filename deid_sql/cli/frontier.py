@@ -1,0 +1,51 @@
+"""``deid-sql frontier``: the risk–utility frontier by Random Chain or Sublattice Heuristic Search."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, run_frontier
+from .options import handles_errors, open_problem, spec_argument
+
+
+@click.command()
+@spec_argument
+@click.option("--method", type=click.Choice(sorted(SEARCHES)), default="shs", show_default=True,
+              help="Sublattice Heuristic Search or Random Chain Search.")
+@click.option("--budget", "-n", type=int, default=DEFAULT_BUDGET, show_default=True,
+              help="Policies to evaluate (chains count their length, skipped sublattices 2).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--th", "threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True,
+              help="SHS: search a sublattice when its H (chance to update the frontier) exceeds this.")
+@click.option("--out", "-o", "folder", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder for frontier.csv, searched.csv, frontier.png, frontier.html and the checkpoint.")
+@click.option("--resume", is_flag=True, help="Continue the run checkpointed in --out (same problem, method, seed).")
+@click.option("--overwrite", is_flag=True, help="Start again in a folder that holds an earlier run.")
+@handles_errors
+def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, folder: Path, resume: bool,
+             overwrite: bool) -> None:
+    """Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.
+
+    Example: deid-sql frontier study.toml --method shs --budget 14780 --seed 0 --out frontier-run
+    """
+    with open_problem(spec) as problem:
+        with click.progressbar(length=budget, label=f"{method} policies", file=sys.stderr) as bar:
+            result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
+                                  progress=bar.update)
+    s = result.state
+    click.echo(f"{s.method}: {s.evaluations:,} policies evaluated in {s.seconds:.1f} s (seed {s.seed})")
+    click.echo(f"  frontier size   {len(s.frontier):,}")
+    click.echo(f"  area            {s.frontier.area():.5f} (under the stair-step, normalized R-U space)")
+    if result.safe_harbor is not None:
+        click.echo(f"  Safe Harbor     risk {result.safe_harbor.risk:.5g}, loss {result.safe_harbor.loss:.5g}; "
+                   f"{len(result.dominating_safe_harbor):,} frontier policies strictly dominate it")
+    for label, ir in result.improvement.items():
+        click.echo(f"  {label:<15} frontier of {len(result.kanon[label])} generalizations; improvement rate "
+                   f"IR = {ir:+.3f}")
+    click.echo(f"wrote {', '.join(str(p) for p in result.written)}")
+    if s.interrupted:
+        click.echo(f"interrupted: checkpoint kept in {folder}; continue with --resume", err=True)
+        sys.exit(130)

@@ -1,0 +1,163 @@
+"""A frontier run as a job: search, checkpoint and resume in a folder, write the reports.
+
+The folder holds ``checkpoint.json`` (the search state and the identity of the problem it
+belongs to), ``frontier.csv``, ``searched.csv``, ``frontier.png`` and ``frontier.html``.
+Every file is written atomically; a checkpoint of another problem is never resumed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .atomic import write_text
+from .errors import DeidError, OutputError
+from .evaluate.chain import ChainEvaluator
+from .problem import Problem
+from .report.frontier_report import FrontierReport
+from .report.html import html_frontier
+from .report.plot import plot_frontier
+from .safe_harbor import safe_harbor
+from .search.frontier import Frontier, Point, dominates
+from .search.frontier_search import FrontierState, run
+from .search.kanon import improvement_rate, kanonymity_frontier
+from .search.rcs import RandomChainSearch
+from .search.shs import SublatticeHeuristicSearch
+
+SEARCHES = {"rcs": RandomChainSearch, "shs": SublatticeHeuristicSearch}
+CHECKPOINT = "checkpoint.json"
+OUTPUTS = ("frontier.csv", "searched.csv", "frontier.png", "frontier.html")
+DEFAULT_BUDGET = 14_780  # seed 000 §4.2.1: 20 maximal chains of its 739-level lattice
+DEFAULT_THRESHOLD = 0.1  # TH of SHS; the paper gives no value
+K_VALUES = (5, 10)
+
+
+@dataclass
+class FrontierRun:
+    """A finished (or interrupted) run and what it was compared with."""
+
+    state: FrontierState
+    safe_harbor: Point | None
+    dominating_safe_harbor: list[Point]
+    kanon: dict[str, Frontier] = field(default_factory=dict)
+    improvement: dict[str, float] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+
+
+def problem_identity(problem: Problem) -> str:
+    """What a checkpoint must match: the spec as parsed, the QI domains and the cell totals."""
+    text = json.dumps({
+        "spec": problem.spec.raw, "qis": problem.lattice.names,
+        "domains": [[d.kind, d.size, d.text(0), d.text(d.size - 1)] for d in problem.domains],
+        "records": problem.sample.total, "cells": len(problem.sample),
+        "population": problem.population.total if problem.population is not None else None,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _load_checkpoint(folder: Path, identity: str, method: str, seed: int) -> FrontierState:
+    path = folder / CHECKPOINT
+    if not path.exists():
+        raise OutputError(f"{folder} holds no {CHECKPOINT} to resume; run without --resume first")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("problem") != identity:
+        raise OutputError(f"{path} belongs to a different problem (spec, domains or data changed); "
+                          f"refusing to resume — use another --out folder")
+    state = FrontierState.from_json(data["state"])
+    if (state.method, state.seed) != (method, seed):
+        raise OutputError(f"{path} is a {state.method} run with seed {state.seed}; resume it with "
+                          f"--method {state.method} --seed {state.seed}")
+    return state
+
+
+def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: int = DEFAULT_BUDGET, seed: int = 0,
+                 threshold: float = DEFAULT_THRESHOLD, resume: bool = False, overwrite: bool = False,
+                 progress: Callable[[int], None] | None = None, plots: bool = True,
+                 k_values: tuple[int, ...] = K_VALUES) -> FrontierRun:
+    """Search the frontier, checkpointing into ``folder``, then write its reports."""
+    if method not in SEARCHES:
+        raise DeidError(f"unknown frontier method {method!r}; use rcs or shs")
+    if budget < 2:
+        raise DeidError(f"budget {budget} is below 2: the frontier starts from the top and the bottom")
+    if not 0 <= threshold <= 1:
+        raise DeidError(f"TH {threshold!r} is outside [0, 1]: it is a probability of updating the frontier")
+    folder.mkdir(parents=True, exist_ok=True)
+    identity = problem_identity(problem)
+    if resume:
+        state = _load_checkpoint(folder, identity, method, seed)
+        state.budget, state.threshold, state.interrupted = max(budget, state.evaluations), threshold, False
+    else:
+        taken = [n for n in (CHECKPOINT, *OUTPUTS) if (folder / n).exists()]
+        if taken and not overwrite:
+            raise OutputError(f"{folder} already holds a frontier run ({', '.join(taken)}); pass --resume to "
+                              f"continue it or --overwrite to start again")
+        state = FrontierState(method, budget, seed, threshold)
+    rng = np.random.default_rng(seed)
+    if state.rng_state is not None:
+        rng.bit_generator.state = state.rng_state
+    chains = ChainEvaluator(problem.lattice, problem.fast.path, problem.fast.normalizers)
+    searcher = SEARCHES[method](problem.lattice, problem.fast, chains, state, rng)
+
+    def save(s: FrontierState) -> None:
+        payload = {"problem": identity, "state": s.to_json()}
+        write_text(folder / CHECKPOINT, json.dumps(payload), overwrite=True)
+
+    run(searcher, progress, save)
+    save(state)
+    result = _compare(problem, state, k_values)
+    result.written = write_reports(problem, folder, result, plots)
+    return result
+
+
+def _compare(problem: Problem, state: FrontierState, k_values: tuple[int, ...]) -> FrontierRun:
+    sh_point = None
+    roles = {q.role for q in problem.spec.qis}
+    if {"zip", "age"} <= roles:
+        m = problem.evaluate(safe_harbor(problem).recoding)
+        sh_point = Point(m.risk, m.loss, "Safe Harbor")
+    out = FrontierRun(state, sh_point, [])
+    if sh_point is not None:
+        out.dominating_safe_harbor = [p for p in state.frontier if dominates(p, sh_point)]
+    for k in k_values:
+        kf = kanonymity_frontier(problem, k).frontier
+        if len(kf):
+            out.kanon[f"{k}-anonymity"] = kf
+            out.improvement[f"{k}-anonymity"] = improvement_rate(kf, state.frontier)
+    return out
+
+
+def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True) -> list[Path]:
+    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html."""
+    state = result.state
+    readable = {p.key: problem.lattice.parse(p.key).readable() for p in state.frontier}
+    rows = io.StringIO()
+    w = csv.writer(rows, lineterminator="\n")
+    w.writerow(["risk", "loss", "policy", "readable", "dominates_safe_harbor"])
+    dominating = {p.key for p in result.dominating_safe_harbor}
+    for p in state.frontier:
+        w.writerow([p.risk, p.loss, p.key, readable[p.key], p.key in dominating])
+    write_text(folder / "frontier.csv", rows.getvalue(), overwrite=True)
+    rows = io.StringIO()
+    w = csv.writer(rows, lineterminator="\n")
+    w.writerow(["evaluation", "risk", "loss", "policy"])
+    for i, p in enumerate(state.searched, 1):
+        w.writerow([i, p.risk, p.loss, p.key])
+    write_text(folder / "searched.csv", rows.getvalue(), overwrite=True)
+    written = [folder / "frontier.csv", folder / "searched.csv"]
+    if plots:
+        report = FrontierReport(
+            title=f"{state.method.upper()} frontier, {state.evaluations:,} policies, seed {state.seed}",
+            searched=state.searched, frontier=list(state.frontier), readable=readable,
+            safe_harbor=result.safe_harbor, kanon={k: list(f) for k, f in result.kanon.items()},
+            area=state.frontier.area())
+        plot_frontier(report, folder / "frontier.png")
+        html_frontier(report, folder / "frontier.html")
+        written += [folder / "frontier.png", folder / "frontier.html"]
+    return written

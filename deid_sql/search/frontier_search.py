@@ -1,0 +1,167 @@
+"""The frontier searches' shared state and driver: budget, checkpoints, resume, Ctrl-C.
+
+Both searches (RCS, SHS) spend a budget of evaluated policies (seed 000: chains count
+their length, an unsearched sublattice counts its two corners).  Everything needed to go
+on later — frontier, searched points, pruned sublattices, the generator's state — lives
+in ``FrontierState``, which round-trips through JSON, so ``--resume`` continues a run
+exactly where it stopped and ends where an uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DeidError
+from ..evaluate import Evaluator
+from ..evaluate.chain import ChainEvaluator
+from ..lattice import Chain, Lattice
+from ..policy import Policy
+from .frontier import Frontier, Point
+
+CHECKPOINT_EVERY = 100  # evaluated policies between area checkpoints (seed 000 Fig. 5)
+
+
+@dataclass
+class FrontierState:
+    """A frontier search in progress (or done)."""
+
+    method: str
+    budget: int
+    seed: int
+    threshold: float
+    frontier: Frontier = field(default_factory=Frontier)
+    searched: list[Point] = field(default_factory=list)  # every evaluated policy, in order
+    pruned: list[tuple[str, str]] = field(default_factory=list)  # SHS: (α, β) texts
+    checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (evaluations, area)
+    h_trials: list[tuple[float, float]] = field(default_factory=list)  # SHS: (H, share of chain that updated f)
+    rng_state: dict[str, Any] | None = None
+    sublattices: int = 0
+    chains: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def evaluations(self) -> int:
+        return len(self.searched)
+
+    @property
+    def done(self) -> bool:
+        return self.evaluations >= self.budget
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method, "budget": self.budget, "seed": self.seed, "threshold": self.threshold,
+            "frontier": [[p.risk, p.loss, p.key] for p in self.frontier],
+            "searched": [[p.risk, p.loss, p.key] for p in self.searched],
+            "pruned": self.pruned, "checkpoints": self.checkpoints, "h_trials": self.h_trials,
+            "rng_state": self.rng_state, "sublattices": self.sublattices, "chains": self.chains,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FrontierState:
+        state = cls(data["method"], int(data["budget"]), int(data["seed"]), float(data["threshold"]))
+        state.frontier = Frontier([Point(r, u, k) for r, u, k in data["frontier"]])
+        state.searched = [Point(r, u, k) for r, u, k in data["searched"]]
+        state.pruned = [tuple(p) for p in data["pruned"]]  # type: ignore[misc]
+        state.checkpoints = [tuple(c) for c in data["checkpoints"]]  # type: ignore[misc]
+        state.h_trials = [tuple(h) for h in data["h_trials"]]  # type: ignore[misc]
+        state.rng_state = data["rng_state"]
+        state.sublattices, state.chains = int(data["sublattices"]), int(data["chains"])
+        state.seconds = float(data["seconds"])
+        return state
+
+
+class FrontierSearcher:
+    """What both searches share: evaluating chains and single policies into the state."""
+
+    method = ""
+
+    def __init__(self, lattice: Lattice, evaluator: Evaluator, chains: ChainEvaluator, state: FrontierState,
+                 rng: np.random.Generator) -> None:
+        self.lattice, self.evaluator, self.chain_evaluator = lattice, evaluator, chains
+        self.state, self.rng = state, rng
+
+    def record(self, policy_text: str, risk: float, loss: float) -> bool:
+        """Count one evaluated policy, update the frontier; True if it entered the frontier."""
+        point = Point(float(risk), float(loss), policy_text)
+        self.state.searched.append(point)
+        updated = self.state.frontier.update(point)
+        if self.state.evaluations % CHECKPOINT_EVERY == 0:
+            self.state.checkpoints.append((self.state.evaluations, self.state.frontier.area()))
+        return updated
+
+    def evaluate(self, policy: Policy) -> tuple[float, float, bool]:
+        m = self.evaluator.evaluate(policy.recoding())
+        return m.risk, m.loss, self.record(policy.text(), m.risk, m.loss)
+
+    def search_chain(self, chain: Chain) -> int:
+        """Evaluate a chain (as far as the budget allows); returns how many updated f."""
+        risks, losses = self.chain_evaluator.evaluate_chain(chain)
+        updated = 0
+        for policy, r, u in zip(chain.policies(), risks, losses):
+            if self.state.done:
+                break
+            updated += self.record(policy.text(), r, u)
+        self.state.chains += 1
+        return updated
+
+    def initialize(self) -> None:
+        """initializeFrontier (left open by seed 000): the top and the bottom, the two
+        policies every frontier contains one end of; each counts as one evaluation."""
+        for policy in (self.lattice.top(), self.lattice.bottom()):
+            self.evaluate(policy)
+
+    def step(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def run(searcher: FrontierSearcher, progress: Callable[[int], None] | None = None,
+        checkpoint: Callable[[FrontierState], None] | None = None, checkpoint_seconds: float = 5.0) -> FrontierState:
+    """Step until the budget is spent; Ctrl-C stops between steps with the state intact."""
+    state = searcher.state
+    if state.budget < 2:
+        raise DeidError(f"budget {state.budget} is below 2: the frontier starts from the top and the bottom")
+    start, last_save = time.perf_counter(), time.perf_counter()
+    seen = state.evaluations
+    try:
+        if state.evaluations == 0:
+            searcher.initialize()
+        while not state.done:
+            snapshot = _snapshot(state, searcher.rng)
+            try:
+                searcher.step()
+            except KeyboardInterrupt:
+                _restore(state, searcher.rng, snapshot)  # a step is all or nothing: resume redoes it
+                raise
+            state.rng_state = searcher.rng.bit_generator.state
+            if progress:
+                progress(state.evaluations - seen)
+                seen = state.evaluations
+            if checkpoint and time.perf_counter() - last_save > checkpoint_seconds:
+                state.seconds += time.perf_counter() - start
+                start = last_save = time.perf_counter()
+                checkpoint(state)
+    except KeyboardInterrupt:
+        state.interrupted = True
+    state.seconds += time.perf_counter() - start
+    state.rng_state = searcher.rng.bit_generator.state
+    return state
+
+
+def _snapshot(state: FrontierState, rng: np.random.Generator) -> tuple[Any, ...]:
+    return (len(state.searched), list(state.frontier.points), len(state.pruned), len(state.checkpoints),
+            len(state.h_trials), state.sublattices, state.chains, rng.bit_generator.state)
+
+
+def _restore(state: FrontierState, rng: np.random.Generator, snap: tuple[Any, ...]) -> None:
+    n, points, pruned, checkpoints, trials, sublattices, chains, rng_state = snap
+    del state.searched[n:], state.pruned[pruned:], state.checkpoints[checkpoints:], state.h_trials[trials:]
+    state.frontier.points = points
+    state.sublattices, state.chains = sublattices, chains
+    rng.bit_generator.state = rng_state

@@ -1,0 +1,74 @@
+"""Sublattice Heuristic Search (seed 000 §3.5.2, Algorithm 2, with SNL of the Appendix).
+
+Each step draws a random sublattice(α, β) that avoids every pruned one, evaluates its two
+corners (their risks and losses bound every policy inside, METHODS decision 5) and computes
+H, the share of the bounding rectangle below the frontier's stair-step.  If H > TH a
+random maximal chain of the sublattice is searched (costing its length); otherwise the
+step costs 2, and a sublattice with H = 0 (wholly dominated) is pruned for good.
+
+``generateRandomSublattice`` is left open by the paper; here: α and β are two random
+levels of a uniformly random maximal chain of the lattice (so every comparable pair can
+come up), then SNL adds literals so it overlaps no pruned sublattice — shrinking it — and
+when that fails, SNL alone builds one from the pruned clauses (α = the forced 1s, β = all
+but the forced 0s).  The corners also update the frontier: they were evaluated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..policy import Policy
+from .frontier_search import FrontierSearcher
+from .snl import Clause, satisfied, snl
+
+ATTEMPTS = 20
+
+
+class SublatticeHeuristicSearch(FrontierSearcher):
+    method = "shs"
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.clauses = [Clause.avoiding(self.lattice.parse(a).array, self.lattice.parse(b).array)
+                        for a, b in self.state.pruned]
+
+    def random_sublattice(self) -> tuple[Policy, Policy] | None:
+        """A random sublattice(α, β), α ≺ β, disjoint from every pruned one (None: none left)."""
+        lat = self.lattice
+        for _ in range(ATTEMPTS):
+            order = self.rng.permutation(lat.nbits)
+            i, j = sorted(self.rng.choice(lat.nbits + 1, size=2, replace=False))
+            alpha = np.zeros(lat.nbits, dtype=bool)
+            alpha[order[:i]] = True  # α keeps the first i boundaries of the chain, β the first j
+            beta = np.zeros(lat.nbits, dtype=bool)
+            beta[order[:j]] = True
+            forced_one, forced_zero = alpha, ~beta  # the literals every policy of the sublattice has
+            if all(satisfied(c, forced_one, forced_zero) for c in self.clauses):
+                return lat.policy(alpha), lat.policy(beta)
+            found = snl(self.clauses, forced_one, forced_zero, self.rng)
+            if found is not None:  # SNL never forces a bit both ways, so α ≼ β still holds
+                return lat.policy(found[0]), lat.policy(~found[1])
+        found = snl(self.clauses, np.zeros(lat.nbits, bool), np.zeros(lat.nbits, bool), self.rng)
+        return None if found is None else (lat.policy(found[0]), lat.policy(~found[1]))
+
+    def step(self) -> None:
+        state = self.state
+        pair = self.random_sublattice()
+        if pair is None:  # every region is pruned: nothing left can update the frontier
+            state.budget = state.evaluations
+            return
+        upper, lower = pair
+        state.sublattices += 1
+        a, b = self.evaluator.evaluate(upper.recoding()), self.evaluator.evaluate(lower.recoding())
+        h = state.frontier.h(a.risk, a.loss, b.risk, b.loss)
+        if h > state.threshold and self.lattice.levels_between(upper, lower) > 1:
+            chain = self.lattice.random_chain(upper, lower, self.rng)  # its ends are α and β
+            updated = self.search_chain(chain)
+            state.h_trials.append((h, updated / len(chain)))
+            return
+        for policy, m in ((upper, a), (lower, b)):  # an unsearched sublattice costs its 2 corners
+            if not state.done:
+                self.record(policy.text(), m.risk, m.loss)
+        if h == 0:
+            state.pruned.append((upper.text(), lower.text()))
+            self.clauses.append(Clause.avoiding(upper.array, lower.array))
