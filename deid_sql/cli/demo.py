@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
 import click
 
 from ..demo import build_demo, showcase_policies
+from ..frontier_job import run_frontier
 from ..output import create_view, preview
 from ..problem import Problem
 from ..safe_harbor import safe_harbor
@@ -17,23 +17,20 @@ from .options import handles_errors
 
 
 @click.command()
-@click.option("--dir", "folder", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Keep the demo data, spec and database here (default: a temporary folder).")
+@click.option("--dir", "folder", type=click.Path(path_type=Path, file_okay=False), default=Path("deid-sql-demo"),
+              show_default=True, help="Folder for the demo data, spec, database and frontier plots (rewritten).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the synthetic data.")
+@click.option("--budget", default=3_000, show_default=True, help="Policies the closing frontier search evaluates.")
 @handles_errors
-def demo(folder: Path | None, seed: int) -> None:
-    """Run the whole job on a synthetic cohort: load, evaluate policies, compile, create a view.
+def demo(folder: Path, seed: int, budget: int) -> None:
+    """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier.
 
     Example: deid-sql demo --dir demo-out
     """
-    if folder is None:
-        with tempfile.TemporaryDirectory(prefix="deid-sql-demo-") as tmp:
-            _run(Path(tmp), seed)
-    else:
-        _run(folder, seed)
+    _run(folder, seed, budget)
 
 
-def _run(folder: Path, seed: int) -> None:
+def _run(folder: Path, seed: int, budget: int) -> None:
     t0 = time.perf_counter()
     spec = build_demo(folder, seed)
     click.echo(f"demo data and spec in {folder} ({time.perf_counter() - t0:.1f} s)")
@@ -59,6 +56,7 @@ def _run(folder: Path, seed: int) -> None:
         click.echo(f"\nview patients_deid created in {db}; the first rows an analyst sees:")
         for row in preview(db, "patients_deid"):
             click.echo("  " + "  ".join(str(v) for v in row))
+        _frontier(problem, folder / "frontier", budget)
 
 
 def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> None:
@@ -73,3 +71,13 @@ def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> No
                f"Safe Harbor and lose less information:")
     for b in better[:5]:
         click.echo(f"  risk {b.metrics.risk:.4f}  loss {b.metrics.loss:.4f}  {b.policy.readable()[:150]}")
+
+
+def _frontier(problem: Problem, folder: Path, budget: int) -> None:
+    """The risk–utility frontier by SHS, with the plot beside Safe Harbor and k-anonymity."""
+    result = run_frontier(problem, folder, "shs", budget, seed=0, overwrite=True)
+    s = result.state
+    click.echo(f"\nrisk–utility frontier (Sublattice Heuristic Search, {s.evaluations:,} policies, "
+               f"{s.seconds:.1f} s): {len(s.frontier):,} policies, area {s.frontier.area():.4f}; "
+               f"{len(result.dominating_safe_harbor):,} of them strictly dominate Safe Harbor")
+    click.echo(f"  plot: {folder / 'frontier.png'}   interactive: {folder / 'frontier.html'}")
