@@ -100,16 +100,18 @@ class FrontierSearcher:
         m = self.evaluator.evaluate(policy.recoding())
         return m.risk, m.loss, self.record(policy.text(), m.risk, m.loss)
 
-    def search_chain(self, chain: Chain) -> int:
-        """Evaluate a chain (as far as the budget allows); returns how many updated f."""
+    def search_chain(self, chain: Chain) -> tuple[int, int]:
+        """Evaluate a chain (as far as the budget allows); returns (policies recorded, how
+        many of them entered the frontier)."""
         risks, losses = self.chain_evaluator.evaluate_chain(chain)
-        updated = 0
+        recorded = updated = 0
         for policy, r, u in zip(chain.policies(), risks, losses):
             if self.state.done:
                 break
+            recorded += 1
             updated += self.record(policy.text(), r, u)
         self.state.chains += 1
-        return updated
+        return recorded, updated
 
     def initialize(self) -> None:
         """initializeFrontier (left open by seed 000): the top and the bottom, the two

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..policy import Policy
 from .frontier_search import FrontierSearcher
-from .snl import Clause, satisfied, snl
+from .snl import Clause, snl
 
 ATTEMPTS = 20
 
@@ -29,8 +29,23 @@ class SublatticeHeuristicSearch(FrontierSearcher):
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
-        self.clauses = [Clause.avoiding(self.lattice.parse(a).array, self.lattice.parse(b).array)
-                        for a, b in self.state.pruned]
+        self.clauses = []
+        self._pruned_alpha = np.zeros((0, self.lattice.nbits), dtype=bool)
+        self._pruned_beta = np.zeros((0, self.lattice.nbits), dtype=bool)
+        for a, b in self.state.pruned:
+            self._prune(self.lattice.parse(a), self.lattice.parse(b))
+
+    def _prune(self, upper: Policy, lower: Policy) -> None:
+        self.clauses.append(Clause.avoiding(upper.array, lower.array))
+        self._pruned_alpha = np.vstack((self._pruned_alpha, upper.array))
+        self._pruned_beta = np.vstack((self._pruned_beta, lower.array))
+
+    def _overlaps_pruned(self, alpha: np.ndarray, beta: np.ndarray) -> bool:
+        """sublattice(α, β) meets pruned sublattice(α_P, β_P) iff α ∨ α_P ≼ β ∧ β_P."""
+        if not len(self._pruned_alpha):
+            return False
+        escape = (alpha | self._pruned_alpha) & ~(beta & self._pruned_beta)
+        return bool((~escape.any(axis=1)).any())
 
     def random_sublattice(self) -> tuple[Policy, Policy] | None:
         """A random sublattice(α, β), α ≺ β, disjoint from every pruned one (None: none left)."""
@@ -43,7 +58,7 @@ class SublatticeHeuristicSearch(FrontierSearcher):
             beta = np.zeros(lat.nbits, dtype=bool)
             beta[order[:j]] = True
             forced_one, forced_zero = alpha, ~beta  # the literals every policy of the sublattice has
-            if all(satisfied(c, forced_one, forced_zero) for c in self.clauses):
+            if not self._overlaps_pruned(alpha, beta):
                 return lat.policy(alpha), lat.policy(beta)
             found = snl(self.clauses, forced_one, forced_zero, self.rng)
             if found is not None:  # SNL never forces a bit both ways, so α ≼ β still holds
@@ -63,12 +78,12 @@ class SublatticeHeuristicSearch(FrontierSearcher):
         h = state.frontier.h(a.risk, a.loss, b.risk, b.loss)
         if h > state.threshold and self.lattice.levels_between(upper, lower) > 1:
             chain = self.lattice.random_chain(upper, lower, self.rng)  # its ends are α and β
-            updated = self.search_chain(chain)
-            state.h_trials.append((h, updated / len(chain)))
+            recorded, updated = self.search_chain(chain)
+            state.h_trials.append((h, updated / recorded))  # the share of what the budget let us search
             return
         for policy, m in ((upper, a), (lower, b)):  # an unsearched sublattice costs its 2 corners
             if not state.done:
                 self.record(policy.text(), m.risk, m.loss)
         if h == 0:
             state.pruned.append((upper.text(), lower.text()))
-            self.clauses.append(Clause.avoiding(upper.array, lower.array))
+            self._prune(upper, lower)
