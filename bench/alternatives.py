@@ -32,37 +32,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from adult_zip import ADULT_CSV, DATA_SEED, build, out
 
-from deid_sql.demo import census_spec
-from deid_sql.fixtures import adult_with_zip, synthetic_population
 from deid_sql.problem import Problem
 from deid_sql.safe_harbor import safe_harbor
 from deid_sql.search import BoundarySearch, bisecting_policy_search, directed_policy_search
 
-ADULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult" / "adult.csv"
-DATA_SEED = 0  # synthetic population and ZIP assignment (as bench/evaluate.py's default)
 BPS_TARGET_S = 0.1  # seconds per boundary policy
 RATIO_TARGET = 5.0  # Directed / BPS evaluations per boundary policy
 PAPER = {"BPS": (16.4, 670), "Directed": (109.5, 5140)}  # seed 001: s per boundary policy, evaluated
 
 Search = Callable[..., BoundarySearch]
 METHODS: dict[str, Search] = {"BPS": bisecting_policy_search, "Directed": directed_policy_search}
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def build(folder: Path) -> tuple[Path, float]:
-    """Adult with ZIP and the census as Parquet plus a census_spec; returns spec and seconds."""
-    start = time.perf_counter()
-    population = synthetic_population(DATA_SEED)
-    pq.write_table(population, folder / "population.parquet")
-    pq.write_table(adult_with_zip(ADULT_CSV, DATA_SEED, population), folder / "adult.parquet")
-    spec = folder / "adult.toml"
-    spec.write_text(census_spec("adult.parquet", name="bench-alternatives"), encoding="utf-8")
-    return spec, time.perf_counter() - start
 
 
 def per_boundary(r: BoundarySearch) -> tuple[float, float]:
@@ -151,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         out(f"  {ADULT_CSV} not found: benchmark skipped")
         return 0
     with tempfile.TemporaryDirectory(prefix="deid-bench-") as tmp:
-        spec, build_s = build(Path(tmp))
+        spec, build_s = build(Path(tmp), "bench-alternatives")
         start = time.perf_counter()
         with Problem.from_spec(spec) as problem:
             load_s = time.perf_counter() - start

@@ -35,18 +35,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
+from adult_zip import ADULT_CSV, DATA_SEED, build, out
 
-from deid_sql.demo import census_spec
 from deid_sql.evaluate.chain import ChainEvaluator
-from deid_sql.fixtures import adult_with_zip, synthetic_population
 from deid_sql.frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, FrontierRun, run_frontier
 from deid_sql.problem import Problem
 from deid_sql.search import FrontierState, RandomChainSearch, SublatticeHeuristicSearch
 from deid_sql.search.frontier_search import CHECKPOINT_EVERY, run
 
-ADULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult" / "adult.csv"
-DATA_SEED = 0  # synthetic population and ZIP assignment (as bench/evaluate.py's default)
 OUT = Path(__file__).resolve().parent / "out"
 CHAINS = 20
 PER_POLICY = 300
@@ -57,21 +53,6 @@ PAPER_R = 0.8643536  # Pearson r of H and E (seed 000 §4.2.1, seed 002 §5.5)
 SEARCHERS = {"shs": SublatticeHeuristicSearch, "rcs": RandomChainSearch}
 
 Row = tuple[str, str, bool | None]  # target, measured, pass (None: information only)
-
-
-def out(line: str = "") -> None:
-    print(line, flush=True)
-
-
-def build(folder: Path) -> tuple[Path, float]:
-    """Adult with ZIP and the census as Parquet plus a census_spec (as bench/alternatives.py)."""
-    start = time.perf_counter()
-    population = synthetic_population(DATA_SEED)
-    pq.write_table(population, folder / "population.parquet")
-    pq.write_table(adult_with_zip(ADULT_CSV, DATA_SEED, population), folder / "adult.parquet")
-    spec = folder / "adult.toml"
-    spec.write_text(census_spec("adult.parquet", name="bench-frontier"), encoding="utf-8")
-    return spec, time.perf_counter() - start
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -253,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="deid-bench-") as tmp:
-        spec, build_s = build(Path(tmp))
+        spec, build_s = build(Path(tmp), "bench-frontier")
         start = time.perf_counter()
         with Problem.from_spec(spec) as problem:
             lat = problem.lattice
