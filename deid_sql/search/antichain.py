@@ -1,0 +1,284 @@
+"""Stores for predictive properties: the antichain prefix tree (seed 004) and two list baselines.
+
+A predictive property is inherited along the generalization order, so a search only
+has to remember the transformations where it was *observed*; whether any other
+transformation x has it follows from the order.  Transformations are tuples of
+generalization levels, one per attribute; y ≼ x iff y_i ≤ x_i for every i, and the
+rank of x is sum(x).
+
+* ``Direction.UP`` (P↑, inherited by generalizations): x has the property iff some
+  stored y has y ≼ x.
+* ``Direction.DOWN`` (P↓, inherited by specializations): x has it iff some stored y
+  has x ≼ y.
+
+The three stores are the paper's Table 1 options, so a benchmark can replay one
+recorded operation log (``replay``) through each of them:
+
+* ``ListStore`` — Option 1, a plain list;
+* ``ListAntichainStore`` — Option 2, a list kept an antichain;
+* ``AntichainTree`` — Option 4, the prefix tree with rank bounds
+  (``rank_pruning=False`` gives Option 3, the same tree without them).
+
+All of them answer every query identically; they differ only in the work done.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from enum import Enum
+
+Transformation = tuple[int, ...]
+
+
+class Direction(Enum):
+    """Which way a property is inherited: UP to generalizations (P↑), DOWN to specializations (P↓)."""
+
+    UP = "up"
+    DOWN = "down"
+
+
+def leq(x: Sequence[int], y: Sequence[int]) -> bool:
+    """x ≼ y: x is a specialization of (or equal to) y."""
+    return all(a <= b for a, b in zip(x, y))
+
+
+def covers(direction: Direction, stored: Sequence[int], x: Sequence[int]) -> bool:
+    """Whether ``stored`` passes the property on to ``x`` (equality included)."""
+    return leq(stored, x) if direction is Direction.UP else leq(x, stored)
+
+
+class PropertyStore(ABC):
+    """What a search needs from a property store, plus the counters Table 2 of the paper reports.
+
+    ``query``/``insert`` are template methods: the counters live here once, so every
+    option counts the same events and a benchmark compares like with like.  Internal
+    look-ups (an insert checking whether x is already associated) are not counted.
+    """
+
+    def __init__(self, direction: Direction) -> None:
+        self.direction = direction
+        self.queries = 0  # calls to query()
+        self.hits = 0  # queries answered True
+        self.inserts = 0  # calls to insert(), no-ops included
+        self.max_size = 0  # largest len(self) seen after an insert
+
+    def query(self, x: Sequence[int]) -> bool:
+        """Whether x has the property, i.e. some stored element covers it in ``direction``."""
+        found = self._query(tuple(x))
+        self.queries += 1
+        self.hits += found
+        return found
+
+    def insert(self, x: Sequence[int]) -> None:
+        """Record that x has the property."""
+        self._insert(tuple(x))
+        self.inserts += 1
+        self.max_size = max(self.max_size, len(self))
+
+    @abstractmethod
+    def _query(self, x: Transformation) -> bool: ...
+
+    @abstractmethod
+    def _insert(self, x: Transformation) -> None: ...
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[Transformation]: ...
+
+
+class ListStore(PropertyStore):
+    """Option 1: append every insert, scan everything on a query.
+
+    Cheapest insert, no invariant: the list may hold comparable elements and
+    duplicates, so ``len`` is the number of inserts, not an antichain size.
+    """
+
+    def __init__(self, direction: Direction) -> None:
+        super().__init__(direction)
+        self._items: list[Transformation] = []
+
+    def _query(self, x: Transformation) -> bool:
+        return any(covers(self.direction, y, x) for y in self._items)
+
+    def _insert(self, x: Transformation) -> None:
+        self._items.append(x)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Transformation]:
+        return iter(self._items)
+
+
+class ListAntichainStore(ListStore):
+    """Option 2: a list kept an antichain, so queries scan only the minimal (UP) / maximal (DOWN) elements.
+
+    An insert of an already associated x is a no-op (x adds nothing); otherwise every
+    stored y that x now covers is dropped, because x answers for it and its heirs.
+    """
+
+    def _insert(self, x: Transformation) -> None:
+        if self._query(x):
+            return
+        self._items = [y for y in self._items if not covers(self.direction, x, y)]
+        self._items.append(x)
+
+
+class Node:
+    """A prefix-tree node: the paper's n.level, n.children and n.min (UP) / n.max (DOWN).
+
+    ``bound`` holds n.min for an UP tree and n.max for a DOWN tree.  It is a *bound*
+    on the ranks in the subtree, not always their exact extreme: as in the paper it
+    is not raised (UP) / lowered (DOWN) when removals empty part of the subtree.
+    That is safe — queries only need a lower (upper) bound to skip a subtree — and it
+    is exact for any subtree from which nothing was removed.
+    """
+
+    __slots__ = ("level", "children", "bound")
+
+    def __init__(self, level: int, bound: int) -> None:
+        self.level = level
+        self.children: dict[int, Node] = {}
+        self.bound = bound
+
+
+class AntichainTree(PropertyStore):
+    """Options 4 (and 3): the antichain prefix tree of Prasser, Kohlmayer and Kuhn (BMC 2016).
+
+    Depth i of the tree holds generalization levels of attribute i, and each
+    root-to-leaf path is one stored transformation.  A query is a range query that
+    follows only children that can lead to a specialization of x (UP: level ≤ x_i,
+    n.min < rank(x)); the rank bound skips whole subtrees that the level test would
+    enter.  The stored set is kept an antichain, so the tree holds only the minimal
+    (UP) / maximal (DOWN) elements ever inserted.
+
+    Two departures from the paper, both so the store is correct for every call
+    sequence rather than only the one the BFS makes:
+
+    * the rank-pruned range query only finds strict specializations
+      (rank(y) < rank(x)), so ``query`` follows a negative range query with an
+      exact lookup of x — a stored x is associated with itself;
+    * ``insert`` of an already associated x is a no-op (the paper omits the check
+      because a search never inserts a transformation it has pruned).
+    """
+
+    def __init__(self, direction: Direction, heights: Sequence[int], *, rank_pruning: bool = True) -> None:
+        super().__init__(direction)
+        if not heights or any(h < 1 for h in heights):
+            raise ValueError(f"heights must be a non-empty sequence of positive ints, got {list(heights)}")
+        self.heights = tuple(heights)
+        self.rank_pruning = rank_pruning
+        self._up = direction is Direction.UP
+        self._depth = len(self.heights)
+        self.root = Node(-1, 0)
+        self._size = 0
+
+    def _check(self, x: Transformation) -> None:
+        if len(x) != self._depth or any(not 0 <= v < h for v, h in zip(x, self.heights)):
+            raise ValueError(f"transformation {x} does not fit heights {self.heights}")
+
+    def range_query(self, x: Sequence[int]) -> bool:
+        """The paper's range query: is some stored y a specialization (UP) / generalization (DOWN) of x?
+
+        Not counted in the counters.  With rank pruning (Option 4) it is strict — the
+        test n.min < rank(x) stops it before x itself; without it (Option 3) nothing
+        does, and it also finds a stored x.
+        """
+        x = tuple(x)
+        self._check(x)
+        return self._range(self.root, 0, x, sum(x))
+
+    def _range(self, node: Node, depth: int, x: Transformation, rank: int) -> bool:
+        if depth == self._depth:
+            return True  # reached a leaf: a stored y on the right side of x
+        xi, up, prune = x[depth], self._up, self.rank_pruning
+        for level, child in node.children.items():
+            if up:
+                if level > xi or (prune and child.bound >= rank):
+                    continue
+            elif level < xi or (prune and child.bound <= rank):
+                continue
+            if self._range(child, depth + 1, x, rank):
+                return True
+        return False
+
+    def contains(self, x: Sequence[int]) -> bool:
+        """Exact lookup: one path with level = x_i at depth i."""
+        node: Node | None = self.root
+        for v in x:
+            node = node.children.get(v)
+            if node is None:
+                return False
+        return len(x) == self._depth
+
+    def _query(self, x: Transformation) -> bool:
+        self._check(x)
+        # Option 3's range query already finds a stored x; only Option 4 needs the lookup.
+        return self._range(self.root, 0, x, sum(x)) or (self.rank_pruning and self.contains(x))
+
+    def _insert(self, x: Transformation) -> None:
+        if self._query(x):
+            return
+        self._size -= self._remove(self.root, 0, x)
+        rank, up = sum(x), self._up
+        node = self.root
+        for v in x:
+            child = node.children.get(v)
+            if child is None:
+                child = node.children[v] = Node(v, rank)
+            elif up:
+                child.bound = min(child.bound, rank)
+            else:
+                child.bound = max(child.bound, rank)
+            node = child
+        self._size += 1
+
+    def _remove(self, node: Node, depth: int, x: Transformation) -> int:
+        """Drop every stored y that x covers (UP: x ≼ y, a "≥" range query); return how many.
+
+        Children emptied on the way back are pruned, so every leaf sits at full depth
+        and every inner node has a child.  No rank pruning here: with only n.min (UP)
+        there is no upper bound on a subtree's ranks to compare against.
+        """
+        if depth == self._depth:
+            return 1
+        xi, up, removed = x[depth], self._up, 0
+        for level in [lv for lv in node.children if (lv >= xi if up else lv <= xi)]:
+            child = node.children[level]
+            k = self._remove(child, depth + 1, x)
+            if k:
+                removed += k
+                if not child.children:
+                    del node.children[level]
+        return removed
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Transformation]:
+        def walk(node: Node, prefix: tuple[int, ...]) -> Iterator[Transformation]:
+            if len(prefix) == self._depth:
+                yield prefix
+            for level, child in node.children.items():
+                yield from walk(child, prefix + (level,))
+
+        return walk(self.root, ())
+
+
+def replay(store: PropertyStore, operations: Iterable[tuple[str, Sequence[int]]]) -> list[bool]:
+    """Run a recorded log of ("insert" | "query", x) operations; return the query answers in order.
+
+    Lets a benchmark time every option on the same log and check that they agree.
+    """
+    results: list[bool] = []
+    for op, x in operations:
+        if op == "query":
+            results.append(store.query(x))
+        elif op == "insert":
+            store.insert(x)
+        else:
+            raise ValueError(f"unknown operation {op!r}; expected 'insert' or 'query'")
+    return results
