@@ -65,10 +65,15 @@ def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
                 suppress_below: int | None = None) -> Written:
     """Write the generalized source to Parquet, CSV or a DuckDB table, atomically."""
+    return materialize_query(problem, problem.query(item, suppress_below), out, fmt, table, overwrite)
+
+
+def materialize_query(problem: Problem, query: exp.Select, out: str | Path, fmt: str | None = None,
+                      table: str | None = None, overwrite: bool = False) -> Written:
+    """Write any row-preserving query over the source (one output row per source row)."""
     path = Path(out)
     kind = output_format(path, fmt)
     _check_not_input(problem, path)
-    query = problem.query(item, suppress_below)
     expected = problem.sample.total
     if kind == "duckdb":
         name = table or "deidentified"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .anonymize import anonymize_
 from .demo import demo
 from .frontier import frontier
 from .inspect import evaluate, validate
@@ -22,7 +23,8 @@ def cli() -> None:
     """
 
 
-for command in (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, demo):
+COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_, demo)
+for command in COMMANDS:
     cli.add_command(command)
 
 

@@ -1,0 +1,123 @@
+"""Full-domain anonymization as a job: find the optimal transformation, then write it.
+
+The optimum comes from the best-first branch and bound (``search/bfs.py``); the output is
+the core compiler's generalizing query with every record of a suppressed group turned
+into ``*`` in each QI and flagged in ``deid_suppressed`` — the groups suppressed are
+exactly those the evaluator suppressed, listed as label tuples, so the release matches
+the reported statistics whatever the privacy model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlglot import exp
+
+from .compile import SUPPRESSED, col, ident
+from .errors import DeidError
+from .fulldomain import (
+    KL,
+    AverageRisk,
+    Discernibility,
+    DistinctLDiversity,
+    KAnonymity,
+    Loss,
+    NonUniformEntropy,
+    PrivacyModel,
+    TransformationSpace,
+    TransformEvaluator,
+)
+from .output import Written, materialize_query
+from .problem import Problem
+from .search.bfs import STORES, BFSResult, best_first_search
+
+METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
+FLAG = "deid_suppressed"
+
+
+@dataclass
+class Anonymization:
+    """The search's result with what is needed to write and report it."""
+
+    result: BFSResult
+    space: TransformationSpace
+    evaluator: TransformEvaluator
+
+    @property
+    def levels(self) -> tuple[int, ...] | None:
+        return self.result.optimum.levels if self.result.optimum is not None else None
+
+
+def privacy_models(k: int | None = None, l: int | None = None, sensitive: str | None = None,  # noqa: E741
+                   risk: float | None = None) -> list[PrivacyModel]:
+    models: list[PrivacyModel] = []
+    if k is not None:
+        models.append(KAnonymity(k))
+    if l is not None:
+        if not sensitive:
+            raise DeidError("ℓ-diversity needs --sensitive COLUMN: the confidential column whose values must vary")
+        models.append(DistinctLDiversity(l, sensitive))
+    if risk is not None:
+        models.append(AverageRisk(risk))
+    if not models:
+        raise DeidError("give a privacy model: --k K, --l L --sensitive COLUMN, or --risk R")
+    return models
+
+
+def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float = 0.0, metric: str = "loss",
+              time_limit: float | None = None, store: str = "tree") -> Anonymization:
+    """The globally optimal full-domain transformation (or the best within ``time_limit``)."""
+    if metric not in METRICS:
+        raise DeidError(f"unknown quality metric {metric!r}; use {', '.join(METRICS)}")
+    if store not in STORES:
+        raise DeidError(f"unknown property store {store!r}; use {', '.join(STORES)}")
+    space = TransformationSpace(problem)
+    evaluator = TransformEvaluator(problem, models, METRICS[metric](), suppression, space=space)
+    return Anonymization(best_first_search(space, evaluator, STORES[store], time_limit), space, evaluator)
+
+
+def suppressed_groups(run: Anonymization) -> list[tuple[str, ...]]:
+    """Label tuples (one label per QI) of the groups the optimum suppresses."""
+    assert run.levels is not None
+    x = run.levels
+    stats = run.evaluator.groups(x)
+    mask = np.zeros(stats.m.size, dtype=bool)
+    for model in run.evaluator.models:
+        mask = model.suppress(stats, mask)
+    ids = stats.ids(mask)
+    labels = [run.space.levels[q][x[q]].labels for q in range(len(x))]
+    return [tuple(labels[q][int(ids[q][i])] for q in range(len(x))) for i in range(int(mask.sum()))]
+
+
+def release_query(problem: Problem, run: Anonymization) -> exp.Select:
+    """The generalizing query with suppressed groups blanked to ``*`` and flagged: the flag
+    is computed once per row (one IN over the suppressed label tuples), then applied."""
+    assert run.levels is not None
+    inner = problem.query(run.space.recoding(run.levels))
+    qi_cols = [q.column for q in problem.spec.qis]
+    groups = suppressed_groups(run)
+    if groups:
+        key = exp.Tuple(expressions=[col(c) for c in qi_cols])
+        hit: exp.Expression = exp.In(this=key, expressions=[
+            exp.Tuple(expressions=[exp.Literal.string(v) for v in g]) for g in groups])
+    else:
+        hit = exp.false()
+    flagged = exp.select(exp.Star(), exp.alias_(hit, ident(FLAG))).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized"))))
+    projections: list[exp.Expression] = []
+    for name in problem.columns:
+        if name in qi_cols:
+            case = exp.Case().when(col(FLAG), exp.Literal.string(SUPPRESSED)).else_(col(name))
+            projections.append(exp.alias_(case, ident(name)))
+        else:
+            projections.append(col(name))
+    projections.append(col(FLAG))
+    return exp.select(*projections).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=ident("flagged"))))
+
+
+def write_release(problem: Problem, run: Anonymization, out: str | Path, overwrite: bool = False) -> Written:
+    if run.levels is None:
+        raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to write")
+    return materialize_query(problem, release_query(problem, run), out, overwrite=overwrite)

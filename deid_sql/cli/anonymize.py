@@ -1,0 +1,61 @@
+"""``deid-sql anonymize``: the optimal full-domain generalization with record suppression."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..anonymize import METRICS, anonymize, privacy_models, write_release
+from ..search.bfs import STORES
+from .options import handles_errors, open_problem, spec_argument
+
+
+@click.command(name="anonymize")
+@spec_argument
+@click.option("--k", "k", type=int, default=None, help="k-anonymity: every group has at least K records.")
+@click.option("--l", "l", type=int, default=None, help="Distinct ℓ-diversity on --sensitive: L distinct values.")
+@click.option("--sensitive", default=None, help="The sensitive column for --l (not a QI).")
+@click.option("--risk", type=float, default=None, help="Average re-identification risk at most R.")
+@click.option("--suppression", type=float, default=0.0, show_default=True,
+              help="Share of records that may be suppressed (0.04 = 4 %).")
+@click.option("--metric", type=click.Choice(sorted(METRICS)), default="loss", show_default=True,
+              help="Quality model to optimize: loss, nue (non-uniform entropy), dm (discernibility), kl.")
+@click.option("--time-limit", type=float, default=None, help="Stop after S seconds with the best found so far.")
+@click.option("--store", type=click.Choice(sorted(STORES)), default="tree", show_default=True,
+              help="How predictive properties are kept (seed 004 Table 1).")
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the de-identified table (.parquet, .csv or .duckdb).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--report", is_flag=True, help="Also print the statistics of each predictive property.")
+@handles_errors
+def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
+               suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
+               overwrite: bool, report: bool) -> None:
+    """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
+
+    Example: deid-sql anonymize adult.toml --k 5 --suppression 0.04 --metric loss --out adult-5anon.parquet
+    """
+    with open_problem(spec) as problem:
+        run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
+        r, best = run.result, run.result.optimum
+        if best is None:
+            click.echo(f"no transformation meets the privacy model with at most {suppression:.1%} suppressed "
+                       f"({r.checked:,} checked in {r.seconds:.2f} s)")
+        else:
+            click.echo(f"optimum      {run.space.text(best.levels)}")
+            click.echo(f"{metric:<12} {best.quality:.6g}")
+            click.echo(f"suppressed   {best.suppressed:,} records ({best.suppressed_share:.2%}), "
+                       f"{best.groups_kept:,} groups kept")
+        click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
+                   f"{r.pruned:,} excluded by prediction, {r.seconds:.2f} s"
+                   + (" (time limit reached: best found so far)" if r.timed_out else ""))
+        if report:
+            for name, s in r.stores.items():
+                rate = s.hits / s.queries if s.queries else 0.0
+                size = s.max_size / s.inserts if s.inserts else 0.0
+                click.echo(f"  {name:<26} inserts {s.inserts:,}  queries {s.queries:,}  hits {rate:.1%}  "
+                           f"max antichain {s.max_size:,} ({size:.1%} of inserts)")
+        if out is not None and best is not None:
+            written = write_release(problem, run, out, overwrite)
+            click.echo(f"wrote {written.rows:,} rows to {written.path}")
