@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deid_sql import Problem
+from deid_sql.fixtures import adult_hierarchy_spec
 from deid_sql.fulldomain import KAnonymity, Loss, Outcome, TransformationSpace, TransformEvaluator
 from deid_sql.search.antichain import AntichainTree, Direction, ListAntichainStore, ListStore, PropertyStore, replay
 from deid_sql.search.bfs import BFSResult, best_first_search, exhaustive
@@ -50,17 +51,9 @@ def out(line: str = "") -> None:
 
 def adult_spec(folder: Path, attributes: Sequence[str] = ADULT_ATTRIBUTES) -> Path:
     """A spec over the shared Adult files with the ARX hierarchies (as in tests/test_fulldomain.py)."""
-    lines = ['population = "sample"', "", "[source]", f'path = "{ADULT / "adult.csv"}"', 'delimiter = ";"', ""]
-    for name in attributes:
-        lines += ["[[qi]]", f'name = "{name}"']
-        if name == "age":
-            lines += ['kind = "integer"', "min = 17", "max = 90"]
-        else:
-            lines += ['kind = "category"', 'values_from = "hierarchy"']
-        lines += [f'hierarchy = "{ADULT / f"adult_hierarchy_{name}.csv"}"', ""]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "adult.toml"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_text(adult_hierarchy_spec(ADULT, attributes), encoding="utf-8")
     return path
 
 

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql import DeidError, PolicyError, Problem, SpecError
+from deid_sql.fixtures import adult_hierarchy_spec
 from deid_sql.fulldomain import (
     KL,
     AverageRisk,
@@ -50,17 +51,9 @@ def adult_spec(folder: Path, attributes: Sequence[str] = ADULT_ATTRIBUTES) -> Pa
     """A spec over the shared Adult files (skips the test when they are absent)."""
     if not (ADULT / "adult.csv").exists():
         pytest.skip("the shared Adult data set is not available")
-    lines = ['population = "sample"', "", "[source]", f'path = "{ADULT / "adult.csv"}"', 'delimiter = ";"', ""]
-    for name in attributes:
-        lines += ["[[qi]]", f'name = "{name}"']
-        if name == "age":
-            lines += ['kind = "integer"', "min = 17", "max = 90"]
-        else:
-            lines += ['kind = "category"', 'values_from = "hierarchy"']
-        lines += [f'hierarchy = "{ADULT / f"adult_hierarchy_{name}.csv"}"', ""]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "adult.toml"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_text(adult_hierarchy_spec(ADULT, attributes), encoding="utf-8")
     return path
 
 
