@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from sqlglot import exp
@@ -138,11 +137,6 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
         source = problem.source.copy()
     problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace)
     return db
-
-
-def read_table(path: Path) -> pa.Table:
-    """Read back a written Parquet or CSV file (used by checks and tests)."""
-    return pq.read_table(path) if output_format(path, None) == "parquet" else pacsv.read_csv(path)
 
 
 def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:

@@ -159,11 +159,6 @@ class SQLEvaluator:
         radix = [q.n_groups for q in rec.qis]
         return block_shape, qi_shape, float(np.prod(radix, dtype=np.float64)) < _KEY_LIMIT
 
-    def query(self, rec: Recoding) -> tuple[exp.Expression, dict[str, object]]:
-        """The query for ``rec`` and its parameters."""
-        block_shape, qi_shape, single = self._shape(rec)
-        return self._build(block_shape, qi_shape, single), self._params(rec, block_shape, qi_shape)
-
     def _params(self, rec: Recoding, block_shape: str, qi_shape: str) -> dict[str, object]:
         params: dict[str, object] = {}
         for j, (kind, block) in enumerate(zip(block_shape, self.blocks)):

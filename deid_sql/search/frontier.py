@@ -110,8 +110,5 @@ class Frontier:
         width, height = r_b - r_a, u_a - u_b
         if width <= 0 or height <= 0:
             corner = Point(max(r_a, r_b), min(u_a, u_b))
-            return 0.0 if self.dominated(corner) or self._equal_exists(corner) else 1.0
+            return 0.0 if self.dominated(corner) or self._same_spot(corner) else 1.0
         return min(1.0, self.nd(r_a, u_a, r_b, u_b) / (width * height))
-
-    def _equal_exists(self, p: Point) -> bool:
-        return bool(self._same_spot(p))
