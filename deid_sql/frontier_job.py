@@ -55,6 +55,8 @@ def problem_identity(problem: Problem) -> str:
     """What a checkpoint must match: the spec as parsed, the QI domains and the cell totals."""
     text = json.dumps({
         "spec": problem.spec.raw, "qis": problem.lattice.names,
+        "risk": problem.spec.risk, "adversary": problem.spec.adversary.to_dict() if problem.spec.risk == "adversary"
+        else None,
         "domains": [[d.kind, d.size, d.text(0), d.text(d.size - 1)] for d in problem.domains],
         "records": problem.sample.total, "cells": len(problem.sample),
         "population": problem.population.total if problem.population is not None else None,
@@ -88,6 +90,7 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
         raise DeidError(f"budget {budget} is below 2: the frontier starts from the top and the bottom")
     if not 0 <= threshold <= 1:
         raise DeidError(f"TH {threshold!r} is outside [0, 1]: it is a probability of updating the frontier")
+    problem.require_monotone_risk(f"the {method} frontier search (its bounding regions)")
     folder.mkdir(parents=True, exist_ok=True)
     identity = problem_identity(problem)
     if resume:

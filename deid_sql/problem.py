@@ -9,17 +9,20 @@ that takes a ``Problem``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from sqlglot import exp
 
+from .adversary.params import RISKS, AdversaryParams
 from .backends import Backend, connect
 from .cells import Cells
 from .compile import generalize, to_sql
 from .domain import Domain
-from .errors import PolicyError
+from .errors import DeidError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
+from .evaluate.riskmodel import PopulationRisk, RecordRisk
 from .evaluate.sqlpath import SQLEvaluator
 from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
@@ -44,14 +47,44 @@ class Problem:
         self.source = source
         sizes = [d.size for d in domains]
         bottom, top = lattice.bottom().recoding(), lattice.top().recoding()
-        self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma), sample, bottom, top)
+        self.record_risk = self._risk_model()
+        self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk),
+                              sample, bottom, top)
         self._sql: Evaluator | None = None
+
+    def _risk_model(self) -> RecordRisk:
+        if self.spec.risk == "adversary":
+            from .adversary.risk import AdversaryRisk
+
+            return AdversaryRisk(self.spec.adversary, self.population_total)
+        return PopulationRisk(self.spec.gamma)
+
+    @property
+    def population_total(self) -> int:
+        """People in the population table (the sample's records with ``population = "sample"``)."""
+        return int((self.population or self.sample).total)
+
+    def require_monotone_risk(self, what: str) -> None:
+        """Refuse a search that prunes by monotone risk when the risk model is not monotone."""
+        check = getattr(self.record_risk, "monotonicity_problem", None)
+        reason = check() if check is not None else None
+        if reason:
+            raise DeidError(f"{what} needs risk that never rises with generalization, but {reason}; "
+                            "change the [adversary] parameters or use --risk population")
 
     # -- construction -----------------------------------------------------------------
     @classmethod
-    def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None) -> Problem:
-        """Load a problem; raises one ``SpecError``/``DataError`` listing every problem."""
+    def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None, risk: str | None = None,
+                  adversary: AdversaryParams | None = None) -> Problem:
+        """Load a problem; raises one ``SpecError``/``DataError`` listing every problem.
+        ``risk`` and ``adversary`` override the spec's risk model and its parameters."""
         spec = spec if isinstance(spec, Spec) else Spec.read(spec)
+        if risk is not None:
+            if risk not in RISKS:
+                raise SpecError(f"risk {risk!r} must be one of {', '.join(RISKS)}")
+            spec = replace(spec, risk=risk)
+        if adversary is not None:
+            spec = replace(spec, adversary=adversary)
         backend = backend or connect("duckdb")
         try:
             return cls._load(spec, backend)
@@ -110,7 +143,8 @@ class Problem:
         """The SQL-path evaluator (built on first use)."""
         if self._sql is None:
             sizes = [d.size for d in self.domains]
-            path = SQLEvaluator(self.backend, self.sample, self.population, sizes, self.spec.gamma)
+            path = SQLEvaluator(self.backend, self.sample, self.population, sizes, self.spec.gamma,
+                                record_risk=self.record_risk)
             self._sql = Evaluator(path, self.sample, self.lattice.bottom().recoding(),
                                   self.lattice.top().recoding())
         return self._sql

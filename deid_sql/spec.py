@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .adversary.params import RISKS, AdversaryParams
 from .domain import KINDS, parse_date
 from .errors import SpecError
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name"}
+TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
@@ -68,6 +69,8 @@ class Spec:
     qis: tuple[QISpec, ...]
     name: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    risk: str = "population"  # or "adversary": seed 002's economic attacker (``[adversary]``)
+    adversary: AdversaryParams = field(default_factory=AdversaryParams)
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -112,12 +115,24 @@ class Spec:
             problems.append(f"gamma = {gamma!r} must be a positive number (1 is the papers' choice)")
             gamma = 1.0
         qis = _qis(data.get("qi"), base, population is not None, problems)
+        risk = data.get("risk", "population")
+        if risk not in RISKS:
+            problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
+        adversary = AdversaryParams()
+        raw_adv = data.get("adversary", {})
+        if not isinstance(raw_adv, dict):
+            problems.append("adversary must be a table: [adversary] with gain = 8000, penalty = 10000, …")
+        else:
+            try:
+                adversary = AdversaryParams.from_mapping(raw_adv)
+            except SpecError as err:
+                problems.extend(err.problems)
         if problems:
             raise SpecError(problems)
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
-                   name=str(data.get("name", "")), raw=data)
+                   name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary)
 
 
 def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:

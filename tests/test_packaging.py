@@ -17,10 +17,11 @@ def test_shipped_folders_import_under_deid_sql():
 
     from deid_sql.sql import template
 
-    tree = template("metrics", groups=exp.to_table("g"), widths=exp.to_table("w"), gamma=exp.Literal.number(1))
+    risk = {"risk_term": exp.column("m"), "record_risk": exp.column("g")}
+    tree = template("metrics", groups=exp.to_table("g"), widths=exp.to_table("w"), **risk)
     assert not list(tree.find_all(exp.Placeholder))
     with pytest.raises(KeyError, match="widths"):
-        template("metrics", groups=exp.to_table("g"), gamma=exp.Literal.number(1))
+        template("metrics", groups=exp.to_table("g"), **risk)
 
 
 def test_no_generic_top_level_modules():

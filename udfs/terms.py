@@ -29,6 +29,15 @@ def xlogx(c: pa.Array) -> pa.Array:
     return pa.array(out, type=pa.float64())
 
 
+def record_risk_udf(record_risk: object) -> object:
+    """An Arrow UDF r(g) from a risk model's vectorized record risk (numpy in, numpy out)."""
+
+    def udf(g: pa.Array) -> pa.Array:
+        return pa.array(record_risk(_np(g)), type=pa.float64())  # type: ignore[operator]
+
+    return udf
+
+
 # name, python function, argument type names, return type name
 UDFS: tuple[tuple[str, object, tuple[str, ...], str], ...] = (
     ("deid_risk_term", risk_term, ("DOUBLE", "DOUBLE", "DOUBLE"), "DOUBLE"),

@@ -38,6 +38,11 @@ class Backend(ABC):
         """Make the risk and KL term functions of ``deid_sql.udfs`` callable in SQL."""
 
     @abstractmethod
+    def register_function(self, name: str, fn: Any, args: tuple[str, ...], returns: str) -> None:
+        """Make a vectorized (Arrow in, Arrow out) Python function callable in SQL as
+        ``name``; argument and return types are SQL type names such as ``DOUBLE``."""
+
+    @abstractmethod
     def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
         """Expose an Arrow table under ``name``; ``copy`` loads it into an engine-native
         temporary table (faster to scan repeatedly, e.g. cells queried per policy)."""

@@ -44,6 +44,7 @@ class DuckDBBackend(Backend):
             config["memory_limit"] = memory_limit
         self.con = duckdb.connect(database, config=config)
         self._udfs = False
+        self._functions: set[str] = set()
         self._attached: dict[Path, str] = {}
 
     def close(self) -> None:
@@ -58,6 +59,13 @@ class DuckDBBackend(Backend):
             self.con.create_function(name, fn, [getattr(sqltypes, a) for a in args],
                                      getattr(sqltypes, ret), type="arrow")
         self._udfs = True
+
+    def register_function(self, name: str, fn: Any, args: tuple[str, ...], returns: str) -> None:
+        if name in self._functions:
+            self.con.remove_function(name)
+        self.con.create_function(name, fn, [getattr(sqltypes, a) for a in args], getattr(sqltypes, returns),
+                                 type="arrow")
+        self._functions.add(name)
 
     def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
         if not copy:

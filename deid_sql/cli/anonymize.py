@@ -8,7 +8,7 @@ import click
 
 from ..anonymize import METRICS, anonymize, privacy_models, write_release
 from ..search.bfs import STORES
-from .options import handles_errors, open_problem, spec_argument
+from .options import handles_errors, open_problem, risk_model_option, spec_argument
 
 
 @click.command(name="anonymize")
@@ -16,7 +16,8 @@ from .options import handles_errors, open_problem, spec_argument
 @click.option("--k", "k", type=int, default=None, help="k-anonymity: every group has at least K records.")
 @click.option("--l", "l", type=int, default=None, help="Distinct ℓ-diversity on --sensitive: L distinct values.")
 @click.option("--sensitive", default=None, help="The sensitive column for --l (not a QI).")
-@click.option("--risk", type=float, default=None, help="Average re-identification risk at most R.")
+@click.option("--risk", type=float, default=None,
+              help="Average re-identification risk at most R (record risk from --risk-model / the spec's risk).")
 @click.option("--suppression", type=float, default=0.0, show_default=True,
               help="Share of records that may be suppressed (0.04 = 4 %).")
 @click.option("--metric", type=click.Choice(sorted(METRICS)), default="loss", show_default=True,
@@ -28,15 +29,16 @@ from .options import handles_errors, open_problem, spec_argument
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 @click.option("--report", is_flag=True, help="Also print the statistics of each predictive property.")
+@risk_model_option()
 @handles_errors
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
                suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
-               overwrite: bool, report: bool) -> None:
+               overwrite: bool, report: bool, risk_model: str | None) -> None:
     """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
 
     Example: deid-sql anonymize adult.toml --k 5 --suppression 0.04 --metric loss --out adult-5anon.parquet
     """
-    with open_problem(spec) as problem:
+    with open_problem(spec, risk_model) as problem:
         run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
         r, best = run.result, run.result.optimum
         if best is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, run_frontier
-from .options import handles_errors, open_problem, spec_argument
+from .options import handles_errors, open_problem, risk_model_option, spec_argument
 
 
 @click.command()
@@ -24,14 +24,15 @@ from .options import handles_errors, open_problem, spec_argument
               help="Folder for frontier.csv, searched.csv, frontier.png, frontier.html and the checkpoint.")
 @click.option("--resume", is_flag=True, help="Continue the run checkpointed in --out (same problem, method, seed).")
 @click.option("--overwrite", is_flag=True, help="Start again in a folder that holds an earlier run.")
+@risk_model_option("--risk", "--risk-model")
 @handles_errors
 def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, folder: Path, resume: bool,
-             overwrite: bool) -> None:
+             overwrite: bool, risk_model: str | None) -> None:
     """Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.
 
     Example: deid-sql frontier study.toml --method shs --budget 14780 --seed 0 --out frontier-run
     """
-    with open_problem(spec) as problem:
+    with open_problem(spec, risk_model) as problem:
         with click.progressbar(length=budget, label=f"{method} policies", file=sys.stderr) as bar:
             result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
                                   progress=bar.update)

@@ -9,7 +9,7 @@ import click
 
 from ..errors import DeidError, SpecError
 from ..problem import Problem
-from .options import echo_json, handles_errors, open_problem, read_policy, spec_argument
+from .options import echo_json, handles_errors, open_problem, read_policy, risk_model_option, spec_argument
 
 
 @click.command()
@@ -49,13 +49,14 @@ def validate(spec: Path) -> None:
               help="Policy text (repeat for several); see 'deid-sql compile --help'.")
 @click.option("--path", "path", type=click.Choice(["fast", "sql"]), default="fast", show_default=True,
               help="Evaluate on the cell arrays (fast) or with the reference SQL query.")
+@risk_model_option("--risk", "--risk-model")
 @handles_errors
-def evaluate(spec: Path, policies: tuple[str, ...], path: str) -> None:
+def evaluate(spec: Path, policies: tuple[str, ...], path: str, risk_model: str | None) -> None:
     """Print the risk and utility metrics of policies as JSON.
 
-    Example: deid-sql evaluate study.toml --policy 'age:cuts=18,30,50,70|zip:top'
+    Example: deid-sql evaluate study.toml --policy 'age:cuts=18,30,50,70|zip:top' --risk adversary
     """
-    with open_problem(spec) as problem:
+    with open_problem(spec, risk_model) as problem:
         out = []
         for text in policies:
             policy = problem.policy(read_policy(text))

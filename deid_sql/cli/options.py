@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..adversary.params import RISKS
 from ..errors import DeidError, SpecError
 from ..problem import Problem
 
@@ -64,9 +65,17 @@ def handles_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def risk_model_option(*names: str) -> Callable[[F], F]:
+    """``--risk-model`` (plus any aliases): override the spec's ``risk``."""
+    return click.option(
+        *(names or ("--risk-model",)), "risk_model", type=click.Choice(RISKS), default=None,
+        help="Risk model: 'population' (1/g, the default) or 'adversary' (seed 002's economic attacker, "
+             "parameters from the spec's [adversary] table). Overrides the spec's risk.")
+
+
 @contextmanager
-def open_problem(spec: Path) -> Iterator[Problem]:
-    problem = Problem.from_spec(spec)
+def open_problem(spec: Path, risk: str | None = None) -> Iterator[Problem]:
+    problem = Problem.from_spec(spec, risk=risk)
     try:
         yield problem
     finally:

@@ -13,7 +13,7 @@ from ..output import create_view, materialize
 from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
-from .options import handles_errors, open_problem, spec_argument
+from .options import handles_errors, open_problem, risk_model_option, spec_argument
 
 METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 
@@ -67,9 +67,10 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the boundary policies to .csv or .json.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@risk_model_option("--risk", "--risk-model")
 @handles_errors
 def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
-                 overwrite: bool) -> None:
+                 overwrite: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
     Example: deid-sql alternatives study.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
@@ -79,7 +80,8 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
             raise OutputError(f"cannot tell the format of {out}; use .csv or .json")
         if out.exists() and not overwrite:
             raise OutputError(f"output {out} already exists; pass --overwrite to replace it")
-    with open_problem(spec) as problem:
+    with open_problem(spec, risk_model) as problem:
+        problem.require_monotone_risk(f"{method} (boundary policies)")
         reference = None
         if threshold == "safe-harbor":
             reference = problem.evaluate(safe_harbor(problem).recoding)

@@ -79,8 +79,7 @@ class ChainEvaluator:
             lows = [(uniq // self.strides[r]) % self.sizes[r] for r in range(len(self.sizes))]
             highs = [self.ends[r][lows[r]] for r in range(len(self.sizes))]
             g = np.maximum(self.fast.box_census(lows, highs), m)
-        risk = m / g if self.gamma == 1.0 else m * np.power(g, -self.gamma)
-        return float(risk.sum()), float((m * np.log(m)).sum())
+        return float((m * self.fast.record_risk(g)).sum()), float((m * np.log(m)).sum())
 
     def _split(self, bit: int) -> None:
         """Keep boundary ``bit``: split its interval and update the totals."""

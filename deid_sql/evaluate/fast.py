@@ -16,6 +16,7 @@ import numpy as np
 from ..cells import Cells
 from ..recoding import Recoding
 from .metrics import RawSums
+from .riskmodel import PopulationRisk, RecordRisk
 
 CUBE_LIMIT = 16_000_000  # prefix-sum cube entries (int64) kept in memory at most
 _KEY_LIMIT = 2**62
@@ -26,8 +27,9 @@ class FastEvaluator:
     """Evaluates recodings against fixed sample and population cells."""
 
     def __init__(self, sample: Cells, population: Cells | None, sizes: Sequence[int],
-                 gamma: float = 1.0, cube_limit: int = CUBE_LIMIT) -> None:
+                 gamma: float = 1.0, cube_limit: int = CUBE_LIMIT, record_risk: RecordRisk | None = None) -> None:
         self.sample = sample
+        self.record_risk: RecordRisk = record_risk or PopulationRisk(gamma)
         self.population = population
         self.sizes = tuple(int(s) for s in sizes)
         self.gamma = float(gamma)
@@ -88,12 +90,17 @@ class FastEvaluator:
             rest //= n
         return uniq, m.astype(np.float64), ids[::-1]
 
-    def raw(self, rec: Recoding) -> RawSums:
-        """The group sums of ``rec`` (see ``metrics.finish`` for the metrics)."""
+    def groups(self, rec: Recoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per generalized group with sample records: m, the census count, and
+        g = max(census, m) (METHODS.md decision 1)."""
         uniq, m, ids = self._sample_groups(rec)
         census = self._census(rec, uniq, ids, m)
-        g = np.maximum(census, m)
-        risk = m * np.power(g, -self.gamma) if self.gamma != 1.0 else m / g
+        return m, census, np.maximum(census, m)
+
+    def raw(self, rec: Recoding) -> RawSums:
+        """The group sums of ``rec`` (see ``metrics.finish`` for the metrics)."""
+        m, census, g = self.groups(rec)
+        record = self.record_risk(g)
         w_log = 0.0
         lm = 0.0
         for q, qrec in enumerate(rec.qis):
@@ -102,9 +109,9 @@ class FastEvaluator:
             if self.sizes[q] > 1:
                 lm += float(self.marginals[q] @ ((width - 1.0) / (self.sizes[q] - 1)))
         return RawSums(
-            risk_sum=float(risk.sum()),
+            risk_sum=float((m * record).sum()),
             expected_reidentifications=float((m / g).sum()),
-            max_record_risk=float(np.power(g.min(), -self.gamma)),
+            max_record_risk=float(record.max()),
             k=int(m.min()),
             sample_unique_records=int(np.count_nonzero(m == 1)),
             groups=int(m.size),

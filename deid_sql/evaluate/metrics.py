@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 class RawSums:
     """Sums over the groups G of a recoding (m = sample size, g = max(census, m))."""
 
-    risk_sum: float  # Σ m · g^-γ  (seed 001 eq. 1)
+    risk_sum: float  # Σ m · r(g): r = g^-γ (seed 001 eq. 1) or the adversary's P_reid × loss
     expected_reidentifications: float  # Σ m / g
-    max_record_risk: float  # max g^-γ
+    max_record_risk: float  # max r(g)
     k: int  # min m
     sample_unique_records: int  # #groups with m = 1
     groups: int
@@ -72,7 +72,7 @@ def kl_nats(raw: RawSums, norm: Normalizers) -> float:
 def finish(raw: RawSums, norm: Normalizers) -> Metrics:
     kl = kl_nats(raw, norm)
     return Metrics(
-        risk=raw.risk_sum / norm.bottom_risk_sum,
+        risk=raw.risk_sum / norm.bottom_risk_sum if norm.bottom_risk_sum > 0 else 0.0,
         loss=kl / norm.top_kl if norm.top_kl > 0 else 0.0,
         expected_reidentifications=raw.expected_reidentifications,
         risk_sum=raw.risk_sum,

@@ -24,11 +24,14 @@ from ..backends.base import Backend
 from ..cells import Cells
 from ..recoding import Recoding
 from ..sql import template
+from ..udfs.terms import record_risk_udf
 from .metrics import RawSums
+from .riskmodel import PopulationRisk, RecordRisk
 
 SAMPLE_CELLS = "deid_sample_cells"
 POPULATION_CELLS = "deid_population_cells"
 MARGINAL = "deid_sample_marginal_{}"
+RECORD_RISK_UDF = "deid_record_risk"  # the problem's risk model, when it is not g^−γ
 _KEY_LIMIT = 2**62
 BLOCK_LIMIT = 4096  # largest combined domain looked up as one list parameter
 
@@ -49,11 +52,14 @@ class SQLEvaluator:
     """Evaluates recodings with one query each over the cell tables."""
 
     def __init__(self, backend: Backend, sample: Cells, population: Cells | None,
-                 sizes: Sequence[int], gamma: float = 1.0) -> None:
+                 sizes: Sequence[int], gamma: float = 1.0, record_risk: RecordRisk | None = None) -> None:
         self.backend = backend
         self.sizes = tuple(int(s) for s in sizes)
         self.gamma = float(gamma)
         backend.register_udfs()
+        self.record_risk = record_risk or PopulationRisk(gamma)
+        if not isinstance(self.record_risk, PopulationRisk):
+            backend.register_function(RECORD_RISK_UDF, record_risk_udf(self.record_risk), ("DOUBLE",), "DOUBLE")
         self.blocks = _blocks(self.sizes)
         self._register_cells(SAMPLE_CELLS, sample)
         for q in range(len(self.sizes)):
@@ -146,7 +152,16 @@ class SQLEvaluator:
             groups = groups.join(p, on=on, join_type="LEFT")
         groups = groups.with_("s", as_=self._grouped(SAMPLE_CELLS, "m", keys))
         return template("metrics", groups=exp.Subquery(this=groups), widths=exp.Subquery(this=self._widths(qi_shape)),
-                        gamma=_num(self.gamma))
+                        **self._risk_nodes())
+
+    def _risk_nodes(self) -> dict[str, exp.Expression]:
+        """m · r(g) and r(g) in SQL: the core's UDF and POWER for g^−γ, else the model's UDF."""
+        m, g = exp.column("m"), exp.column("g")
+        if isinstance(self.record_risk, PopulationRisk):
+            return {"risk_term": exp.func("deid_risk_term", m, g, _num(self.gamma)),
+                    "record_risk": exp.func("power", g.copy(), _num(-self.gamma))}
+        record = exp.Anonymous(this=RECORD_RISK_UDF, expressions=[g])
+        return {"risk_term": exp.Mul(this=m, expression=record), "record_risk": record.copy()}
 
     def _shape(self, rec: Recoding) -> tuple[str, str, bool]:
         """Per block and per QI: whole (const), kept as is (identity) or looked up."""

@@ -129,12 +129,13 @@ class DistinctLDiversity(PrivacyModel):
 
 class AverageRisk(PrivacyModel):
     """ARX's average re-identification risk: the released records' mean risk
-    Σ_kept m·g^-γ / Σ_kept m must be ≤ ``threshold`` (g = max(census, m), the core's
-    population-based risk; g = m with ``population = "sample"``).
+    Σ_kept m·r(g) / Σ_kept m must be ≤ ``threshold`` (g = max(census, m); r(g) = g^-γ,
+    the core's population-based risk, or the adversary model's record risk with
+    ``risk = "adversary"``; g = m with ``population = "sample"``).
 
     Decision: this is a dataset-level model, not a per-class one — a class with risk
     above the threshold may be released when the average holds.  When it does not
-    hold, the riskiest classes (smallest g; ties: fewest records first, then key order)
+    hold, the riskiest classes (highest r(g), then smallest g, then fewest records, then key order)
     are suppressed one by one until it does (suppressed records carry no risk).
 
     Predictive ("up"/"down") only with ``population = "sample"`` and γ = 1: then the
@@ -155,12 +156,13 @@ class AverageRisk(PrivacyModel):
 
     def bind(self, evaluator: TransformEvaluator) -> None:
         self.gamma = float(evaluator.problem.spec.gamma)
+        self.record_risk = evaluator.problem.record_risk  # g^-γ, or the adversary's P_reid × loss
         sample_only = evaluator.problem.population is None
-        self.predictive = BOTH if sample_only and self.gamma == 1.0 else frozenset()
+        population_risk = evaluator.problem.spec.risk == "population"
+        self.predictive = BOTH if sample_only and self.gamma == 1.0 and population_risk else frozenset()
 
     def _risk(self, stats: GroupStats) -> np.ndarray:
-        g = stats.census()
-        return g ** -self.gamma if self.gamma != 1.0 else 1.0 / g
+        return self.record_risk(stats.census())
 
     def holds(self, stats: GroupStats) -> bool:
         m = stats.m
@@ -175,7 +177,8 @@ class AverageRisk(PrivacyModel):
         t = self.threshold
         if total_m == 0 or total_r <= t * total_m * (1 + 1e-12):
             return mask
-        order = keep[np.lexsort((m[keep], stats.census()[keep]))]  # smallest g, then fewest records
+        # riskiest first (for g^-γ: smallest g), then smallest g, then fewest records
+        order = keep[np.lexsort((m[keep], stats.census()[keep], -risk[keep]))]
         left_r = total_r - np.cumsum(m[order] * risk[order])
         left_m = total_m - np.cumsum(m[order])
         ok = np.flatnonzero(left_r <= t * left_m * (1 + 1e-12))
