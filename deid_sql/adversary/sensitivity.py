@@ -75,7 +75,8 @@ def write_csv(rows: list[SweepRow], path: Path, overwrite: bool = True) -> None:
 
 
 def plot(rows: list[SweepRow], path: Path, overwrite: bool = True) -> None:
-    """Four panels like Fig. 3.9: the walk-away threshold k′ against each parameter."""
+    """Four panels like Fig. 3.9: the walk-away threshold k′ (solid) against each parameter,
+    and k (dashed) where some groups are only partly exploited."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -85,10 +86,13 @@ def plot(rows: list[SweepRow], path: Path, overwrite: bool = True) -> None:
     for i, parameter in enumerate(parameters):
         ax = fig.add_subplot(2, 2, i + 1)
         for setting in dict.fromkeys(r.setting for r in rows):
-            pts = [(r.value, r.k_prime) for r in rows if r.parameter == parameter and r.setting == setting]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=setting)
+            pts = [(r.value, r.k_prime, r.k) for r in rows if r.parameter == parameter and r.setting == setting]
+            line = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{setting}: k′")[0]
+            if any(p[2] != p[1] for p in pts):  # partial exploitation: k < k′
+                ax.plot([p[0] for p in pts], [p[2] for p in pts], linestyle="--", color=line.get_color(),
+                        label=f"{setting}: k")
         ax.set_xlabel(LABELS.get(parameter, parameter))
-        ax.set_ylabel("walk-away group size k′")
+        ax.set_ylabel("external group size")
         ax.set_title(f"({'abcd'[i]}) {LABELS.get(parameter, parameter)}", fontsize=10)
         if parameter in ("penalty", "detection"):
             ax.set_xscale("log")

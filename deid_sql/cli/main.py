@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .adversary import adversary
 from .anonymize import anonymize_
 from .demo import demo
 from .frontier import frontier
@@ -23,7 +24,8 @@ def cli() -> None:
     """
 
 
-COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_, demo)
+COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_,
+            adversary, demo)
 for command in COMMANDS:
     cli.add_command(command)
 

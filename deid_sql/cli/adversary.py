@@ -1,0 +1,142 @@
+"""``deid-sql adversary``: the re-identification risk of a release under seed 002's
+economic attacker, solved exactly, with its thresholds and a deterrence sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from ..adversary.assess import Assessment, assess
+from ..adversary.params import SCENARIOS, AdversaryParams
+from ..adversary.risk import thresholds
+from ..adversary.solvers import SOLVERS
+from ..errors import OutputError
+from ..problem import Problem
+from ..recoding import Recoding
+from .options import handles_errors, read_policy, spec_argument
+
+# CLI option → AdversaryParams field, type, help
+PARAMETERS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--access-cost", "access_cost", float, "C_d: cost of obtaining the external dataset ($)."),
+    ("--link-cost", "link_cost", float, "C_l: cost of linking a record to it ($)."),
+    ("--exploit-cost", "exploit_cost", float, "C_e: cost of exploiting one candidate ($)."),
+    ("--gain", "gain", float, "G: the adversary's gain from a re-identification ($)."),
+    ("--penalty", "penalty", float, "C_p: the penalty when an exploit is detected ($)."),
+    ("--max-penalties", "max_penalties", str, "n_f: penalties levied at most (an integer or 'unbounded')."),
+    ("--h0", "h0", float, "Detection: sigmoid(h0) for the first exploit (-4.59 ≈ 0.01)."),
+    ("--h1", "h1", float, "Detection growth per earlier exploit (0 = constant)."),
+    ("--prior", "prior", float, "Share of the population in the external dataset (0, 1]."),
+    ("--discount", "discount", float, "Discount per step (0, 1]; 1 = none."),
+    ("--external-size", "external_size", int, "n: people in the external dataset (unknown-group belief)."),
+    ("--loss", "loss", float, "The publisher's loss per re-identification (risk = P_reid × loss)."),
+)
+BUCKETS = ((0.0, 0.0, "0"), (0.0, 0.01, "(0, 0.01]"), (0.01, 0.1, "(0.01, 0.1]"), (0.1, 0.5, "(0.1, 0.5]"),
+           (0.5, np.inf, "> 0.5"))
+
+
+def adversary_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """One option per adversary parameter; each overrides the spec's [adversary] value."""
+    for flag, name, kind, text in reversed(PARAMETERS):
+        fn = click.option(flag, name, type=kind, default=None, help=text)(fn)
+    return fn
+
+
+def parameters(spec_params: AdversaryParams, scenario: str | None, given: dict[str, Any]) -> AdversaryParams:
+    raw = spec_params.to_dict()
+    raw.update({k: v for k, v in given.items() if v is not None})
+    if isinstance(raw.get("max_penalties"), str) and raw["max_penalties"].isdigit():
+        raw["max_penalties"] = int(raw["max_penalties"])
+    if scenario is not None:
+        raw["scenario"] = scenario
+    return AdversaryParams.from_mapping(raw, where="the adversary parameters")
+
+
+def resolve(problem: Problem, text: str) -> tuple[str, Recoding]:
+    if text == "safe-harbor":
+        from ..safe_harbor import safe_harbor
+
+        return "Safe Harbor", safe_harbor(problem).recoding
+    policy = problem.policy(read_policy(text))
+    return policy.text(), policy.recoding()
+
+
+@click.command(name="adversary")
+@spec_argument
+@click.option("--policy", "-p", "policy_text", default="bottom", show_default=True, metavar="P",
+              help="The release to assess: a policy text, 'bottom' (the data as is) or 'safe-harbor'.")
+@click.option("--scenario", type=click.Choice(SCENARIOS), default=None,
+              help="Known group (the attacker knows its group size) or unknown (a Binomial belief, eq. 3.6). "
+                   "Default: the spec's [adversary] scenario, else known.")
+@click.option("--solver", type=click.Choice(SOLVERS), default="dp", show_default=True,
+              help="Dynamic programming (exact, fast), the Two-Level LP or the plain LP (HiGHS).")
+@adversary_options
+@click.option("--sensitivity", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.csv",
+              help="Also sweep access cost, exploit cost, penalty and detection one at a time (Fig. 3.9): "
+                   "writes FILE.csv and the plot of the thresholds as FILE.png.")
+@click.option("--overwrite", is_flag=True, help="Replace existing --sensitivity outputs.")
+@handles_errors
+def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, sensitivity: Path | None,
+              overwrite: bool, **given: Any) -> None:
+    """Risk of a release under the economic adversary of seed 002 (a Markov decision process).
+
+    Example: deid-sql adversary study.toml --policy safe-harbor --scenario unknown --external-size 500000
+    """
+    if sensitivity is not None:
+        _check_outputs(sensitivity, overwrite)
+    problem = Problem.from_spec(spec)
+    try:
+        params = parameters(problem.spec.adversary, scenario, given)
+        label, recoding = resolve(problem, policy_text)
+        m, _, g = problem.fast.path.groups(recoding)
+        result = assess(params, m, g, problem.population_total, solver)
+    finally:
+        problem.close()
+    _report(label, result)
+    if sensitivity is not None:
+        from ..adversary.sensitivity import plot, sweep, write_csv
+
+        rows = sweep(params.with_changes(scenario="known"))
+        write_csv(rows, sensitivity, overwrite=True)
+        plot(rows, sensitivity.with_suffix(".png"), overwrite=True)
+        click.echo(f"sensitivity: {len(rows)} settings → {sensitivity} and {sensitivity.with_suffix('.png')}")
+
+
+def _check_outputs(path: Path, overwrite: bool) -> None:
+    if path.suffix.lower() != ".csv":
+        raise OutputError(f"--sensitivity {path} must end in .csv (the plot goes beside it as .png)")
+    for target in (path, path.with_suffix(".png")):
+        if target.exists() and not overwrite:
+            raise OutputError(f"output {target} already exists; pass --overwrite to replace it")
+    if not path.parent.exists():
+        raise OutputError(f"output folder {path.parent} does not exist; create it first")
+
+
+def _report(label: str, a: Assessment) -> None:
+    p = a.params
+    risk = np.repeat(a.record_risk, a.m.astype(np.int64))
+    click.echo(f"policy      {label}")
+    click.echo(f"adversary   {p.scenario} group; {p.describe()}"
+               + (f"; external dataset {a.params.external_size:,}" if p.external_size else ""))
+    click.echo(f"solver      {a.solver}: {a.distinct:,} distinct group sizes solved in {a.seconds:.3f} s"
+               + (f" ({a.clusters:,} sink clusters)" if a.solver != "lp" else f" (up to {a.clusters:,} states)"))
+    t = thresholds(p.with_changes(scenario="known"))
+    click.echo(f"thresholds  k = {t.k} (every candidate exploited below it), k′ = {t.k_prime} (no attack at or "
+               f"above it), k′ = {t.k_prime_sunk} once D_e is held — external group sizes")
+    click.echo(f"records     {a.records:,}; at risk (P_reid > 0): {a.records_at_risk:,} "
+               f"({a.records_at_risk / a.records:.1%})")
+    click.echo("record risk distribution")
+    for lo, hi, name in BUCKETS:
+        n = int(np.count_nonzero(risk == 0)) if hi == 0 else int(np.count_nonzero((risk > lo) & (risk <= hi)))
+        click.echo(f"  {name:<12} {n:>10,}  {n / risk.size:7.2%}")
+    click.echo(f"  mean {risk.mean():.5g}  median {np.median(risk):.5g}  95th percentile "
+               f"{np.percentile(risk, 95):.5g}  max {risk.max():.5g}")
+    base = np.repeat(a.baseline(), a.m.astype(np.int64))
+    pop = np.repeat(a.population_risk(), a.m.astype(np.int64))
+    click.echo("dataset risk (mean record risk)")
+    click.echo(f"  adversary MDP        {a.dataset_risk:.5g}")
+    click.echo(f"  baseline (eq. 3.7)   {base.mean():.5g}  ({int(np.count_nonzero(base > 0)):,} records attacked)")
+    click.echo(f"  population 1/g       {pop.mean():.5g}")
