@@ -119,7 +119,7 @@ def test_chain_evaluator_equals_fast(problem):
 
 
 def test_unknown_scenario_through_the_evaluator(tmp_path):
-    spec = _spec(tmp_path, ['scenario = "unknown"', "external_size = 2000"])
+    spec = _spec(tmp_path, ['scenario = "unknown"', "external_size = 3000"])
     with Problem.from_spec(spec) as p:
         fast, sql = p.evaluate("bottom"), p.evaluate("bottom", path="sql")
         assert sql.risk_sum == pytest.approx(fast.risk_sum, rel=1e-9)
@@ -231,3 +231,20 @@ def test_adversary_bad_input(tmp_path, args, needle):
     result = _run("adversary", spec, *args, expect=2)
     assert needle in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_external_dataset_smaller_than_a_group(tmp_path):
+    spec = _spec(tmp_path, [], risk=None)
+    result = _run("adversary", spec, "--policy", "top", "--external-size", "10", expect=2)
+    assert "smaller than a group" in result.stderr and "prior" in result.stderr
+    with pytest.raises(DeidError, match="smaller than a group"):
+        Problem.from_spec(_spec(tmp_path / "b", ["external_size = 10"]))
+
+
+def test_solver_failure_names_scenario_and_parameters():
+    from deid_sql.adversary.lp import SolverError, solve_program
+
+    params = AdversaryParams(scenario="unknown", gain=1234)
+    infeasible = [(np.array([0]), np.array([0]), np.array([1.0]))]  # V ≤ −1 with V ≥ 0
+    with pytest.raises(SolverError, match="unknown-group scenario.*G=1234"):
+        solve_program(1, infeasible, np.array([-1.0]), params, "test LP")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import belief_for, external_group_size
+from .model import belief_for, check_external, external_group_size
 from .params import AdversaryParams
 from .risk import AdversaryRisk, baseline_risk
 from .solvers import PlainLP, TwoLevelLP, make_solver
@@ -74,6 +74,7 @@ def assess(params: AdversaryParams, m: np.ndarray, g: np.ndarray, population_tot
     g = np.asarray(g, dtype=np.float64)
     start = time.perf_counter()
     distinct, inverse = np.unique(g, return_inverse=True)
+    check_external(params, external_group_size(params, distinct), distinct)
     if solver == "dp":
         risk = AdversaryRisk(params, population_total)
         p = risk.p_reid(distinct)

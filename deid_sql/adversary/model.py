@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-from ..errors import SpecError
+from ..errors import DeidError, SpecError
 from .params import AdversaryParams
 
 TERMINATE, ACCESS, LINK, EXPLOIT = "terminate", "access", "link", "exploit"
@@ -118,6 +118,19 @@ def external_group_size(params: AdversaryParams, population_size: np.ndarray) ->
     """X_g of a record whose generalized group has ``population_size`` people:
     max(1, round(prior · g)) (METHODS.md decision 7)."""
     return np.maximum(1, np.rint(params.prior * np.asarray(population_size, dtype=np.float64))).astype(np.int64)
+
+
+def check_external(params: AdversaryParams, external: np.ndarray, population: np.ndarray) -> None:
+    """An external dataset cannot be smaller than a group it is supposed to hold."""
+    if params.external_size is None or external.size == 0:
+        return
+    worst = int(np.argmax(external))
+    if external[worst] > params.external_size:
+        raise DeidError(
+            f"adversary external_size = {params.external_size:,} is smaller than a group: prior {params.prior:g} × "
+            f"{int(population[worst]):,} people puts {int(external[worst]):,} of them in the external dataset; "
+            "omit external_size (it defaults to prior × population total) or set prior = external_size / "
+            "population total")
 
 
 def belief_for(params: AdversaryParams, population_size: float, population_total: float) -> Belief:

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import stats
 
 from .dp import ClusterTable, cluster_table
-from .model import TAIL, detection_probability, external_group_size, external_size
+from .model import TAIL, check_external, detection_probability, external_group_size, external_size
 from .params import AdversaryParams
 
 
@@ -96,7 +96,9 @@ class AdversaryRisk:
     def p_reid(self, g: np.ndarray) -> np.ndarray:
         """P_reid of a record whose generalized group has g people in the population."""
         g = np.asarray(g, dtype=np.float64)
-        return np.where(self.accesses(g), self._after(self.external_sizes(g)), 0.0)
+        external = self.external_sizes(g)
+        check_external(self.params, external, g)
+        return np.where(self.accesses(g), self._after(external), 0.0)
 
     def record_risk(self, g: np.ndarray) -> np.ndarray:
         """risk = P_reid × loss (eq. 3.1)."""

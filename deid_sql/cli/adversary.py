@@ -61,7 +61,11 @@ def resolve(problem: Problem, text: str) -> tuple[str, Recoding]:
 
         return "Safe Harbor", safe_harbor(problem).recoding
     policy = problem.policy(read_policy(text))
-    return policy.text(), policy.recoding()
+    label = policy.text()
+    if len(label) > 160:  # long bit-strings say little: show the readable rules instead
+        readable = policy.readable()
+        label = readable if len(readable) <= 160 else readable[:157] + "…"
+    return label, policy.recoding()
 
 
 @click.command(name="adversary")
@@ -126,6 +130,9 @@ def _report(label: str, a: Assessment) -> None:
     t = thresholds(p.with_changes(scenario="known"))
     click.echo(f"thresholds  k = {t.k} (every candidate exploited below it), k′ = {t.k_prime} (no attack at or "
                f"above it), k′ = {t.k_prime_sunk} once D_e is held — external group sizes")
+    if t.k < t.k_prime_sunk:  # Fig. 3.7: partly exploited groups
+        part = ", ".join(f"{x}:{n}" for x, n in zip(range(t.k, t.k_prime_sunk), t.planned[t.k - 1:].tolist()))
+        click.echo(f"exploits    planned per external group size (X:exploits, all failing unnoticed): {part}")
     click.echo(f"records     {a.records:,}; at risk (P_reid > 0): {a.records_at_risk:,} "
                f"({a.records_at_risk / a.records:.1%})")
     click.echo("record risk distribution")
