@@ -72,9 +72,9 @@ def test_finding1_baseline_never_exceeds_mdp(params):
     for size, b in zip(x.tolist(), base.tolist()):
         payoff = (params.gain * params.prior / size - p_det0 * params.penalty - params.access_cost
                   - params.link_cost - params.exploit_cost)
-        assert b == (params.prior / size if payoff > 0 else 0.0)
-        if 0 < payoff <= params.tie:
+        if abs(payoff) <= params.tie:
             continue  # the MDP sends ties (within 1e-9 × scale) to terminate; eq. 3.7 does not
+        assert b == (params.prior / size if payoff > 0 else 0.0)
         attack = solver.attack(Belief.known(size), size)
         assert b <= attack.p_reid + 1e-12, (size, payoff, attack)
         if payoff > 0:
@@ -128,13 +128,14 @@ def test_finding3_case_study():
     params = AdversaryParams(h1=CASE_STUDY_H1, max_penalties=None)
     t = thresholds(params)
     solver = make_solver("dp", params)
-    # The chapter reports k = 14 and k′ = 29.  k agrees.  Our k′ is 32: k′ here is the first X
-    # the adversary does not attack from x0, i.e. the value of x_start net of C_l and of the
-    # access cost C_d = $100 paid up front; the chapter's accounting of C_d in Fig. 3.5 is not
-    # spelled out (its "sunk" threshold moves by 3 in §3.6's unknown-group discussion too),
-    # and ours follows eq. 3.2 with the rewards of METHODS.md decision 7.
+    # The chapter reports k = 14 and k′ = 29.  k agrees.  Our k′ is 32: the first X whose
+    # x_start value does not cover C_l + C_d (C_d = $100 paid up front from x0).  The gap is
+    # put down to how the chapter books the access cost, which it does not spell out; it is
+    # not reproduced by obvious variants (C_d sunk gives k′ = 46; detection counted after the
+    # decrement gives k = 13, k′ = 28), so we assert our own value, per METHODS.md decision 7.
     assert t.k == 14
     assert t.k_prime == 32
+    assert t.k_prime_sunk == 46
     assert t.k < t.k_prime <= t.k_prime_sunk
     for size in range(1, t.k_prime_sunk):
         attack = solver.attack(Belief.known(size), size)
@@ -156,10 +157,16 @@ def test_finding3_case_study():
 def test_finding3_h1_matters_even_with_one_penalty():
     # The chapter's footnote says h1 "can be anything" when n_f = 1.  In our model detection
     # rises with attempts before the first fine as well, so h1 changes the attack.
+    rising_params = AdversaryParams(h1=CASE_STUDY_H1, max_penalties=1)
     flat = thresholds(AdversaryParams(h1=0.0, max_penalties=1))
-    rising = thresholds(AdversaryParams(h1=CASE_STUDY_H1, max_penalties=1))
+    rising = thresholds(rising_params)
     assert (flat.k, flat.k_prime) == (89, 89)
-    assert (rising.k, rising.k_prime) == (14, 48)
+    # k′ = 48 is the known-group threshold the chapter quotes for n_f = 1 in its unknown-group
+    # discussion (Fig. 3.8).  Once D_e is held (C_d sunk) it quotes 51; ours is 77, because
+    # x_start stays worth between $0 and $100 for X = 48 … 76.
+    assert (rising.k, rising.k_prime, rising.k_prime_sunk) == (14, 48, 77)
+    between = dp.cluster_table(rising_params).value(np.arange(48, 77))
+    assert np.all((between > 0) & (between <= rising_params.access_cost))
 
 
 @settings(max_examples=30, deadline=None)

@@ -54,6 +54,24 @@ def st_(g: int, r: int, p: int = 0, d: bool = False, s: bool = False) -> State:
     return State(False, d, p, s, True, True, g, r)
 
 
+def expected_states(params: AdversaryParams, sizes) -> set[State]:
+    """Every state of the record's MDP that is not terminated: x0, the post-access state per
+    size, and per size g every (a = X_g − X_r attempts, X_s, X_d, X_p) reachable from x_start:
+    after a exploits X_p ≤ min(a, n_f), X_d = T needs X_p ≥ 1, X_d = F needs X_p ≤ a − 1
+    (the last attempt went unnoticed), X_s = T needs a ≥ 1."""
+    cap = math.inf if params.max_penalties is None else params.max_penalties
+    out = {X0}
+    for g in sizes:
+        g = int(g)
+        out.add(post_access(g))
+        out.add(cluster_start(g))
+        for a in range(1, g + 1):
+            for s in (False, True):
+                out.update(st_(g, g - a, p=p, s=s) for p in range(int(min(a - 1, cap)) + 1))
+                out.update(st_(g, g - a, p=p, d=True, s=s) for p in range(1, int(min(a, cap)) + 1))
+    return out
+
+
 def run_all(params: AdversaryParams, belief: Belief, actual: int):
     """(attack, values, actions) of every solver."""
     out = {}
@@ -97,7 +115,10 @@ def test_hand_solved_group_of_one(params):
     attacks = q_start > 0 and q_post > 0 and q_x0 > 0
     p_reid = params.prior if attacks else 0.0
 
+    # x0, post-access, x_start, and after the exploit X_s ∈ {F, T} × (X_d, X_p) ∈ {(F, 0), (T, 1)}
+    assert len(expected_states(params, [g])) == 7
     for name, (attack, values, actions) in run_all(params, Belief.known(g), g).items():
+        assert values.keys() == actions.keys() == expected_states(params, [g]), name
         assert attack.x0_value == pytest.approx(v_x0, abs=EXACT), name
         assert attack.start_value == pytest.approx(v_start, abs=EXACT), name
         assert attack.p_reid == pytest.approx(p_reid, abs=EXACT), name
@@ -166,7 +187,10 @@ def test_hand_solved_group_of_two(params):
     p_reid = reid if attacks else 0.0
     planned = (1 + (q10 > 0)) if attacks else 0
 
+    # x0, post, start; a = 1: 2 × {(F, 0), (T, 1)}; a = 2: 2 × {(F, 0), (F, 1), (T, 1)}  (n_f = 1)
+    assert len(expected_states(params, [g])) == 13
     for name, (attack, values, actions) in run_all(params, Belief.known(g), g).items():
+        assert values.keys() == actions.keys() == expected_states(params, [g]), name
         assert attack.x0_value == pytest.approx(v_x0, abs=EXACT), name
         assert attack.start_value == pytest.approx(v0, abs=EXACT), name
         assert attack.p_reid == pytest.approx(p_reid, abs=EXACT), name
@@ -183,6 +207,30 @@ def test_hand_solved_group_of_two(params):
                   st_(2, 0, p=1), st_(2, 0, s=True)):
             assert values[x] == pytest.approx(0.0, abs=EXACT), (name, x)
             assert actions[x] == "terminate", (name, x)
+
+
+def test_hand_solved_near_tie_inside_cluster_terminates():
+    """g = 2, prior = 1 (so P_suc = 1/2 then 1), detection jumping from σ(−6) to σ(−1): the
+    penalty is set so the second exploit beats stopping by 1e-6 — less than the tie
+    tolerance 1e-9 × scale — so it is a tie and every solver stops after one exploit."""
+    h0, h1, gain, ce, margin = -6.0, 5.0, 1000.0, 10.0, 1e-6
+    d0, d1 = sigmoid(h0), sigmoid(h0 + h1)
+    params = AdversaryParams(access_cost=0.0, link_cost=0.0, exploit_cost=ce, gain=gain,
+                             penalty=(gain - ce - margin) / d1, max_penalties=None, h0=h0, h1=h1, prior=1.0)
+    q1 = -ce + 1.0 * gain - d1 * params.penalty
+    assert 0 < q1 < params.tie
+    q0 = -ce + 0.5 * gain - d0 * params.penalty  # + 0: the continuation is worth 0
+    assert q0 > 1.0
+    for name, (attack, values, actions) in run_all(params, Belief.known(2), 2).items():
+        assert actions[st_(2, 1)] == "terminate", name
+        assert values[st_(2, 1)] == pytest.approx(0.0, abs=params.tie), name
+        assert actions[cluster_start(2)] == "exploit", name
+        # the LPs keep V(a = 1) = q1 > 0 in the value (only the decision treats it as a tie),
+        # the DP stores 0: values agree to the tie tolerance
+        assert attack.start_value == pytest.approx(q0, abs=params.tie), name
+        assert attack.x0_value == pytest.approx(q0, abs=params.tie), name
+        assert attack.planned_exploits == 1, name
+        assert attack.p_reid == pytest.approx(0.5, abs=EXACT), name
 
 
 def test_hand_solved_cases_cover_the_branches():
@@ -219,9 +267,12 @@ def adversaries(draw, **fixed):
     return params
 
 
+# group densities g / total: 0, 1, or at least 1e-12 (scipy's binomial overflows for subnormal p)
+densities = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(1e-12, 1))
+
 beliefs = st.one_of(
     st.integers(1, 12).map(lambda g: (Belief.known(g), g)),
-    st.tuples(st.integers(0, 30), st.floats(0, 1), st.integers(1, 10)).map(
+    st.tuples(st.integers(0, 30), densities, st.integers(1, 10)).map(
         lambda t: (Belief.binomial(t[0], t[1]), t[2])),
 )
 
@@ -263,6 +314,8 @@ def test_solvers_agree(params, belief_actual):
     for x in values.keys() - q.keys():
         assert actions[x] == "terminate", x
     decisive = {X0, post_access(actual)} | {x for x in values if x.g == actual and x.l}
+    sizes = np.union1d(belief.sizes, [actual])
+    assert values.keys() == actions.keys() == expected_states(params, sizes)
     for name in ("two-level", "lp"):
         other, other_values, other_actions = runs[name]
         assert other_values.keys() == values.keys(), name
@@ -339,7 +392,7 @@ def test_start_values_agree_and_fall_with_group_size(params):
 # ------------------------------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 5000), st.floats(0, 1))
+@given(st.integers(0, 5000), densities)
 def test_binomial_belief(n, p):
     belief = Belief.binomial(n, p)
     sizes, probs = belief.sizes, belief.probabilities
@@ -388,25 +441,43 @@ def test_known_group_risk_matches_solver(kw):
     assert np.array_equal(risk.p_reid(np.concatenate([g, g])), np.concatenate([got, got]))
 
 
-@pytest.mark.parametrize("kw", [{"external_size": 6300}, {"external_size": 3000, "h1": 0.18, "max_penalties": None},
-                                {"external_size": 12_000, "h1": 0.18}, {}])
-def test_unknown_group_risk_matches_solver(kw):
+@pytest.mark.parametrize("kw, switches", [
+    ({"external_size": 6300}, 1),
+    ({"external_size": 3000, "h1": 0.18, "max_penalties": None}, 1),
+    ({"external_size": 12_000, "h1": 0.18}, 1),
+    ({}, 1),
+    # a small external dataset and a dear access: tiny groups are probably absent from D_e,
+    # so access pays only from some g on — and stops paying again for large g
+    ({"external_size": 1000, "access_cost": 1500.0, "h1": 0.18}, 2),
+    ({"external_size": 1000, "access_cost": 3000.0}, 2),
+])
+def test_unknown_group_risk_matches_solver(kw, switches):
     total = 10_000
     params = AdversaryParams(scenario="unknown", **kw)
     n = kw.get("external_size", round(params.prior * total))
     risk = AdversaryRisk(params, total)
     solver = make_solver("dp", params)
-    limit = int(risk.access_limit)
-    assert 1 < limit < total  # the threshold lies inside the range tested
-    g = np.unique(np.concatenate([np.arange(1, 400, 7), np.arange(limit - 6, limit + 6)]))
+    scan = np.arange(1.0, 600.0)
+    access_scan = risk.accesses(scan)
+    flips = np.flatnonzero(np.diff(access_scan.astype(int))) + 1  # scan[flips] differs from the g before it
+    assert flips.size == switches  # the access threshold(s) lie inside the range tested
+    near = np.concatenate([np.arange(scan[f] - 4, scan[f] + 4) for f in flips])
+    g = np.unique(np.concatenate([np.arange(1, 600, 9), near]))
     got = risk.p_reid(g)
     access = risk.accesses(g)
     for size, p_got, acc in zip(g.tolist(), got.tolist(), access.tolist()):
         attack = solver.attack(Belief.binomial(n, size / total), max(1, round(params.prior * size)))
         assert p_got == pytest.approx(attack.p_reid, abs=1e-12), size
         assert acc == attack.access, size
-    assert access[g < limit].all() and not access[g >= limit].any()
-    assert np.array_equal(AdversaryRisk(params, total).p_reid(g), got)
+    assert np.any(got > 0) and np.any(got == 0)
+    # same inputs, same outputs: a fresh object (empty cache), reversed and repeated input
+    fresh = AdversaryRisk(params, total)
+    assert np.array_equal(fresh.p_reid(g[::-1]), got[::-1])
+    assert np.array_equal(risk.p_reid(np.concatenate([g, g])), np.concatenate([got, got]))
+    if switches == 2:  # access switching on with g makes the risk rise: reported
+        assert risk.monotonicity_problem() is not None
+    else:
+        assert risk.monotonicity_problem() is None
 
 
 # ------------------------------------------------------------------------------------------
