@@ -55,6 +55,8 @@ class Assessment:
 
     @property
     def records_at_risk(self) -> int:
+        """Records with P_reid > 0 (after a time limit: among the solved groups only; the
+        dataset risk is then NaN)."""
         return int(self.m[self.p_reid > 0].sum())
 
     def baseline(self) -> np.ndarray:

@@ -102,6 +102,8 @@ class Belief:
         renormalized (METHODS.md decision 7)."""
         if not 0 <= p <= 1:
             raise SpecError(f"group density {p!r} is outside [0, 1]; check the population counts")
+        if int(n) * float(p) < TAIL:  # every size above 0 lies in the cut tail (and scipy overflows on tiny p)
+            return cls(np.array([0], dtype=np.int64), np.array([1.0]))
         dist = stats.binom(int(n), float(p))
         lo = int(max(0, dist.ppf(tail) - 1))
         hi = int(min(n, dist.isf(tail) + 1))

@@ -97,8 +97,12 @@ def plot(rows: list[SweepRow], path: Path, overwrite: bool = True) -> None:
         if parameter in ("penalty", "detection"):
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
-    if parameters:
-        fig.axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    labels: dict[str, object] = {}
+    for ax in fig.axes:  # one legend for the figure, covering the dashed k lines of any panel
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            labels.setdefault(name, handle)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    if labels:
+        fig.legend(list(labels.values()), list(labels.keys()), loc="lower center", ncol=3, fontsize=8)
     with replacing(path, overwrite) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
