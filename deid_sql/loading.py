@@ -49,7 +49,7 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
         # untyped so the missing column is reported like for the other formats
         columns = _untyped_columns_if_missing(backend, view, ref, text_cols)
         if columns is None:
-            problems.append(_read_problem(which, ref.describe(), str(e)))
+            problems.append(read_problem(which, ref.describe(), str(e)))
             return None
     for q in spec.qis:
         name = getattr(q, attr)
@@ -79,7 +79,8 @@ def _untyped_columns_if_missing(backend: Backend, view: str, ref: TableRef,
     return columns if any(c not in columns for c, text in text_cols.items() if text) else None
 
 
-def _read_problem(which: str, where: str, message: str) -> str:
+def read_problem(which: str, where: str, message: str) -> str:
+    """One line for a file the engine could not read (also used when materializing)."""
     lowered = message.lower()
     if "unicode" in lowered or "utf-8" in lowered or "utf8" in lowered:
         return f"{which} file {where} is not UTF-8; re-encode it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
@@ -169,8 +170,8 @@ def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
     return exp.column("pos", table=f"deid_dom_{i}")
 
 
-def _positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
-                     attr: str) -> exp.Select:
+def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
+                    attr: str) -> exp.Select:
     """``SELECT p0, p1, …, <raw columns>`` over the table, domains joined where needed."""
     select = exp.select().from_(exp.alias_(exp.to_table(table.view), "t", table=True))
     for i, (q, d) in enumerate(zip(spec.qis, domains)):
@@ -190,7 +191,7 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     """GROUP BY the positions; rows outside the domains become problems (source) or are
     dropped and counted (population, whose census may cover more than the domain)."""
     attr = "column" if table.label == "source" else "population_column"
-    pos = _positions_query(backend, spec, domains, table, attr)
+    pos = positions_query(backend, spec, domains, table, attr)
     n = len(domains)
     if table.label == "source":
         measure: exp.Expression = exp.func("count", exp.Star())
@@ -213,7 +214,7 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
                 return None
         result = backend.execute(query)
     except BackendError as e:
-        problems.append(_read_problem(table.label, ref.describe(), str(e)))
+        problems.append(read_problem(table.label, ref.describe(), str(e)))
         return None
     has_null = np.zeros(result.num_rows, dtype=bool)
     for i in range(n):
@@ -258,7 +259,7 @@ def _check_counts(backend: Backend, table: Table, count: exp.Expression, problem
 def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
                   problems: list[str]) -> None:
     """One problem per QI with values outside its domain (≤ 5 shown) or NULLs."""
-    pos = _positions_query(backend, spec, domains, table, "column")
+    pos = positions_query(backend, spec, domains, table, "column")
     for i, q in enumerate(spec.qis):
         raw = col(q.column, "t")
         bad = exp.and_(exp.Is(this=exp.column(f"p{i}"), expression=exp.null()))

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from .atomic import replacing
 from .errors import BackendError, DeidError, OutputError
-from .loading import _read_problem
+from .loading import read_problem
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
@@ -97,7 +97,7 @@ def _unreadable(problem: Problem, e: BackendError) -> DeidError:
     sniffed): say which file is not UTF-8 rather than echo the engine's paragraph."""
     lowered = str(e).lower()
     if "unicode" in lowered or "utf-8" in lowered or "utf8" in lowered:
-        return OutputError(_read_problem("source", problem.spec.source.describe(), str(e)) + "; nothing was written")
+        return OutputError(read_problem("source", problem.spec.source.describe(), str(e)) + "; nothing was written")
     return e
 
 

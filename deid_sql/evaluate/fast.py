@@ -94,7 +94,7 @@ class FastEvaluator:
         """Per generalized group with sample records: m, the census count, and
         g = max(census, m) (METHODS.md decision 1)."""
         uniq, m, ids = self._sample_groups(rec)
-        census = self._census(rec, uniq, ids, m)
+        census = self.census_of(rec, uniq, ids, m)
         return m, census, np.maximum(census, m)
 
     def raw(self, rec: Recoding) -> RawSums:
@@ -122,8 +122,11 @@ class FastEvaluator:
             records=int(self.sample.counts.sum()),
         )
 
-    def _census(self, rec: Recoding, uniq: np.ndarray | None, ids: list[np.ndarray],
-                m: np.ndarray) -> np.ndarray:
+    def census_of(self, rec: Recoding, uniq: np.ndarray | None, ids: list[np.ndarray],
+                  m: np.ndarray) -> np.ndarray:
+        """Census counts of the groups (sorted keys ``uniq`` or per-QI ids ``ids``) of ``rec``:
+        the sample counts ``m`` without a population, else cube box sums or a cell scan.
+        Shared with the full-domain evaluator, which groups cells its own way."""
         if self.population is None:
             return m
         if self.cube is not None and rec.contiguous:

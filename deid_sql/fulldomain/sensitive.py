@@ -2,7 +2,7 @@
 
 ℓ-diversity needs, per equivalence class, the set of distinct values of a sensitive
 column.  The source is aggregated once more with the same positions query as the QI
-cells (``loading._positions_query``) plus the column's value, so each cell is a
+cells (``loading.positions_query``) plus the column's value, so each cell is a
 (QI positions, sensitive value) combination with its record count.  Values become
 codes 0..v−1 in sorted order; NULL is a value of its own (sorted last).
 """
@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from ..compile import col
 from ..errors import DeidError
-from ..loading import SOURCE_VIEW, Table, _positions_query
+from ..loading import SOURCE_VIEW, Table, positions_query
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -50,7 +50,7 @@ def sensitive_cells(problem: Problem, column: str) -> SensitiveCells:
         raise DeidError(f"the source has no column {column!r} for the sensitive attribute; its columns are {shown}")
     n = len(spec.qis)
     table = Table(SOURCE_VIEW, dict(problem.columns), "source")
-    query = _positions_query(problem.backend, spec, problem.domains, table, "column")
+    query = positions_query(problem.backend, spec, problem.domains, table, "column")
     value = exp.cast(col(column, "t"), "VARCHAR")
     query = query.select(exp.alias_(value, "s"), exp.alias_(exp.func("count", exp.Star()), "n"))
     query = query.group_by(*[exp.column(f"p{i}") for i in range(n)], exp.column("s"))

@@ -490,7 +490,7 @@ class TransformEvaluator:
                 uniq = uniq * n + c
         else:
             uniq = None
-        census = fast._census(rec, uniq, cols, stats.m)
+        census = fast.census_of(rec, uniq, cols, stats.m)
         return np.maximum(np.asarray(census, dtype=np.float64), stats.m)
 
 
