@@ -15,11 +15,13 @@ import pyarrow.parquet as pq
 from sqlglot import exp
 
 from .atomic import replacing
+from .backends.base import Backend
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
+from .spec import Spec
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
            ".ddb": "duckdb"}
@@ -48,15 +50,16 @@ def output_format(out: Path, fmt: str | None) -> str:
     return found
 
 
-def _protected(problem: Problem) -> list[Path]:
+def _protected(spec: Spec) -> list[Path]:
     """Files an output must never replace: the data, the spec itself and its hierarchy files."""
-    refs = [problem.spec.source] + ([problem.spec.population] if problem.spec.population else [])
-    files = [r.path for r in refs] + [problem.spec.path] + [q.hierarchy for q in problem.spec.qis if q.hierarchy]
+    refs = [spec.source] + ([spec.population] if spec.population else [])
+    files = [r.path for r in refs] + [spec.path] + [q.hierarchy for q in spec.qis if q.hierarchy]
     return [p.resolve() for p in files]
 
 
-def _check_not_input(problem: Problem, out: Path) -> None:
-    if out.resolve() in _protected(problem):
+def check_not_input(spec: Spec, out: Path) -> None:
+    """Refuse to write over the source, the population, the spec or a hierarchy file."""
+    if out.resolve() in _protected(spec):
         raise OutputError(f"output {out} is an input of the spec; write the de-identified data elsewhere")
 
 
@@ -70,49 +73,54 @@ def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path, fmt: str | None = None,
                       table: str | None = None, overwrite: bool = False) -> Written:
     """Write any row-preserving query over the source (one output row per source row)."""
+    return write_query(problem.backend, problem.spec, query, out, problem.sample.total, fmt, table, overwrite)
+
+
+def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path, expected: int,
+                fmt: str | None = None, table: str | None = None, overwrite: bool = False) -> Written:
+    """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically."""
     path = Path(out)
     kind = output_format(path, fmt)
-    _check_not_input(problem, path)
-    expected = problem.sample.total
+    check_not_input(spec, path)
     if kind == "duckdb":
         name = table or "deidentified"
         try:
-            rows = problem.backend.create_table(path, name, query, expected, overwrite)
+            rows = backend.create_table(path, name, query, expected, overwrite)
         except BackendError as e:
-            raise _unreadable(problem, e) from None
+            raise _unreadable(spec, e) from None
         return Written(path, kind, rows, name)
     try:
         with replacing(path, overwrite) as tmp:
-            rows = _write_batches(problem, query, tmp, kind)
+            rows = _write_batches(backend, query, tmp, kind)
             if rows != expected:
                 raise OutputError(f"the query produced {rows} rows but the source has {expected}; "
                                   f"nothing was written")
     except BackendError as e:
-        raise _unreadable(problem, e) from None
+        raise _unreadable(spec, e) from None
     return Written(path, kind, rows)
 
 
-def _unreadable(problem: Problem, e: BackendError) -> DeidError:
+def _unreadable(spec: Spec, e: BackendError) -> DeidError:
     """Columns outside the QIs are first read in full here (a CSV past the rows DuckDB
     sniffed): say which file is not UTF-8 rather than echo the engine's paragraph."""
     lowered = str(e).lower()
     if "unicode" in lowered or "utf-8" in lowered or "utf8" in lowered:
-        return OutputError(read_problem("source", problem.spec.source.describe(), str(e)) + "; nothing was written")
+        return OutputError(read_problem("source", spec.source.describe(), str(e)) + "; nothing was written")
     return e
 
 
-def _write_batches(problem: Problem, query: exp.Select, tmp: Path, kind: str) -> int:
+def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str) -> int:
     rows = 0
     writer: pq.ParquetWriter | pacsv.CSVWriter | None = None
     try:
-        for batch in problem.backend.stream(query):
+        for batch in backend.stream(query):
             if writer is None:
                 writer = (pq.ParquetWriter(tmp, batch.schema) if kind == "parquet"
                           else pacsv.CSVWriter(tmp, batch.schema))
             writer.write_batch(batch)
             rows += batch.num_rows
         if writer is None:  # empty result still gets a valid file with the schema
-            empty = problem.backend.execute(query.limit(0))
+            empty = backend.execute(query.limit(0))
             (pq.write_table if kind == "parquet" else pacsv.write_csv)(empty, tmp)  # type: ignore[operator]
     finally:
         if writer is not None:
@@ -124,19 +132,24 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
                 replace: bool = False, suppress_below: int | None = None) -> Path:
     """``CREATE VIEW name`` in a DuckDB file, over the source read in place."""
     db = Path(database)
-    _check_not_input(problem, db) if problem.spec.source.format != "duckdb" else None
-    ref = problem.spec.source
-    if ref.format == "duckdb":
-        if db.resolve() != ref.path.resolve():
-            raise OutputError(
-                f"the source is a table in {ref.path}; create the view in that file (--db {ref.path}) "
-                f"so it can read the table"
-            )
-        source: exp.Expression = exp.Table(this=exp.to_identifier(str(ref.table), quoted=True))
-    else:
-        source = problem.source.copy()
+    source = view_source(problem.spec, problem.source, db)
     problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace)
     return db
+
+
+def view_source(spec: Spec, relation: exp.Expression, database: Path) -> exp.Expression:
+    """What a persistent view in ``database`` reads: the file in place, or the source table
+    when the source is a table in that same DuckDB file (a view cannot reach another file)."""
+    ref = spec.source
+    if ref.format != "duckdb":
+        check_not_input(spec, database)
+        return relation.copy()
+    if database.resolve() != ref.path.resolve():
+        raise OutputError(
+            f"the source is a table in {ref.path}; create the view in that file (--db {ref.path}) "
+            f"so it can read the table"
+        )
+    return exp.Table(this=exp.to_identifier(str(ref.table), quoted=True))
 
 
 def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:

@@ -79,6 +79,9 @@ class Problem:
         """Load a problem; raises one ``SpecError``/``DataError`` listing every problem.
         ``risk`` and ``adversary`` override the spec's risk model and its parameters."""
         spec = spec if isinstance(spec, Spec) else Spec.read(spec)
+        if not spec.qis:
+            raise SpecError(f"spec {spec.path} declares no [[qi]]; it only describes a channel expansion — "
+                            f"run 'deid-sql channels {spec.path.name}', or add [[qi]] tables")
         if risk is not None:
             if risk not in RISKS:
                 raise SpecError(f"risk {risk!r} must be one of {', '.join(RISKS)}")

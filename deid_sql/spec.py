@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .adversary.params import RISKS, AdversaryParams
+from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
 from .errors import SpecError
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary"}
+TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
@@ -71,6 +72,7 @@ class Spec:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     risk: str = "population"  # or "adversary": seed 002's economic attacker (``[adversary]``)
     adversary: AdversaryParams = field(default_factory=AdversaryParams)
+    channels: ChannelSpec | None = None  # seed 003's channel expansion (``[channels]``)
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -114,7 +116,10 @@ class Spec:
         if isinstance(gamma, bool) or not isinstance(gamma, int | float) or gamma <= 0:
             problems.append(f"gamma = {gamma!r} must be a positive number (1 is the papers' choice)")
             gamma = 1.0
-        qis = _qis(data.get("qi"), base, population is not None, problems)
+        channels = parse_channels(data["channels"], problems) if "channels" in data else None
+        # a channel-expansion spec needs no quasi-identifiers; every other job does
+        qis = ([] if "channels" in data and "qi" not in data
+               else _qis(data.get("qi"), base, population is not None, problems))
         risk = data.get("risk", "population")
         if risk not in RISKS:
             problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
@@ -132,7 +137,8 @@ class Spec:
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
-                   name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary)
+                   name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
+                   channels=channels)
 
 
 def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:

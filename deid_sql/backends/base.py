@@ -85,3 +85,8 @@ class Backend(ABC):
                      expected_rows: int, replace: bool) -> int:
         """Materialize ``query`` as table ``name`` in ``database`` atomically; the row count
         must equal ``expected_rows`` or nothing is written.  Returns the row count."""
+
+    @abstractmethod
+    def drop_table(self, database: Path, name: str) -> None:
+        """Drop table ``name`` from ``database`` if it exists (undoing a write that a later
+        step of the same job could not complete)."""

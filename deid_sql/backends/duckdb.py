@@ -226,6 +226,15 @@ class DuckDBBackend(Backend):
                 for p in (database, database.with_name(database.name + ".wal")):
                     p.unlink(missing_ok=True)
 
+    def drop_table(self, database: Path, name: str) -> None:
+        con = _connect(database)
+        try:
+            con.execute(render(exp.Drop(this=exp.Table(this=_quoted(name)), kind="TABLE", exists=True)))
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+        finally:
+            con.close()
+
 
 def _connect(database: Path) -> duckdb.DuckDBPyConnection:
     """Open the output database, or say in one line why it cannot be."""

@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from .adversary import adversary
 from .anonymize import anonymize_
+from .channels import channels
 from .demo import demo
 from .frontier import frontier
 from .inspect import evaluate, validate
@@ -25,7 +26,7 @@ def cli() -> None:
 
 
 COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_,
-            adversary, demo)
+            adversary, channels, demo)
 for command in COMMANDS:
     cli.add_command(command)
 

@@ -1,0 +1,126 @@
+"""Writing a channel release: the released rows (file, DuckDB table or view), the
+output-channel composition users are told (§3.1), and a JSON summary.
+
+The release is checked before anything is written; files go through temporary
+siblings renamed together at the end, so a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from sqlglot import exp
+
+from ..atomic import replacing
+from ..compile import ident
+from ..errors import OutputError
+from ..output import check_not_input, output_format, view_source, write_query
+from .job import ChannelJob
+from .release import ReleaseCheck, composition
+
+
+@dataclass
+class Written:
+    """What ``write_release`` produced, for the CLI to report."""
+
+    check: ReleaseCheck
+    lines: list[str] = field(default_factory=list)
+
+
+def summary(job: ChannelJob, checked: ReleaseCheck | None = None) -> dict[str, Any]:
+    """The figures of a solved expansion (what the CLI prints and ``--report`` writes)."""
+    inputs, classes, whole = job.inputs, job.classes, job.whole
+    n_out = len(job.program.outputs)
+    used = int(whole.used.sum())
+    data: dict[str, Any] = {
+        "subjects": inputs.total,
+        "input_channels": len(inputs.keys),
+        "risky_input_channels": int(classes.risky.sum()),
+        "risky_subjects": int(inputs.sizes[classes.risky].sum()),
+        "values": {v: {"prior": float(inputs.prior[k]), "u": float(job.rule.u[k]), "c": float(job.rule.c[k])}
+                   for k, v in enumerate(inputs.values) if k},
+        "b": job.rule.b,
+        "output_channels": n_out,
+        "dropped_listed_output_channels": list(job.program.outputs.dropped),
+        "variables": job.program.n_vars,
+        "constraints": job.program.n_constraints,
+        "lp": {"psi": job.lp.objective, "omega": job.lp.objective / inputs.total ** 2, "seconds": job.lp.seconds},
+        "release": {"route": job.route, "psi": whole.objective, "omega": whole.omega, "used_output_channels": used,
+                    "unused_share": 1 - used / n_out, "all_channel_share": whole.all_channel_share,
+                    "repairs": job.repairs.describe()},
+        "seconds": job.seconds,
+    }
+    if checked is not None:
+        data["check"] = {"how": checked.how, "max_p_minus_u": checked.worst_u, "max_weighted_minus_b": checked.worst_b,
+                         "max_realized_share_minus_u": checked.realized_excess, "rows": checked.rows}
+    return data
+
+
+def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = None, table: str | None = None,
+                  view: str | None = None, db: Path | None = None, report: Path | None = None,
+                  overwrite: bool = False) -> Written:
+    """Check the release, then write what was asked; nothing at all when any step fails."""
+    if (view is None) != (db is None):
+        raise OutputError("--view and --db go together: name the view and the DuckDB file to create it in")
+    checked = job.check()
+    result = Written(checked)
+    comp = composition(job.release, job.inputs)
+    with ExitStack() as stack:
+        if report is not None:
+            check_not_input(job.spec, report)
+            tmp = stack.enter_context(replacing(report, overwrite))
+            tmp.write_text(json.dumps(summary(job, checked), indent=2, default=_jsonable), encoding="utf-8")
+            result.lines.append(f"summary {report}")
+        if out is not None:
+            _write_out(job, out, fmt, table, overwrite, comp, stack, result)
+        if view is not None and db is not None:
+            source = view_source(job.spec, job.source, db)
+            job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
+            job.backend.create_view(db, view, job.query(source), overwrite)
+            result.lines.append(f"created view {view} in {db}, composition view {view}_channels")
+    return result
+
+
+def _write_out(job: ChannelJob, out: Path, fmt: str | None, table: str | None, overwrite: bool, comp: pa.Table,
+               stack: ExitStack, result: Written) -> None:
+    kind = output_format(out, fmt)
+    rows = job.inputs.total
+    if kind == "duckdb":
+        name = table or "released"
+        job.backend.register_table("deid_composition", comp)
+        job.backend.create_table(out, f"{name}_channels", exp.select("*").from_("deid_composition"), comp.num_rows,
+                                 overwrite)
+        try:
+            written = write_query(job.backend, job.spec, job.query(), out, rows, kind, name, overwrite)
+        except BaseException:
+            job.backend.drop_table(out, f"{name}_channels")
+            raise
+        result.lines.append(f"wrote {written.rows:,} rows to {out} table {name}, composition table {name}_channels")
+        return
+    companion = out.with_name(out.stem + ".channels.csv")
+    check_not_input(job.spec, companion)
+    tmp = stack.enter_context(replacing(companion, overwrite))
+    pacsv.write_csv(comp, tmp)
+    written = write_query(job.backend, job.spec, job.query(), out, rows, kind, None, overwrite)
+    result.lines.append(f"wrote {written.rows:,} rows to {out} ({kind}), composition {companion}")
+
+
+def _values(table: pa.Table) -> exp.Select:
+    """A self-contained ``SELECT`` of a small table (a view that needs no side table)."""
+    rows = [exp.tuple_(*[exp.convert(v) for v in r.values()]) for r in table.to_pylist()]
+    alias = exp.TableAlias(this=ident("composition"), columns=[ident(c) for c in table.column_names])
+    values = exp.Values(expressions=rows, alias=alias)
+    return exp.select(*[exp.Column(this=ident(c)) for c in table.column_names]).from_(values)
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
