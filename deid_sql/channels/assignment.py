@@ -92,13 +92,18 @@ class Repairs:
     risky_moved: int = 0
     merged: int = 0
     channels: tuple[int, ...] = field(default_factory=tuple)
+    rehomed: int = 0  # risky subjects moved to another output channel with room (not d_0)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.safe_added or self.risky_moved or self.merged or self.rehomed)
 
     def describe(self) -> str:
-        if not (self.safe_added or self.risky_moved or self.merged):
+        if self.clean:
             return "rounding kept (7) and (9); no repair"
         return (f"repaired {len(self.channels)} output channel(s) after rounding: {self.safe_added:,} spare safe "
-                f"subjects added, {self.risky_moved:,} risky subjects moved to the all-channel output, "
-                f"{self.merged} output channel(s) merged into it")
+                f"subjects added, {self.rehomed:,} risky subjects moved to other output channels with room, "
+                f"{self.risky_moved:,} to the all-channel output, {self.merged} output channel(s) merged into it")
 
 
 def whole_subjects(program: Program, x: np.ndarray) -> tuple[Assignment, Repairs]:
@@ -140,8 +145,11 @@ def _repair(program: Program, n: np.ndarray) -> tuple[Assignment, Repairs]:
     spare = sizes - np.bincount(var_r, n, minlength=sizes.size)
     spare[~safe] = 0
     d0 = offsets[0] + np.arange(sizes.size)  # variable of (r, d_0): d_0's members are every r in order
-    added = moved = merged = 0
+    added = moved = merged = rehomed = 0
     touched: set[int] = set()
+    order = np.lexsort((program.psi[program.var_w], var_r))  # each channel's variables, cheapest output first
+    starts = np.searchsorted(var_r[order], np.arange(sizes.size + 1))
+    by_channel = [order[starts[r]:starts[r + 1]] for r in range(sizes.size)]
     for w in [*range(1, len(program.outputs)), 0]:
         vs = np.arange(offsets[w], offsets[w + 1])
         for _ in range(100_000):
@@ -158,11 +166,24 @@ def _repair(program: Program, n: np.ndarray) -> tuple[Assignment, Repairs]:
                 spare[var_r[v]] -= take
                 added += take
                 continue
-            if w != 0:  # move risky subjects out to d_0 (d_0 is repaired last)
+            if w != 0:  # move risky subjects out: to output channels with room, cheapest first, else d_0
                 culprits = vs[(coef[vs, j] > TOLERANCE) & (n[vs] > 0)]
                 v = culprits[np.argmax(coef[culprits, j])]
                 take = min(math.ceil(g[j] / coef[v, j]), int(n[v]))
                 n[v] -= take
+                for alt in by_channel[var_r[v]]:
+                    if take == 0:
+                        break
+                    aw = program.var_w[alt]
+                    if aw == w or aw == 0:
+                        continue
+                    room = _room(program, n, offsets, aw, alt)
+                    if room > 0:
+                        step = min(room, take)
+                        n[alt] += step
+                        take -= step
+                        rehomed += step
+                        touched.add(int(aw))
                 n[d0[var_r[v]]] += take
                 moved += take
                 continue
@@ -176,7 +197,19 @@ def _repair(program: Program, n: np.ndarray) -> tuple[Assignment, Repairs]:
             merged += 1
         else:
             raise DeidError(f"repair of output channel {w} did not converge; please report it")
-    return Assignment(program, n), Repairs(added, moved, merged, tuple(sorted(touched)))
+    return Assignment(program, n), Repairs(added, moved, merged, tuple(sorted(touched)), rehomed)
+
+
+def _room(program: Program, n: np.ndarray, offsets: np.ndarray, w: int, v: int) -> int:
+    """How many more subjects variable ``v`` (of output channel ``w``) can take with w staying safe."""
+    vs = slice(offsets[w], offsets[w + 1])
+    g = program.coef[vs].T @ n[vs]
+    slack = RELATIVE * max(1.0, float(n[vs].sum())) - g
+    if (slack < 0).any():
+        return 0
+    a = program.coef[v]
+    limits = [math.floor(s / c) for s, c in zip(slack, a) if c > TOLERANCE]
+    return max(0, min(limits)) if limits else int(program.inputs.sizes[program.var_r[v]])
 
 
 def _most_helpful(program: Program, n: np.ndarray, offsets: np.ndarray, j: int) -> int | None:

@@ -148,13 +148,13 @@ def _solve(spec: Spec, backend: Backend) -> ChannelJob:
     if _wants_milp(settings.integer, inputs, program):
         exact = solve_milp(program, settings.time_limit)
         seconds["milp"] = exact.seconds if exact else settings.time_limit
-        if exact is not None and exact.objective <= rounded.objective + 1e-9:
+        if exact is not None and exact.objective <= whole.objective + 1e-9:
             whole, repairs = Assignment(program, exact.x), Repairs()
             route = "MILP, proven optimal" if exact.optimal else f"MILP ({exact.note})"
         elif exact is None:
             route += f" (the MILP found no whole-subject solution in {settings.time_limit:g} s)"
         else:
-            route += " (cheaper than the MILP's incumbent)"
+            route += " (cheaper than the full MILP's incumbent)"
     if whole.violations():
         raise DeidError("the whole-subject assignment breaks (7) or (9); this should not happen — please report it")
     release = plan(whole)
