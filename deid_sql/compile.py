@@ -18,7 +18,7 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from .domain import Domain, ZipDomain
 from .errors import DialectError
 from .recoding import QIRecoding, Recoding
-from .spec import QISpec
+from .spec import QISpec, TableRef
 
 SUPPRESSED = "*"
 DIALECTS = ("duckdb", "postgres", "spark", "snowflake", "bigquery", "trino", "sqlite", "mysql", "tsql")
@@ -146,3 +146,12 @@ def _from(source: exp.Expression) -> exp.Expression:
     if isinstance(source, exp.Select):
         return exp.Subquery(this=source, alias=exp.TableAlias(this=ident("source")))
     return source
+
+
+def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table: str | None) -> exp.Expression:
+    """What compiled SQL reads: for DuckDB and a CSV/Parquet source, the file in place;
+    otherwise ``table`` (default: the source's table inside its DuckDB file, else ``source``)."""
+    if dialect == "duckdb" and table is None and ref.format != "duckdb":
+        return relation.copy()
+    name = table or ref.table or "source"
+    return exp.to_table(name) if "." in name else exp.Table(this=exp.to_identifier(name, quoted=True))

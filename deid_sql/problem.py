@@ -17,7 +17,7 @@ from sqlglot import exp
 from .adversary.params import RISKS, AdversaryParams
 from .backends import Backend, connect
 from .cells import Cells
-from .compile import generalize, to_sql
+from .compile import compile_source, generalize, to_sql
 from .domain import Domain
 from .errors import DeidError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
@@ -177,11 +177,7 @@ class Problem:
         """SQL text for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
-        if dialect == "duckdb" and table is None and self.spec.source.format != "duckdb":
-            source: exp.Expression = self.source.copy()
-        else:
-            name = table or self.spec.source.table or "source"
-            source = exp.to_table(name) if "." in name else exp.Table(this=exp.to_identifier(name, quoted=True))
+        source = compile_source(self.spec.source, self.source, dialect, table)
         return to_sql(self.query(item, suppress_below, source), dialect, pretty=pretty)
 
     @property

@@ -19,6 +19,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..backends import Backend, connect
+from ..compile import compile_source, to_sql
 from ..errors import BackendError, DataError, DeidError, SpecError
 from ..loading import SOURCE_VIEW, read_problem
 from ..spec import Spec
@@ -62,6 +63,11 @@ class ChannelJob:
         """The release ``SELECT`` over ``source`` (default: the spec's source, read in place)."""
         return release_query(source if source is not None else self.source.copy(), self.columns, self.settings,
                              self.release, self.inputs, self.settings.seed, truth)
+
+    def compile(self, dialect: str = "duckdb", table: str | None = None, pretty: bool = True) -> str:
+        """The release as SQL text for ``dialect`` (see ``compile_source`` for what it reads)."""
+        source = compile_source(self.spec.source, self.source, dialect, table)
+        return to_sql(self.query(source), dialect, pretty=pretty)
 
     def check(self) -> ReleaseCheck:
         """(6)/(8) recomputed from the released rows (joined back to the source when identities are unique)."""

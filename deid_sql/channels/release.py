@@ -102,7 +102,9 @@ def release_query(source: exp.Expression, columns: Sequence[str], channels: Chan
     one row per source row; ``truth`` adds the true channel and value (for the check only)."""
     keys = [text_key(c, channels) for c in channels.related]
     ids = [exp.func("coalesce", exp.cast(col(c), "VARCHAR"), exp.Literal.string("")) for c in channels.identity]
-    digest = exp.MD5(this=exp.ConcatWs(expressions=[exp.Literal.string("|"), exp.Literal.string(str(seed)), *ids]))
+    # every part is non-NULL (coalesced), so the plain CONCAT_WS needs no NULL guard in any dialect
+    digest = exp.MD5(this=exp.ConcatWs(expressions=[exp.Literal.string("|"), exp.Literal.string(str(seed)), *ids],
+                                       safe=True, coalesce=True))
     window = exp.Window(this=exp.RowNumber(), partition_by=keys,
                         order=exp.Order(expressions=[exp.Ordered(this=digest)]
                                         + [exp.Ordered(this=col(c)) for c in channels.identity]))
@@ -111,9 +113,8 @@ def release_query(source: exp.Expression, columns: Sequence[str], channels: Chan
     width = len(channels.related)
     values = exp.values([(*inputs.keys[r], lo, hi, release.labels[w]) for r, lo, hi, w in release.ranges],
                         alias=PLAN, columns=[*(f"k{i}" for i in range(width)), "lo", "hi", "label"])
-    on: exp.Expression = exp.Between(this=col(RANK, RANKED), low=col("lo", PLAN), high=col("hi", PLAN))
-    for i in range(width):
-        on = exp.and_(exp.EQ(this=col(f"deid_k{i}", RANKED), expression=col(f"k{i}", PLAN)), on)
+    on = exp.and_(*[exp.EQ(this=col(f"deid_k{i}", RANKED), expression=col(f"k{i}", PLAN)) for i in range(width)],
+                  exp.Between(this=col(RANK, RANKED), low=col("lo", PLAN), high=col("hi", PLAN)))
     projections: list[exp.Expression] = []
     for name in columns:
         if name in channels.identity:

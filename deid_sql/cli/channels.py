@@ -9,6 +9,7 @@ import click
 from ..channels.job import ChannelJob, solve
 from ..channels.spec import INTEGER_MODES
 from ..channels.write import write_release
+from ..compile import DIALECTS
 from .options import handles_errors, spec_argument
 
 SHOWN = 10  # risky input channels listed before "… and N more"
@@ -46,11 +47,14 @@ def _candidates(value: str | None) -> int | str | None:
               help="Whole subjects from HiGHS's MILP: always, never (round the LP), or auto (small instances).")
 @click.option("--report", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the figures as JSON.")
+@click.option("--sql", "dialect", default=None, metavar="DIALECT",
+              help=f"Also print the release SELECT in a SQL dialect ({', '.join(DIALECTS)}).")
+@click.option("--source-table", default=None, help="Source table name in the --sql text (non-DuckDB dialects).")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @handles_errors
 def channels(spec: Path, out: Path | None, fmt: str | None, table: str | None, view: str | None, db: Path | None,
              candidates: str | None, seed: int | None, integer: str | None, report: Path | None,
-             overwrite: bool) -> None:
+             dialect: str | None, source_table: str | None, overwrite: bool) -> None:
     """Release identities with confidentiality-related values pooled into safe output channels.
 
     Without --out or --view it plans and checks the release and prints the figures.
@@ -59,6 +63,8 @@ def channels(spec: Path, out: Path | None, fmt: str | None, table: str | None, v
     """
     with solve(spec, _candidates(candidates), seed, integer) as job:
         _print_plan(job)
+        if dialect is not None:
+            click.echo(job.compile(dialect, source_table) + ";")
         written = write_release(job, out, fmt, table, view, db, report, overwrite)
         c = written.check
         bound = "" if c.worst_b is None else f", max Σc·P(v|w) − b = {c.worst_b:.4g}"

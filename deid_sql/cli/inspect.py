@@ -7,8 +7,11 @@ from pathlib import Path
 
 import click
 
+from ..backends import connect
+from ..channels.job import Loaded, load
 from ..errors import DeidError, SpecError
 from ..problem import Problem
+from ..spec import Spec
 from .options import echo_json, handles_errors, open_problem, read_policy, risk_model_option, spec_argument
 
 
@@ -20,7 +23,13 @@ def validate(spec: Path) -> None:
     Example: deid-sql validate study.toml
     """
     try:
-        problem = Problem.from_spec(spec)
+        parsed = Spec.read(spec)
+        if parsed.qis:
+            with Problem.from_spec(parsed) as problem:
+                _report_problem(problem)
+        if parsed.channels is not None:
+            with connect("duckdb") as backend:
+                _report_channels(load(parsed, backend))
     except SpecError as e:
         for p in e.problems:
             click.echo(f"error: {p}", err=True)
@@ -28,19 +37,35 @@ def validate(spec: Path) -> None:
     except DeidError as e:  # e.g. the engine failing to read the data: still one line, exit 2
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    with problem:
-        s = problem.spec
-        click.echo(f"ok: {s.path}")
-        click.echo(f"  source     {s.source.describe()}: {problem.sample.total:,} records in "
-                   f"{len(problem.sample):,} cells")
-        if problem.population is not None and s.population is not None:
-            click.echo(f"  population {s.population.describe()}: {problem.population.total:,} people in "
-                       f"{len(problem.population):,} cells")
-        else:
-            click.echo("  population sample (group sizes from the sample itself)")
-        for q, d in zip(s.qis, problem.domains):
-            click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
-        click.echo(f"  lattice    {problem.lattice.nbits} bits, gamma = {s.gamma:g}")
+
+
+def _report_problem(problem: Problem) -> None:
+    s = problem.spec
+    click.echo(f"ok: {s.path}")
+    click.echo(f"  source     {s.source.describe()}: {problem.sample.total:,} records in "
+               f"{len(problem.sample):,} cells")
+    if problem.population is not None and s.population is not None:
+        click.echo(f"  population {s.population.describe()}: {problem.population.total:,} people in "
+                   f"{len(problem.population):,} cells")
+    else:
+        click.echo("  population sample (group sizes from the sample itself)")
+    for q, d in zip(s.qis, problem.domains):
+        click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
+    click.echo(f"  lattice    {problem.lattice.nbits} bits, gamma = {s.gamma:g}")
+
+
+def _report_channels(loaded: Loaded) -> None:
+    inputs, classes, s = loaded.inputs, loaded.classes, loaded.spec
+    click.echo(f"ok: {s.path} [channels]")
+    click.echo(f"  source     {s.source.describe()}: {inputs.total:,} subjects in {len(inputs.keys):,} input channels")
+    click.echo(f"  risky      {int(classes.risky.sum()):,} input channels, "
+               f"{inputs.sizes[classes.risky].sum() / inputs.total:.1%} of subjects")
+    for k, value in enumerate(inputs.values):
+        u = "" if k == 0 else f"  u = {loaded.rule.u[k]:.4g}" + (f", c = {loaded.rule.c[k]:g}" if loaded.rule.b else "")
+        click.echo(f"  value      {value!r:<24} P = {inputs.prior[k]:.4g}{u}{'  (none)' if k == 0 else ''}")
+    if loaded.duplicates:
+        click.echo(f"  identity   {loaded.duplicates:,} identity keys name several rows: the release check reads "
+                   f"the release query instead of joining rows back")
 
 
 @click.command()
