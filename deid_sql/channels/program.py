@@ -111,13 +111,23 @@ class Solution:
 
 
 def solve_lp(program: Program) -> Solution:
-    """The continuous program as the paper solves it (subjects may be split)."""
+    """The continuous program as the paper solves it (subjects may be split).
+
+    Costs are divided by m (ψ_w <= m): unscaled, the objective reaches ~1e12 at a million
+    subjects and HiGHS's simplex can stop on numerical trouble; should it still fail, the
+    interior-point method is tried before giving up.
+    """
     start = time.perf_counter()
-    res = linprog(program.cost, A_ub=program.a_ub, b_ub=program.b_ub, A_eq=program.a_eq, b_eq=program.b_eq,
-                  bounds=np.column_stack([np.zeros(program.n_vars), program.upper]), method="highs")
+    bounds = np.column_stack([np.zeros(program.n_vars), program.upper])
+    for method in ("highs", "highs-ipm"):
+        res = linprog(program.cost / program.inputs.total, A_ub=program.a_ub, b_ub=program.b_ub, A_eq=program.a_eq,
+                      b_eq=program.b_eq, bounds=bounds, method=method)
+        if res.status == 0 and res.x is not None:
+            break
+    else:
+        raise DeidError(f"HiGHS could not solve the channel LP (status {res.status}: {res.message}); "
+                        f"{_size(program)}")
     seconds = time.perf_counter() - start
-    if res.status != 0 or res.x is None:
-        raise DeidError(f"HiGHS could not solve the channel LP ({res.message}); {_size(program)}")
     x = np.clip(res.x, 0.0, None)
     return Solution(x, float(program.cost @ x), bool(np.allclose(x, np.round(x), atol=1e-7)), True, "lp", seconds)
 
@@ -128,8 +138,9 @@ def solve_milp(program: Program, time_limit: float) -> Solution | None:
     constraints = [LinearConstraint(program.a_ub, -np.inf, program.b_ub)]
     if program.a_eq.shape[0]:
         constraints.append(LinearConstraint(program.a_eq, program.b_eq, program.b_eq))
-    res = milp(program.cost, integrality=np.ones(program.n_vars), bounds=Bounds(0, program.upper),
-               constraints=constraints, options={"time_limit": time_limit, "mip_rel_gap": 0.0, "disp": False})
+    res = milp(program.cost / program.inputs.total, integrality=np.ones(program.n_vars),
+               bounds=Bounds(0, program.upper), constraints=constraints,
+               options={"time_limit": time_limit, "mip_rel_gap": 0.0, "disp": False})
     seconds = time.perf_counter() - start
     if res.x is None:
         if res.status == 2:

@@ -68,7 +68,8 @@ def channels(spec: Path, out: Path | None, fmt: str | None, table: str | None, v
         written = write_release(job, out, fmt, table, view, db, report, overwrite)
         c = written.check
         bound = "" if c.worst_b is None else f", max Σc·P(v|w) − b = {c.worst_b:.4g}"
-        click.echo(f"check: (6) and (8) hold on the released rows ({c.how}): max P(v|w) − u = {c.worst_u:.4g}{bound}")
+        click.echo(f"check: (6) and (8) hold on the released rows ({c.how}): max P(v|w) − u = {c.worst_u:.4g}{bound}; "
+                   f"realized share of a value in its output channel, max − u = {c.realized_excess:.4g} (information)")
         for line in written.lines:
             click.echo(line)
         click.echo(f"time: {sum(job.seconds.values()):.2f} s solving ({_times(job)})")
@@ -103,11 +104,20 @@ def _print_plan(job: ChannelJob) -> None:
 
 def _why(job: ChannelJob, r: int) -> str:
     p = job.inputs.conditional[r]
-    parts = [f"P({v!r}) = {p[k]:.3g} > {job.rule.u[k]:.3g}" for k, v in enumerate(job.inputs.values)
+    parts = ["P({!r}) = {} > {}".format(v, *_apart(p[k], job.rule.u[k])) for k, v in enumerate(job.inputs.values)
              if k and job.classes.risky_for[r, k - 1]]
-    if job.classes.heavy[r]:
-        parts.append(f"Σc·P = {job.classes.weighted[r]:.3g} > b = {job.rule.b:g}")
+    if job.classes.heavy[r] and job.rule.b is not None:
+        parts.append("Σc·P = {} > b = {}".format(*_apart(job.classes.weighted[r], job.rule.b)))
     return "; ".join(parts)
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """Both numbers with as few digits as show them different (0.1201 > 0.12, not 0.12 > 0.12)."""
+    for digits in range(3, 13):
+        x, y = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if x != y:
+            return x, y
+    return f"{a!r}", f"{b!r}"
 
 
 def _times(job: ChannelJob) -> str:
