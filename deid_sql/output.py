@@ -89,15 +89,21 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
         except BackendError as e:
             raise _unreadable(spec, e) from None
         return Written(path, kind, rows, name)
+    with replacing(path, overwrite) as tmp:
+        rows = write_file(backend, spec, query, tmp, kind, expected)
+    return Written(path, kind, rows)
+
+
+def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int) -> int:
+    """Stream ``query`` into ``tmp`` (Parquet or CSV); the row count must be ``expected``.
+    The caller owns ``tmp`` (see ``atomic.replacing``), so several files can land together."""
     try:
-        with replacing(path, overwrite) as tmp:
-            rows = _write_batches(backend, query, tmp, kind)
-            if rows != expected:
-                raise OutputError(f"the query produced {rows} rows but the source has {expected}; "
-                                  f"nothing was written")
+        rows = _write_batches(backend, query, tmp, kind)
     except BackendError as e:
         raise _unreadable(spec, e) from None
-    return Written(path, kind, rows)
+    if rows != expected:
+        raise OutputError(f"the query produced {rows} rows but the source has {expected}; nothing was written")
+    return rows
 
 
 def _unreadable(spec: Spec, e: BackendError) -> DeidError:

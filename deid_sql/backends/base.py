@@ -87,6 +87,11 @@ class Backend(ABC):
         must equal ``expected_rows`` or nothing is written.  Returns the row count."""
 
     @abstractmethod
-    def drop_table(self, database: Path, name: str) -> None:
-        """Drop table ``name`` from ``database`` if it exists (undoing a write that a later
-        step of the same job could not complete)."""
+    def exists(self, database: Path, name: str) -> bool:
+        """Whether ``database`` already holds a table or view called ``name`` (checked before a
+        job writes several objects, so a clash stops it before anything is written)."""
+
+    @abstractmethod
+    def drop(self, database: Path, name: str, kind: str = "TABLE") -> None:
+        """Drop table or view ``name`` from ``database`` if it exists (undoing a write that a
+        later step of the same job could not complete)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,19 +169,15 @@ class DuckDBBackend(Backend):
         except (duckdb.Error, OSError) as e:  # errors while reading batches surface as OSError
             raise BackendError(_one_line(e)) from None
 
-    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
-        stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
-                          expression=query)
+    @contextmanager
+    def _writing(self, database: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection to ``database``; if the source is attached from that file,
+        it is detached meanwhile and attached again under the same name afterwards."""
         alias = self._detach(database)
         try:
             con = _connect(database)
             try:
-                if not replace and _exists(con, name):
-                    raise OutputError(
-                        f"{database} already has a table or view named {name!r}; pick another --name "
-                        f"or pass --replace"
-                    )
-                con.execute(render(stmt))
+                yield con
             except duckdb.Error as e:
                 raise BackendError(_one_line(e)) from None
             finally:
@@ -188,6 +185,27 @@ class DuckDBBackend(Backend):
         finally:
             if alias is not None:  # the source lives in this file: read it again as before
                 self._attach(database, alias)
+
+    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
+        stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
+                          expression=query)
+        with self._writing(database) as con:
+            if not replace and _exists(con, name):
+                raise OutputError(
+                    f"{database} already has a table or view named {name!r}; pick another --name "
+                    f"or pass --replace"
+                )
+            con.execute(render(stmt))
+
+    def exists(self, database: Path, name: str) -> bool:
+        if not database.exists():
+            return False
+        with self._writing(database) as con:
+            return _exists(con, name)
+
+    def drop(self, database: Path, name: str, kind: str = "TABLE") -> None:
+        with self._writing(database) as con:
+            con.execute(render(exp.Drop(tables=[exp.Table(this=_quoted(name))], kind=kind, exists=True)))
 
     def create_table(self, database: Path, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool) -> int:
@@ -225,15 +243,6 @@ class DuckDBBackend(Backend):
             if not ok and created:
                 for p in (database, database.with_name(database.name + ".wal")):
                     p.unlink(missing_ok=True)
-
-    def drop_table(self, database: Path, name: str) -> None:
-        con = _connect(database)
-        try:
-            con.execute(render(exp.Drop(this=exp.Table(this=_quoted(name)), kind="TABLE", exists=True)))
-        except duckdb.Error as e:
-            raise BackendError(_one_line(e)) from None
-        finally:
-            con.close()
 
 
 def _connect(database: Path) -> duckdb.DuckDBPyConnection:

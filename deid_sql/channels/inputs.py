@@ -114,10 +114,11 @@ def count_channels(backend: Backend, source: exp.Expression, channels: ChannelSp
                             f"{', '.join(list(columns)[:12])}{'…' if len(columns) > 12 else ''}")
     if problems:
         raise DataError(problems)
-    raw = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"k{i}")) for i, c in enumerate(channels.related)]
-    conf = exp.alias_(exp.cast(col(channels.confidential), "VARCHAR"), ident("v"))
-    groups = [exp.column(f"k{i}") for i in range(len(channels.related))] + [exp.column("v")]
-    q = exp.select(*raw, conf, exp.alias_(exp.func("count", exp.Star()), ident("n"))).from_(source).group_by(*groups)
+    # grouped by the expressions, not their aliases: a source column named k0 or v must not be picked up
+    groups = [exp.cast(col(c), "VARCHAR") for c in (*channels.related, channels.confidential)]
+    names = [f"k{i}" for i in range(len(channels.related))] + ["v"]
+    q = exp.select(*[exp.alias_(g.copy(), ident(n)) for g, n in zip(groups, names)],
+                   exp.alias_(exp.func("count", exp.Star()), ident("n"))).from_(source).group_by(*groups)
     table = backend.execute(q).to_pydict()
     n = np.asarray(table["n"], dtype=np.int64)
     if n.sum() == 0:

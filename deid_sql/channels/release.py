@@ -23,7 +23,6 @@ from .assignment import RELATIVE, Assignment
 from .inputs import InputChannels, RiskRule, text_key, value_key
 from .spec import ChannelSpec
 
-RANK = "deid_rank"
 PLAN = "deid_plan"
 RANKED = "deid_ranked"
 
@@ -96,10 +95,27 @@ def composition(release: ReleasePlan, inputs: InputChannels) -> pa.Table:
     return pa.table(rows)
 
 
+def helper_names(channels: ChannelSpec) -> dict[str, str]:
+    """Names of the query's own columns, chosen so no released or source column can shadow them."""
+    taken = {*channels.identity, *channels.related, channels.confidential, channels.label_column}
+    names: dict[str, str] = {}
+    for base in ["rank", "v", *(f"k{i}" for i in range(len(channels.related)))]:
+        name, n = f"deid_{base}", 0
+        while name in taken:
+            n += 1
+            name = f"deid_{base}_{n}"
+        taken.add(name)
+        names[base] = name
+    return names
+
+
 def release_query(source: exp.Expression, columns: Sequence[str], channels: ChannelSpec, release: ReleasePlan,
                   inputs: InputChannels, seed: int, truth: bool = False) -> exp.Select:
     """``SELECT`` identity columns and the output-channel label (in place of the related columns),
-    one row per source row; ``truth`` adds the true channel and value (for the check only)."""
+    one row per source row; ``truth`` adds the true channel and value (for the check only,
+    under ``helper_names``)."""
+    h = helper_names(channels)
+    width = len(channels.related)
     keys = [text_key(c, channels) for c in channels.related]
     ids = [exp.func("coalesce", exp.cast(col(c), "VARCHAR"), exp.Literal.string("")) for c in channels.identity]
     # every part is non-NULL (coalesced), so the plain CONCAT_WS needs no NULL guard in any dialect
@@ -108,13 +124,15 @@ def release_query(source: exp.Expression, columns: Sequence[str], channels: Chan
     window = exp.Window(this=exp.RowNumber(), partition_by=keys,
                         order=exp.Order(expressions=[exp.Ordered(this=digest)]
                                         + [exp.Ordered(this=col(c)) for c in channels.identity]))
-    ranked = exp.select(exp.Star(), *[exp.alias_(k.copy(), ident(f"deid_k{i}")) for i, k in enumerate(keys)],
-                        exp.alias_(window, ident(RANK))).from_(_from(source))
-    width = len(channels.related)
+    # only the columns the release needs: a source column can never shadow a helper
+    ranked = exp.select(*[col(c) for c in channels.identity],
+                        *[exp.alias_(k.copy(), ident(h[f"k{i}"])) for i, k in enumerate(keys)],
+                        exp.alias_(value_key(channels), ident(h["v"])),
+                        exp.alias_(window, ident(h["rank"]))).from_(_from(source))
     values = exp.values([(*inputs.keys[r], lo, hi, release.labels[w]) for r, lo, hi, w in release.ranges],
                         alias=PLAN, columns=[*(f"k{i}" for i in range(width)), "lo", "hi", "label"])
-    on = exp.and_(*[exp.EQ(this=col(f"deid_k{i}", RANKED), expression=col(f"k{i}", PLAN)) for i in range(width)],
-                  exp.Between(this=col(RANK, RANKED), low=col("lo", PLAN), high=col("hi", PLAN)))
+    on = exp.and_(*[exp.EQ(this=col(h[f"k{i}"], RANKED), expression=col(f"k{i}", PLAN)) for i in range(width)],
+                  exp.Between(this=col(h["rank"], RANKED), low=col("lo", PLAN), high=col("hi", PLAN)))
     projections: list[exp.Expression] = []
     for name in columns:
         if name in channels.identity:
@@ -122,8 +140,8 @@ def release_query(source: exp.Expression, columns: Sequence[str], channels: Chan
         elif name == channels.related[0]:
             projections.append(exp.alias_(col("label", PLAN), ident(channels.label_column)))
     if truth:
-        projections += [exp.alias_(col(f"deid_k{i}", RANKED), ident(f"deid_true_k{i}")) for i in range(width)]
-        projections.append(exp.alias_(value_key(channels, RANKED), ident("deid_true_v")))
+        projections += [exp.alias_(col(h[f"k{i}"], RANKED), ident(h[f"k{i}"])) for i in range(width)]
+        projections.append(exp.alias_(col(h["v"], RANKED), ident(h["v"])))
     return (exp.select(*projections)
             .from_(exp.Subquery(this=ranked, alias=exp.TableAlias(this=ident(RANKED))))
             .join(values, on=on))
@@ -166,12 +184,13 @@ def check(backend: Backend, released: exp.Expression, source: exp.Expression, ch
                        exp.alias_(value, ident("v")), exp.alias_(exp.func("count", exp.Star()), ident("n")))
         q = q.from_(rel_from).join(src_from, on=on)
     else:
+        h = helper_names(channels)
         q = exp.select(exp.alias_(label, ident("label")),
-                       *[exp.alias_(col(f"deid_true_k{i}", "rel"), ident(f"k{i}")) for i in range(width)],
-                       exp.alias_(col("deid_true_v", "rel"), ident("v")),
+                       *[exp.alias_(col(h[f"k{i}"], "rel"), ident(f"k{i}")) for i in range(width)],
+                       exp.alias_(col(h["v"], "rel"), ident("v")),
                        exp.alias_(exp.func("count", exp.Star()), ident("n")))
         q = q.from_(exp.Subquery(this=released, alias=exp.TableAlias(this=ident("rel"))))
-    q = q.group_by(*[exp.column(n) for n in ("label", *(f"k{i}" for i in range(width)), "v")])
+    q = q.group_by(*[e.this.copy() for e in q.expressions[:-1]])  # the expressions, never a same-named column
     data = backend.execute(q).to_pydict()
     return _verify(data, width, inputs, rule, release, "joined back on identity" if join_back else "release query")
 

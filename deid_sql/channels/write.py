@@ -21,7 +21,7 @@ from sqlglot import exp
 from ..atomic import replacing
 from ..compile import ident
 from ..errors import OutputError
-from ..output import check_not_input, output_format, view_source, write_query
+from ..output import check_not_input, output_format, view_source, write_file
 from .job import ChannelJob
 from .release import ReleaseCheck, composition
 
@@ -66,50 +66,75 @@ def summary(job: ChannelJob, checked: ReleaseCheck | None = None) -> dict[str, A
 def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = None, table: str | None = None,
                   view: str | None = None, db: Path | None = None, report: Path | None = None,
                   overwrite: bool = False) -> Written:
-    """Check the release, then write what was asked; nothing at all when any step fails."""
+    """Check the release, then write what was asked — all of it, or nothing.
+
+    Every target is checked first (names taken, inputs of the spec); files are written to
+    temporary siblings renamed together at the end; database objects created before a
+    later step fails are dropped again.
+    """
     if (view is None) != (db is None):
         raise OutputError("--view and --db go together: name the view and the DuckDB file to create it in")
+    kind = output_format(out, fmt) if out is not None else None
+    name = table or "released"
+    _refuse_taken(job, out, kind, name, view, db, report, overwrite)
     checked = job.check()
     result = Written(checked)
     comp = composition(job.release, job.inputs)
+    created: list[tuple[Path, str, str]] = []
     with ExitStack() as stack:
-        if report is not None:
-            check_not_input(job.spec, report)
-            tmp = stack.enter_context(replacing(report, overwrite))
-            tmp.write_text(json.dumps(summary(job, checked), indent=2, default=_jsonable), encoding="utf-8")
-            result.lines.append(f"summary {report}")
-        if out is not None:
-            _write_out(job, out, fmt, table, overwrite, comp, stack, result)
-        if view is not None and db is not None:
-            source = view_source(job.spec, job.source, db)
-            job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
-            job.backend.create_view(db, view, job.query(source), overwrite)
-            result.lines.append(f"created view {view} in {db}, composition view {view}_channels")
+        try:
+            if report is not None:
+                tmp = stack.enter_context(replacing(report, overwrite))
+                tmp.write_text(json.dumps(summary(job, checked), indent=2, default=_jsonable), encoding="utf-8")
+                result.lines.append(f"summary {report}")
+            if out is not None and kind == "duckdb":
+                job.backend.register_table("deid_composition", comp)
+                job.backend.create_table(out, f"{name}_channels", exp.select("*").from_("deid_composition"),
+                                         comp.num_rows, overwrite)
+                created.append((out, f"{name}_channels", "TABLE"))
+                rows = job.backend.create_table(out, name, job.query(), job.inputs.total, overwrite)
+                created.append((out, name, "TABLE"))
+                result.lines.append(f"wrote {rows:,} rows to {out} table {name}, composition table {name}_channels")
+            elif out is not None and kind is not None:
+                companion = _companion(out)
+                pacsv.write_csv(comp, stack.enter_context(replacing(companion, overwrite)))
+                tmp = stack.enter_context(replacing(out, overwrite))
+                rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total)
+                result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}")
+            if view is not None and db is not None:
+                source = view_source(job.spec, job.source, db)
+                job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
+                created.append((db, f"{view}_channels", "VIEW"))
+                job.backend.create_view(db, view, job.query(source), overwrite)
+                created.append((db, view, "VIEW"))
+                result.lines.append(f"created view {view} in {db}, composition view {view}_channels")
+        except BaseException:
+            for database, obj, obj_kind in reversed(created):
+                job.backend.drop(database, obj, obj_kind)
+            raise
     return result
 
 
-def _write_out(job: ChannelJob, out: Path, fmt: str | None, table: str | None, overwrite: bool, comp: pa.Table,
-               stack: ExitStack, result: Written) -> None:
-    kind = output_format(out, fmt)
-    rows = job.inputs.total
-    if kind == "duckdb":
-        name = table or "released"
-        job.backend.register_table("deid_composition", comp)
-        job.backend.create_table(out, f"{name}_channels", exp.select("*").from_("deid_composition"), comp.num_rows,
-                                 overwrite)
-        try:
-            written = write_query(job.backend, job.spec, job.query(), out, rows, kind, name, overwrite)
-        except BaseException:
-            job.backend.drop_table(out, f"{name}_channels")
-            raise
-        result.lines.append(f"wrote {written.rows:,} rows to {out} table {name}, composition table {name}_channels")
-        return
-    companion = out.with_name(out.stem + ".channels.csv")
-    check_not_input(job.spec, companion)
-    tmp = stack.enter_context(replacing(companion, overwrite))
-    pacsv.write_csv(comp, tmp)
-    written = write_query(job.backend, job.spec, job.query(), out, rows, kind, None, overwrite)
-    result.lines.append(f"wrote {written.rows:,} rows to {out} ({kind}), composition {companion}")
+def _companion(out: Path) -> Path:
+    return out.with_name(out.stem + ".channels.csv")
+
+
+def _refuse_taken(job: ChannelJob, out: Path | None, kind: str | None, name: str, view: str | None,
+                  db: Path | None, report: Path | None, overwrite: bool) -> None:
+    """Every target at once, before the check and before any write."""
+    files = [p for p in (report, out if kind != "duckdb" else None,
+                         _companion(out) if out is not None and kind != "duckdb" else None) if p is not None]
+    for path in files + [p for p in (out, db) if p is not None]:
+        check_not_input(job.spec, path)
+    for path in files:
+        if path.exists() and not overwrite:
+            raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
+    objects = ([(out, n, "--table") for n in (name, f"{name}_channels")] if out is not None and kind == "duckdb"
+               else []) + ([(db, n, "--view") for n in (view, f"{view}_channels")] if view and db else [])
+    for database, obj, flag in objects:
+        if not overwrite and job.backend.exists(database, obj):
+            raise OutputError(f"{database} already has a table or view named {obj!r}; pick another {flag} or pass "
+                              f"--overwrite")
 
 
 def _values(table: pa.Table) -> exp.Select:
