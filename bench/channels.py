@@ -44,7 +44,7 @@ from deid_sql.channels.job import solve
 from deid_sql.channels.program import Program, build, solve_lp
 from deid_sql.channels.write import write_release
 from deid_sql.errors import DeidError
-from deid_sql.fixtures.channels import BASE_B, BASE_U, WEIGHTS, Simulated, simulate, write_simulated
+from deid_sql.fixtures.channels import BASE_B, BASE_U, WEIGHTS, Simulated, simulate, simulated_spec, write_simulated
 
 SUBJECTS, QUICK_SUBJECTS = 1_000_000, 100_000
 MAX_SIZE, SEED, CANDIDATES = 8, 0, 2048  # §7 rules: at most 8 input channels per output channel, 2,048 of them
@@ -224,22 +224,6 @@ def part_table5(subjects: int, shares: tuple[float, ...], rts: tuple[float, ...]
     return failures
 
 
-SPEC = """[source]
-path = "cohort.parquet"
-[channels]
-related = ["lab_a", "lab_b"]
-confidential = "diagnosis"
-none = "none"
-identity = ["subject_id", "name"]
-b = {b:g}
-integer = "never"
-[channels.thresholds]
-v1 = {u:g}
-v2 = {u:g}
-[channels.weights]
-v1 = {c1:g}
-v2 = {c2:g}
-"""
 
 
 HWM = "deid-bench-vmhwm"
@@ -289,8 +273,7 @@ def part_release(subjects: int, folder: Path, rows: list[Row]) -> None:
     sim = simulate(T4_SHARE, subjects=subjects, seed=SEED)
     data = write_simulated(sim, folder / "cohort.parquet", seed=SEED)
     spec = folder / "spec.toml"
-    spec.write_text(SPEC.format(b=BASE_B * RELEASE_RT, u=BASE_U * RELEASE_RT, c1=WEIGHTS[0], c2=WEIGHTS[1]),
-                    encoding="utf-8")
+    spec.write_text(simulated_spec("cohort.parquet", RELEASE_RT, 'integer = "never"'), encoding="utf-8")
     out(f"  setup (not timed below): simulate + write_simulated {sim.total:,} rows ({data.stat().st_size / 2**20:.1f} "
         f"MiB Parquet) in {time.perf_counter() - start:.2f} s; RT = {RELEASE_RT} (u = {BASE_U * RELEASE_RT:g}, "
         f"b = {BASE_B * RELEASE_RT:g}), integer = \"never\"")

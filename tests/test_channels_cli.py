@@ -29,8 +29,18 @@ from deid_sql.channels.write import summary, write_release
 
 # deid_sql.fixtures is first- or third-party depending on the ruff config: pin it here.
 # isort: off
-from deid_sql.fixtures.channels import DH, DHM, DIABETES, HEART, RELATED, TABLE1, simulate, write_simulated
-from deid_sql.fixtures.channels import write_table1
+from deid_sql.fixtures.channels import (
+    DH,
+    DHM,
+    DIABETES,
+    HEART,
+    RELATED,
+    TABLE1,
+    simulate,
+    simulated_spec,
+    write_simulated,
+    write_table1,
+)
 # isort: on
 
 Run = Callable[..., Result]
@@ -496,25 +506,7 @@ def simulated_study(tmp_path: Path, rt: float, at_risk: float, seed: int, extra:
     folder = tmp_path / f"sim_{rt}_{at_risk}_{seed}"
     folder.mkdir()
     write_simulated(simulate(at_risk, subjects=2_000, channels=20, seed=seed), folder / "sim.parquet", seed=seed)
-    (folder / "sim.toml").write_text(f"""[source]
-path = "sim.parquet"
-
-[channels]
-related = ["lab_a", "lab_b"]
-confidential = "diagnosis"
-none = "none"
-identity = ["subject_id", "name"]
-b = {0.15 * rt:.4f}
-{extra}
-
-[channels.thresholds]
-v1 = {0.1 * rt:.4f}
-v2 = {0.1 * rt:.4f}
-
-[channels.weights]
-v1 = 0.5
-v2 = 1.0
-""", encoding="utf-8")
+    (folder / "sim.toml").write_text(simulated_spec("sim.parquet", rt, extra), encoding="utf-8")
     return folder
 
 
