@@ -594,6 +594,15 @@ BAD_SPECS = {
                                    "outputs #1 names input channel (Z, Z, Z, Z), which is not in the data"),
     "missing column": ('identity = ["name", "postal_code", "gender"]', 'identity = ["name", "phone"]',
                        "has no column 'phone'"),
+    "weights without b": ("b = 0.6", "", "weights (c_k) only matter with b"),
+    "negative weight": (f'[channels.weights]\n"{DH}" = 1.0', f'[channels.weights]\n"{DH}" = -1.0',
+                        "weights must be >= 0"),
+    "threshold for an unknown value": ("[channels.thresholds]", '[channels.thresholds]\n"Cancer" = 0.5',
+                                       "names 'Cancer', which is not a confidential value in the data"),
+    "related also identity": ('identity = ["name", "postal_code", "gender"]',
+                              'identity = ["name", "postal_code", "gender", "crp"]', "column 'crp' is both related"),
+    "label column is an identity column": ('candidates = "all"', 'candidates = "all"\nlabel_column = "name"',
+                                           "label_column 'name' is also an identity column"),
 }
 
 
@@ -625,3 +634,8 @@ def test_more_candidates_than_can_exist_are_refused(run: Run, study: Path, tmp_p
 def test_a_fitting_candidate_count_is_accepted(run: Run, study: Path) -> None:
     result = run("channels", study / "table1.toml", "--candidates", 49, "--seed", 2)
     assert "candidates: 49 output channels" in result.stdout
+
+
+def test_view_needs_db(run: Run, study: Path, tmp_path: Path) -> None:
+    refused(run, tmp_path, [study / "table1.toml", "--view", "v", "--out", study / "release.parquet"],
+            "--view and --db go together")
