@@ -31,7 +31,7 @@ FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "d
 class Written:
     """What a write produced."""
 
-    path: Path
+    path: Path | None  # None: a table inside the engine
     format: str
     rows: int
     table: str | None = None
@@ -54,7 +54,7 @@ def _protected(spec: Spec) -> list[Path]:
     """Files an output must never replace: the data, the spec itself and its hierarchy files."""
     refs = [spec.source] + ([spec.population] if spec.population else [])
     files = [r.path for r in refs] + [spec.path] + [q.hierarchy for q in spec.qis if q.hierarchy]
-    return [p.resolve() for p in files]
+    return [p.resolve() for p in files if p is not None]
 
 
 def check_not_input(spec: Spec, out: Path) -> None:
@@ -63,22 +63,32 @@ def check_not_input(spec: Spec, out: Path) -> None:
         raise OutputError(f"output {out} is an input of the spec; write the de-identified data elsewhere")
 
 
-def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path,
+def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path | None,
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
                 suppress_below: int | None = None) -> Written:
-    """Write the generalized source to Parquet, CSV or a DuckDB table, atomically."""
+    """Write the generalized source to Parquet, CSV or a DuckDB table, atomically; with ``out``
+    None, as table ``table`` inside the engine (PostgreSQL, Spark), where the data is."""
     return materialize_query(problem, problem.query(item, suppress_below), out, fmt, table, overwrite)
 
 
-def materialize_query(problem: Problem, query: exp.Select, out: str | Path, fmt: str | None = None,
+def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
                       table: str | None = None, overwrite: bool = False) -> Written:
     """Write any row-preserving query over the source (one output row per source row)."""
     return write_query(problem.backend, problem.spec, query, out, problem.sample.total, fmt, table, overwrite)
 
 
-def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path, expected: int,
+def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path | None, expected: int,
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False) -> Written:
-    """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically."""
+    """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically,
+    or (``out`` None) to table ``table`` of the engine itself."""
+    if out is None:
+        if spec.backend.engine == "duckdb":
+            raise OutputError("name the output file with --out (.parquet, .csv or .duckdb)")
+        if not table:
+            raise OutputError(f"name the table to create in the {spec.backend.engine} engine with --table, "
+                              f"or a file with --out")
+        rows = backend.create_table(None, table, query, expected, overwrite)
+        return Written(None, spec.backend.engine, rows, table)
     path = Path(out)
     kind = output_format(path, fmt)
     check_not_input(spec, path)
@@ -134,22 +144,30 @@ def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str) ->
     return rows
 
 
-def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path, name: str,
-                replace: bool = False, suppress_below: int | None = None) -> Path:
-    """``CREATE VIEW name`` in a DuckDB file, over the source read in place."""
-    db = Path(database)
+def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path | None, name: str,
+                replace: bool = False, suppress_below: int | None = None) -> Path | None:
+    """``CREATE VIEW name`` in a DuckDB file over the source read in place, or (``database``
+    None) in the engine's own catalog."""
+    db = Path(database) if database is not None else None
     source = view_source(problem.spec, problem.source, db)
     problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace)
     return db
 
 
-def view_source(spec: Spec, relation: exp.Expression, database: Path) -> exp.Expression:
-    """What a persistent view in ``database`` reads: the file in place, or the source table
-    when the source is a table in that same DuckDB file (a view cannot reach another file)."""
+def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> exp.Expression:
+    """What a persistent view reads: with ``database`` None the view lives in the engine's own
+    catalog and reads the source where it is; in a DuckDB file it reads the file in place, or the
+    source table when the source is a table in that same file (a view cannot reach another file)."""
     ref = spec.source
+    if database is None:
+        return relation.copy()
+    if ref.format == "table":
+        raise OutputError(f"the source is {ref.describe()} in the {spec.backend.engine} engine; create the view "
+                          f"there (leave out --db)")
     if ref.format != "duckdb":
         check_not_input(spec, database)
         return relation.copy()
+    assert ref.path is not None
     if database.resolve() != ref.path.resolve():
         raise OutputError(
             f"the source is a table in {ref.path}; create the view in that file (--db {ref.path}) "

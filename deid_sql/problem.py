@@ -51,6 +51,7 @@ class Problem:
         self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk),
                               sample, bottom, top)
         self._sql: Evaluator | None = None
+        self._scratch: Backend | None = None
 
     def _risk_model(self) -> RecordRisk:
         if self.spec.risk == "adversary":
@@ -88,7 +89,7 @@ class Problem:
             spec = replace(spec, risk=risk)
         if adversary is not None:
             spec = replace(spec, adversary=adversary)
-        backend = backend or connect("duckdb")
+        backend = backend or connect(spec.backend.engine, **spec.backend.options())
         try:
             return cls._load(spec, backend)
         except BaseException:
@@ -115,6 +116,8 @@ class Problem:
         return cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
 
     def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.close()
         self.backend.close()
 
     def __enter__(self) -> Problem:
@@ -146,11 +149,20 @@ class Problem:
         """The SQL-path evaluator (built on first use)."""
         if self._sql is None:
             sizes = [d.size for d in self.domains]
-            path = SQLEvaluator(self.backend, self.sample, self.population, sizes, self.spec.gamma,
+            path = SQLEvaluator(self._sql_backend(), self.sample, self.population, sizes, self.spec.gamma,
                                 record_risk=self.record_risk)
             self._sql = Evaluator(path, self.sample, self.lattice.bottom().recoding(),
                                   self.lattice.top().recoding())
         return self._sql
+
+    def _sql_backend(self) -> Backend:
+        """Where the SQL reference path runs: the problem's engine when it runs Python UDFs;
+        else a local DuckDB over the cells (only cells reached Python; no rows move)."""
+        if self.backend.python_udfs:
+            return self.backend
+        if self._scratch is None:
+            self._scratch = connect("duckdb")
+        return self._scratch
 
     def evaluate(self, item: Policy | Recoding | str, path: str = "fast") -> Metrics:
         """Metrics of a policy (text or object) or recoding; ``path`` is "fast" or "sql"."""

@@ -8,6 +8,7 @@ against the data happen when a ``Problem`` loads (see ``problem.py``).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,26 +19,49 @@ from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
 from .errors import SpecError
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels"}
+TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
            "hierarchy", "nulls", "null_label", "role"}
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
+ENGINES = ("duckdb", "postgres", "spark")
+BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf"}
 
 
 @dataclass(frozen=True)
 class TableRef:
-    """Where a table lives: a CSV or Parquet file, or a table inside a DuckDB file."""
+    """Where a table lives: a CSV or Parquet file, a table inside a DuckDB file, or a table
+    of the engine itself (``format = "table"``, no path: PostgreSQL, Spark's catalog)."""
 
-    path: Path
+    path: Path | None
     format: str
     table: str | None = None
     delimiter: str | None = None
 
     def describe(self) -> str:
+        if self.path is None:
+            return f"table {self.table!r}"
         return f"{self.path}" + (f" table {self.table!r}" if self.table else "")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which engine runs the row-level work, and how to reach it (``[backend]``)."""
+
+    engine: str = "duckdb"
+    dsn: str | None = None  # PostgreSQL connection string (or read from the variable ``dsn_env``)
+    master: str | None = None  # Spark master URL, e.g. local[2]
+    conf: tuple[tuple[str, str], ...] = ()  # extra Spark settings
+
+    def options(self) -> dict[str, object]:
+        """Keyword arguments for ``backends.connect``."""
+        if self.engine == "postgres":
+            return {"dsn": self.dsn}
+        if self.engine == "spark":
+            return {"master": self.master, "conf": dict(self.conf)}
+        return {}
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,7 @@ class Spec:
     risk: str = "population"  # or "adversary": seed 002's economic attacker (``[adversary]``)
     adversary: AdversaryParams = field(default_factory=AdversaryParams)
     channels: ChannelSpec | None = None  # seed 003's channel expansion (``[channels]``)
+    backend: BackendSpec = field(default_factory=BackendSpec)
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -97,7 +122,10 @@ class Spec:
     def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
         problems: list[str] = []
         _unknown(data, TOP_KEYS, "the spec's top level", problems)
-        source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True)
+        backend = _backend(data.get("backend"), problems)
+        engine_tables = backend.engine != "duckdb"
+        source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True,
+                        engine_tables=engine_tables)
         pop_raw = data.get("population", "sample")
         population = count = None
         if pop_raw != "sample":
@@ -108,7 +136,7 @@ class Spec:
                 )
             else:
                 population = _table(pop_raw, "[population]", base, POPULATION_KEYS, problems,
-                                     required=True)
+                                     required=True, engine_tables=engine_tables)
                 count = pop_raw.get("count") if isinstance(pop_raw, dict) else None
                 if not isinstance(count, str) or not count:
                     problems.append("[population] needs count = \"<column with census counts>\"")
@@ -138,7 +166,7 @@ class Spec:
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
-                   channels=channels)
+                   channels=channels, backend=backend)
 
 
 def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:
@@ -149,8 +177,50 @@ def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: lis
             )
 
 
+def _backend(raw: Any, problems: list[str]) -> BackendSpec:
+    if raw is None:
+        return BackendSpec()
+    where = "[backend]"
+    if not isinstance(raw, dict):
+        problems.append(f'{where} must be a table: engine = "postgres", dsn = "postgresql://…"')
+        return BackendSpec()
+    _unknown(raw, BACKEND_KEYS, where, problems)
+    engine = raw.get("engine", "duckdb")
+    if engine not in ENGINES:
+        problems.append(f"{where}: engine = {engine!r} is not one of {', '.join(ENGINES)}")
+        return BackendSpec()
+    dsn = raw.get("dsn")
+    dsn_env = raw.get("dsn_env")
+    if dsn_env is not None:
+        if dsn is not None:
+            problems.append(f"{where}: give dsn or dsn_env, not both")
+        elif not isinstance(dsn_env, str) or not os.environ.get(dsn_env):
+            problems.append(f"{where}: dsn_env = {dsn_env!r} names no set environment variable; export it "
+                            f"(e.g. {dsn_env}=postgresql://user@host:5432/db)")
+        else:
+            dsn = os.environ[dsn_env]
+    if engine == "postgres" and not isinstance(dsn, str):
+        problems.append(f'{where}: engine "postgres" needs dsn = "postgresql://user@host:5432/db" (or dsn_env)')
+    if engine != "postgres" and (dsn is not None or dsn_env is not None):
+        problems.append(f"{where}: dsn is only for engine \"postgres\"")
+    master = raw.get("master")
+    conf = raw.get("conf", {})
+    if engine != "spark" and (master is not None or "conf" in raw):
+        problems.append(f"{where}: master and conf are only for engine \"spark\"")
+    if master is not None and not isinstance(master, str):
+        problems.append(f'{where}: master must be a Spark master URL such as "local[2]"')
+    if not isinstance(conf, dict) or not all(isinstance(v, str | int | float | bool) for v in conf.values()):
+        problems.append(f'{where}: conf must be a table of Spark settings, e.g. '
+                        f'conf = {{ "spark.driver.memory" = "4g" }}')
+        conf = {}
+    return BackendSpec(engine=str(engine), dsn=dsn if isinstance(dsn, str) else None,
+                       master=master if isinstance(master, str) else None,
+                       conf=tuple((str(k), str(v).lower() if isinstance(v, bool) else str(v))
+                                  for k, v in sorted(conf.items())))
+
+
 def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[str],
-           required: bool) -> TableRef | None:
+           required: bool, engine_tables: bool = False) -> TableRef | None:
     if raw is None:
         if required:
             problems.append(f"the spec needs a {where} table with a path")
@@ -160,6 +230,15 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
         return None
     _unknown(raw, allowed, where, problems)
     path = raw.get("path")
+    if engine_tables and path is None:  # a table the engine itself holds
+        table = raw.get("table")
+        if not isinstance(table, str) or not table:
+            problems.append(f'{where} needs table = "<schema.table>" (a table in the engine) or path = "<file>"')
+            return None
+        for key in ("delimiter", "format"):
+            if key in raw:
+                problems.append(f"{where}: {key} is only for files; remove it")
+        return TableRef(None, "table", table)
     if not isinstance(path, str) or not path:
         problems.append(f"{where} needs path = \"<csv, parquet or duckdb file>\"")
         return None

@@ -22,6 +22,7 @@ class Backend(ABC):
     """One connection to one engine."""
 
     dialect: str = ""
+    python_udfs: bool = True  # can register Python (Arrow) functions callable in SQL
 
     @abstractmethod
     def close(self) -> None:
@@ -77,21 +78,23 @@ class Backend(ABC):
         """Run a query and yield its result batch by batch (bounded memory)."""
 
     @abstractmethod
-    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
-        """Create a persistent view ``name`` in ``database``."""
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+        """Create a persistent view ``name`` in ``database`` (a DuckDB file), or in the engine's
+        own catalog when ``database`` is None (PostgreSQL, Spark)."""
 
     @abstractmethod
-    def create_table(self, database: Path, name: str, query: exp.Expression,
+    def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool) -> int:
-        """Materialize ``query`` as table ``name`` in ``database`` atomically; the row count
-        must equal ``expected_rows`` or nothing is written.  Returns the row count."""
+        """Materialize ``query`` as table ``name`` in ``database`` (or the engine's catalog when
+        None) atomically; the row count must equal ``expected_rows`` or nothing is written.
+        Returns the row count."""
 
     @abstractmethod
-    def exists(self, database: Path, name: str) -> bool:
+    def exists(self, database: Path | None, name: str) -> bool:
         """Whether ``database`` already holds a table or view called ``name`` (checked before a
         job writes several objects, so a clash stops it before anything is written)."""
 
     @abstractmethod
-    def drop(self, database: Path, name: str, kind: str = "TABLE") -> None:
+    def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         """Drop table or view ``name`` from ``database`` if it exists (undoing a write that a
         later step of the same job could not complete)."""

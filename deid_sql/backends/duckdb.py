@@ -170,9 +170,10 @@ class DuckDBBackend(Backend):
             raise BackendError(_one_line(e)) from None
 
     @contextmanager
-    def _writing(self, database: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _writing(self, database: Path | None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection to ``database``; if the source is attached from that file,
         it is detached meanwhile and attached again under the same name afterwards."""
+        database = _file(database)
         alias = self._detach(database)
         try:
             con = _connect(database)
@@ -186,7 +187,7 @@ class DuckDBBackend(Backend):
             if alias is not None:  # the source lives in this file: read it again as before
                 self._attach(database, alias)
 
-    def create_view(self, database: Path, name: str, query: exp.Expression, replace: bool) -> None:
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
         stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
                           expression=query)
         with self._writing(database) as con:
@@ -197,18 +198,19 @@ class DuckDBBackend(Backend):
                 )
             con.execute(render(stmt))
 
-    def exists(self, database: Path, name: str) -> bool:
-        if not database.exists():
+    def exists(self, database: Path | None, name: str) -> bool:
+        if not _file(database).exists():
             return False
         with self._writing(database) as con:
             return _exists(con, name)
 
-    def drop(self, database: Path, name: str, kind: str = "TABLE") -> None:
+    def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         with self._writing(database) as con:
             con.execute(render(exp.Drop(tables=[exp.Table(this=_quoted(name))], kind=kind, exists=True)))
 
-    def create_table(self, database: Path, name: str, query: exp.Expression,
+    def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool) -> int:
+        database = _file(database)
         created = not database.exists()
         rel = self._sql(render(query))
         con = _connect(database)
@@ -243,6 +245,13 @@ class DuckDBBackend(Backend):
             if not ok and created:
                 for p in (database, database.with_name(database.name + ".wal")):
                     p.unlink(missing_ok=True)
+
+
+def _file(database: Path | None) -> Path:
+    if database is None:
+        raise OutputError("the engine is DuckDB: name the database file for the view or table (--db or --out "
+                          "FILE.duckdb)")
+    return database
 
 
 def _connect(database: Path) -> duckdb.DuckDBPyConnection:

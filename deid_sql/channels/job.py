@@ -93,7 +93,7 @@ def solve(spec: Spec | str | Path, candidates: int | str | None = None, seed: in
     channels = _require_channels(spec)
     overrides = {k: v for k, v in (("candidates", candidates), ("seed", seed), ("integer", integer)) if v is not None}
     spec = replace(spec, channels=replace(channels, **overrides))
-    backend = backend or connect("duckdb")
+    backend = backend or connect(spec.backend.engine, **spec.backend.options())
     try:
         return _solve(spec, backend)
     except BaseException:

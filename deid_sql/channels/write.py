@@ -72,9 +72,11 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
     temporary siblings renamed together at the end; database objects created before a
     later step fails are dropped again.
     """
-    if (view is None) != (db is None):
+    in_engine = job.spec.backend.engine != "duckdb"  # views then go into the engine's catalog, no file
+    if (db is not None and view is None) or (view is not None and db is None and not in_engine):
         raise OutputError("--view and --db go together: name the view and the DuckDB file to create it in")
-    kind = output_format(out, fmt) if out is not None else None
+    # --table without --out: a table inside the engine itself (PostgreSQL, Spark)
+    kind = output_format(out, fmt) if out is not None else ("engine" if table else None)
     name = table or "released"
     _refuse_taken(job, out, kind, name, view, db, report, overwrite)
     checked = job.check()
@@ -87,27 +89,29 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 tmp = stack.enter_context(replacing(report, overwrite))
                 tmp.write_text(json.dumps(summary(job, checked), indent=2, default=_jsonable), encoding="utf-8")
                 result.lines.append(f"summary {report}")
-            if out is not None and kind == "duckdb":
+            if kind in ("duckdb", "engine"):  # tables: out is the DuckDB file, or None for the engine
                 job.backend.register_table("deid_composition", comp)
                 job.backend.create_table(out, f"{name}_channels", exp.select("*").from_("deid_composition"),
                                          comp.num_rows, overwrite)
                 created.append((out, f"{name}_channels", "TABLE"))
                 rows = job.backend.create_table(out, name, job.query(), job.inputs.total, overwrite)
                 created.append((out, name, "TABLE"))
-                result.lines.append(f"wrote {rows:,} rows to {out} table {name}, composition table {name}_channels")
+                where = out if out is not None else "the database"
+                result.lines.append(f"wrote {rows:,} rows to {where} table {name}, composition table {name}_channels")
             elif out is not None and kind is not None:
                 companion = _companion(out)
                 pacsv.write_csv(comp, stack.enter_context(replacing(companion, overwrite)))
                 tmp = stack.enter_context(replacing(out, overwrite))
                 rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total)
                 result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}")
-            if view is not None and db is not None:
+            if view is not None:
                 source = view_source(job.spec, job.source, db)
                 job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
                 created.append((db, f"{view}_channels", "VIEW"))
                 job.backend.create_view(db, view, job.query(source), overwrite)
                 created.append((db, view, "VIEW"))
-                result.lines.append(f"created view {view} in {db}, composition view {view}_channels")
+                result.lines.append(f"created view {view} in {db if db is not None else 'the database'}, "
+                                    f"composition view {view}_channels")
         except BaseException:
             for database, obj, obj_kind in reversed(created):
                 job.backend.drop(database, obj, obj_kind)
@@ -124,16 +128,19 @@ def _refuse_taken(job: ChannelJob, out: Path | None, kind: str | None, name: str
     """Every target at once, before the check and before any write."""
     files = [p for p in (report, out if kind != "duckdb" else None,
                          _companion(out) if out is not None and kind != "duckdb" else None) if p is not None]
+    tables = kind in ("duckdb", "engine")
     for path in files + [p for p in (out, db) if p is not None]:
         check_not_input(job.spec, path)
     for path in files:
         if path.exists() and not overwrite:
             raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
-    objects = ([(out, n, "--table") for n in (name, f"{name}_channels")] if out is not None and kind == "duckdb"
-               else []) + ([(db, n, "--view") for n in (view, f"{view}_channels")] if view and db else [])
+    objects = [(out, n, "--table") for n in (name, f"{name}_channels")] if tables else []
+    if view:
+        objects += [(db, n, "--view") for n in (view, f"{view}_channels")]
     for database, obj, flag in objects:
         if not overwrite and job.backend.exists(database, obj):
-            raise OutputError(f"{database} already has a table or view named {obj!r}; pick another {flag} or pass "
+            where = database if database is not None else "the database"
+            raise OutputError(f"{where} already has a table or view named {obj!r}; pick another {flag} or pass "
                               f"--overwrite")
 
 

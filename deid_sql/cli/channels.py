@@ -34,7 +34,8 @@ def _candidates(value: str | None) -> int | str | None:
                    "(table --table, composition table TABLE_channels).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
               help="Output format when the extension does not tell.")
-@click.option("--table", default=None, help="Table name inside a .duckdb output (default released).")
+@click.option("--table", default=None, help="Table name inside a .duckdb output (default released); without --out, "
+                                            "the table to create inside a PostgreSQL or Spark engine.")
 @click.option("--view", default=None, help="Create a view of the release (with --db); composition in VIEW_channels.")
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view (created if missing).")

@@ -28,7 +28,7 @@ def validate(spec: Path) -> None:
             with Problem.from_spec(parsed) as problem:
                 _report_problem(problem)
         if parsed.channels is not None:
-            with connect("duckdb") as backend:
+            with connect(parsed.backend.engine, **parsed.backend.options()) as backend:
                 _report_channels(load(parsed, backend))
     except SpecError as e:
         for p in e.problems:

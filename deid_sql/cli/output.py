@@ -32,15 +32,17 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
 @click.command(name="materialize")
 @spec_argument
 @policy_option
-@click.option("--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="Output file: .parquet, .csv or .duckdb.")
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Output file: .parquet, .csv or .duckdb (leave out with --table to write inside a "
+                   "PostgreSQL or Spark engine).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
               help="Output format when the extension does not tell.")
-@click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified).")
+@click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
+                                            "table to create in the engine when --out is left out.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file or table.")
 @suppress_option
 @handles_errors
-def materialize_(spec: Path, policy: str, out: Path, fmt: str | None, table: str | None, overwrite: bool,
+def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, table: str | None, overwrite: bool,
                  suppress_below: int | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
@@ -48,24 +50,26 @@ def materialize_(spec: Path, policy: str, out: Path, fmt: str | None, table: str
     """
     with open_problem(spec) as problem:
         written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below)
-        where = f"{written.path}" + (f" table {written.table}" if written.table else "")
+        where = (f"{written.path}" if written.path else "the database") + (
+            f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
 
 
 @click.command()
 @spec_argument
 @policy_option
-@click.option("--db", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="DuckDB database file to create the view in (created if missing).")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="DuckDB database file to create the view in (created if missing); leave it out when the "
+                   "spec's [backend] is PostgreSQL or Spark: the view goes into that engine.")
 @click.option("--name", required=True, help="View name.")
 @click.option("--replace", is_flag=True, help="Replace an existing view of that name.")
 @suppress_option
 @handles_errors
-def view(spec: Path, policy: str, db: Path, name: str, replace: bool, suppress_below: int | None) -> None:
+def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
 
     Example: deid-sql view study.toml --policy 'age:cuts=18,65' --db analysts.duckdb --name patients_deid
     """
     with open_problem(spec) as problem:
         create_view(problem, read_policy(policy), db, name, replace, suppress_below)
-        click.echo(f"created view {name} in {db}")
+        click.echo(f"created view {name} in {db if db is not None else 'the database'}")

@@ -1,0 +1,222 @@
+"""PostgreSQL (psycopg 3): the data stays in the server; only cells come back.
+
+Sources and outputs are tables and views of the connected database; queries are the
+compiler's sqlglot expressions rendered in the ``postgres`` dialect.  PostgreSQL runs no
+Python functions, so ``python_udfs`` is False: the SQL reference evaluator then runs in a
+local DuckDB over the cells (``Problem._sql_backend``), which moves no rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import itertools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+from psycopg import sql as pgsql
+from sqlglot import exp
+
+from ..compile import to_sql
+from ..errors import BackendError, OutputError
+from ..spec import TableRef
+from .base import Backend
+
+# type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
+TYPES: dict[int, tuple[str, pa.DataType]] = {
+    16: ("BOOLEAN", pa.bool_()), 20: ("BIGINT", pa.int64()), 21: ("SMALLINT", pa.int16()),
+    23: ("INTEGER", pa.int32()), 700: ("FLOAT", pa.float32()), 701: ("DOUBLE", pa.float64()),
+    1700: ("DECIMAL", pa.float64()), 25: ("VARCHAR", pa.string()), 1042: ("VARCHAR", pa.string()),
+    1043: ("VARCHAR", pa.string()), 1082: ("DATE", pa.date32()), 1114: ("TIMESTAMP", pa.timestamp("us")),
+    1184: ("TIMESTAMP WITH TIME ZONE", pa.timestamp("us", tz="UTC")),
+}
+_ARROW_TO_SQL = {pa.int8(): "SMALLINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+                 pa.float32(): "REAL", pa.float64(): "DOUBLE PRECISION", pa.string(): "TEXT",
+                 pa.large_string(): "TEXT", pa.bool_(): "BOOLEAN", pa.date32(): "DATE"}
+_counter = itertools.count()
+
+
+def quoted_table(name: str) -> exp.Table:
+    """``schema.table`` (or ``table``) with every part quoted."""
+    parts = name.split(".")
+    if len(parts) > 3:
+        raise OutputError(f"table name {name!r} has too many parts; use table, schema.table or db.schema.table")
+    ids = [exp.to_identifier(p, quoted=True) for p in parts]
+    return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
+
+
+class PostgresBackend(Backend):
+    """One connection (autocommit; writes run in explicit transactions)."""
+
+    dialect = "postgres"
+    python_udfs = False
+
+    def __init__(self, dsn: str | None = None) -> None:
+        if not dsn:
+            raise BackendError('engine "postgres" needs dsn = "postgresql://user@host:5432/db" in [backend]')
+        self.dsn = dsn
+        try:
+            self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        except psycopg.Error as e:
+            raise BackendError(_unreachable(dsn, e)) from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- functions: none in Python ------------------------------------------------------
+    def register_udfs(self) -> None:
+        raise BackendError("PostgreSQL runs no Python functions; the SQL reference path runs on the cells in DuckDB")
+
+    def register_function(self, name: str, fn: Any, args: tuple[str, ...], returns: str) -> None:
+        self.register_udfs()
+
+    # -- tables ---------------------------------------------------------------------------
+    def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
+        cols = []
+        for field in table.schema:
+            sql_type = _ARROW_TO_SQL.get(field.type)
+            if sql_type is None:
+                raise BackendError(f"cannot store Arrow type {field.type} of column {field.name!r} in PostgreSQL")
+            cols.append(pgsql.SQL("{} {}").format(pgsql.Identifier(field.name), pgsql.SQL(sql_type)))
+        ident = pgsql.Identifier(name)
+        with self._errors():
+            self.con.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(ident))
+            self.con.execute(pgsql.SQL("CREATE TEMP TABLE {} ({})").format(ident, pgsql.SQL(", ").join(cols)))
+            with self.con.cursor() as cur, cur.copy(pgsql.SQL("COPY {} FROM STDIN").format(ident)) as copy_:
+                for row in zip(*(c.to_pylist() for c in table.columns)):
+                    copy_.write_row(row)
+
+    def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
+        if ref.format != "table" or not ref.table:
+            raise BackendError(f"PostgreSQL reads tables of its database; {ref.describe()} is a file — load it into "
+                               f"a table (e.g. \\copy) and name it with [source] table = \"schema.table\"")
+        return quoted_table(ref.table)
+
+    def create_temp_view(self, name: str, query: exp.Expression) -> None:
+        self._run(exp.Create(this=exp.to_table(name), kind="VIEW", replace=True,
+                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query))
+
+    def columns(self, name: str) -> dict[str, str]:
+        with self._errors(), self.con.cursor() as cur:
+            cur.execute(self.render(exp.select("*").from_(_table(name)).limit(0)))
+            return {d.name: TYPES.get(d.type_code, (f"OID {d.type_code}", None))[0] for d in cur.description or []}
+
+    def render(self, query: exp.Expression) -> str:
+        return to_sql(query, "postgres")
+
+    def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        text = query if isinstance(query, str) else self.render(query)
+        with self._errors(), self.con.cursor() as cur:
+            cur.execute(text, dict(params) if params else None)
+            return _arrow(cur.description or [], cur.fetchall())
+
+    def create_temp_table(self, name: str, query: exp.Expression) -> None:
+        self._run(exp.Create(this=exp.to_table(name), kind="TABLE", replace=False,
+                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query))
+
+    def stream(self, query: exp.Expression, batch_rows: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        """A server-side cursor: rows come in batches, never all at once."""
+        size = min(batch_rows, 100_000)
+        with self._errors(), self.con.transaction(), self.con.cursor(name=f"deid_stream_{next(_counter)}") as cur:
+            cur.itersize = size
+            cur.execute(self.render(query))
+            while rows := cur.fetchmany(size):
+                yield from _arrow(cur.description or [], rows).to_batches()
+
+    # -- outputs in the database --------------------------------------------------------------
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+        _no_file(database)
+        with self._errors(), self.con.transaction():
+            if not replace and self.exists(None, name):
+                raise OutputError(f"the database already has a table or view named {name!r}; pick another name "
+                                  f"or replace it")
+            self._run(exp.Create(this=quoted_table(name), kind="VIEW", replace=replace, expression=query))
+
+    def create_table(self, database: Path | None, name: str, query: exp.Expression,
+                     expected_rows: int, replace: bool) -> int:
+        _no_file(database)
+        target = quoted_table(name)
+        with self._errors(), self.con.transaction():  # all or nothing: a failure rolls everything back
+            if self.exists(None, name):
+                if not replace:
+                    raise OutputError(f"the database already has a table named {name!r}; pick another name or "
+                                      f"pass --overwrite")
+                self._run(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True))
+            self._run(exp.Create(this=target.copy(), kind="TABLE", expression=query))
+            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(target.copy())).column(0)[0]
+                       .as_py())
+            if rows != expected_rows:
+                raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was written")
+        return rows
+
+    def exists(self, database: Path | None, name: str) -> bool:
+        _no_file(database)
+        q = exp.select(exp.Not(this=exp.Is(this=exp.func("to_regclass", exp.Literal.string(
+            ".".join('"' + p.replace('"', '""') + '"' for p in name.split(".")))), expression=exp.null())))
+        return bool(self.execute(q).column(0)[0].as_py())
+
+    def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
+        _no_file(database)
+        self._run(exp.Drop(tables=[quoted_table(name)], kind=kind, exists=True))
+
+    # -- helpers --------------------------------------------------------------------------
+    def _run(self, stmt: exp.Expression) -> None:
+        with self._errors():
+            self.con.execute(self.render(stmt))
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            raise BackendError(_unreachable(self.dsn, e)) from None
+        except psycopg.Error as e:
+            raise BackendError(_one_line(e)) from None
+
+
+def _table(name: str) -> exp.Table:
+    return exp.to_table(name)
+
+
+def _no_file(database: Path | None) -> None:
+    if database is not None:
+        raise OutputError(f"the engine is PostgreSQL: views and tables go into its database, not into {database}; "
+                          f"leave out --db")
+
+
+def _arrow(description: Any, rows: list[tuple[Any, ...]]) -> pa.Table:
+    names = [d.name for d in description]
+    columns = list(zip(*rows)) if rows else [() for _ in names]
+    arrays = []
+    for d, values in zip(description, columns):
+        arrow_type = TYPES.get(d.type_code, (None, None))[1]
+        if d.type_code == 1700:
+            values = tuple(float(v) if isinstance(v, decimal.Decimal) else v for v in values)
+        if arrow_type is None:
+            values = tuple(v if v is None or isinstance(v, str | int | float | dt.date) else str(v) for v in values)
+        arrays.append(pa.array(values, type=arrow_type))
+    return pa.table(dict(zip(names, arrays))) if names else pa.table({})
+
+
+def _where(dsn: str) -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "the server in [backend] dsn"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}" + (f" database {info['dbname']}" if info.get("dbname") else "")
+
+
+def _unreachable(dsn: str, e: Exception) -> str:
+    reason = " ".join(str(e).split())[:200]
+    return (f"cannot reach PostgreSQL at {_where(dsn)} ({reason}); start a server (e.g. pg_ctl -D DATA -o "
+            f"'-p PORT' start, or bash .ci/postgres.sh start DIR) or fix [backend] dsn")
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return f"PostgreSQL: {text[:400]}"

@@ -1,0 +1,125 @@
+"""Engines for the backend suite: each loads the same Arrow tables where the engine keeps data
+and writes the spec header that points at them (ibis-style: one suite, many engines).
+
+PostgreSQL needs ``DEID_TEST_POSTGRES_DSN`` (``.ci/run`` starts a throwaway cluster with
+``.ci/postgres.sh``); Spark needs pyspark and Java.  Outside CI an engine that is not there
+is skipped; under CI (``CI=true``) it is a failure, so a green CI run means every engine ran.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ENGINES = ("duckdb", "postgres", "spark")
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally, fail under CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"engine not available under CI: {reason}")
+    pytest.skip(reason)
+
+
+@dataclass
+class Engine:
+    """Where one engine keeps the test tables, and how a spec names them."""
+
+    name: str
+    folder: Path
+    tables: dict[str, str] = field(default_factory=dict)  # logical name -> what [source] says
+
+    def header(self) -> str:
+        """The spec's ``[backend]`` table."""
+        raise NotImplementedError
+
+    def load(self, name: str, table: pa.Table) -> str:
+        """Store ``table`` and return the TOML lines of a [source]/[population] body naming it."""
+        raise NotImplementedError
+
+    def read(self, name: str) -> pa.Table:
+        """A table or view the engine holds (created by a test), as Arrow."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class DuckDBEngine(Engine):
+    def header(self) -> str:
+        return ""
+
+    def load(self, name: str, table: pa.Table) -> str:
+        path = self.folder / f"{name}.parquet"
+        pq.write_table(table, path)
+        return f'path = "{path}"'
+
+    def read(self, name: str) -> pa.Table:
+        raise NotImplementedError("DuckDB outputs are files")
+
+
+class PostgresEngine(Engine):
+    def __init__(self, name: str, folder: Path) -> None:
+        super().__init__(name, folder)
+        from deid_sql.backends import connect
+
+        self.dsn = os.environ["DEID_TEST_POSTGRES_DSN"]
+        self.schema = f"deid_test_{uuid.uuid4().hex[:8]}"
+        self.backend = connect("postgres", dsn=self.dsn)
+        self.backend.con.execute(f'CREATE SCHEMA "{self.schema}"')
+
+    def header(self) -> str:
+        return f'[backend]\nengine = "postgres"\ndsn = "{self.dsn}"\n'
+
+    def load(self, name: str, table: pa.Table) -> str:
+        self.backend.register_table(f"load_{name}", table)
+        self.backend.con.execute(f'CREATE TABLE "{self.schema}"."{name}" AS SELECT * FROM "load_{name}"')
+        return f'table = "{self.schema}.{name}"'
+
+    def qualified(self, name: str) -> str:
+        return f"{self.schema}.{name}"
+
+    def read(self, name: str) -> pa.Table:
+        from sqlglot import exp
+
+        from deid_sql.backends.postgres import quoted_table
+
+        return self.backend.execute(exp.select("*").from_(quoted_table(name)))
+
+    def close(self) -> None:
+        self.backend.con.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+        self.backend.close()
+
+
+def open_engine(name: str, folder: Path) -> Engine:
+    if name == "duckdb":
+        return DuckDBEngine(name, folder)
+    if name == "postgres":
+        if importlib.util.find_spec("psycopg") is None:
+            unavailable("psycopg is not installed (pip install '.[postgres]')")
+        if not os.environ.get("DEID_TEST_POSTGRES_DSN"):
+            unavailable("no PostgreSQL: export DEID_TEST_POSTGRES_DSN (eval \"$(bash .ci/postgres.sh start DIR)\")")
+        return PostgresEngine(name, folder)
+    if name == "spark":
+        if importlib.util.find_spec("pyspark") is None:
+            unavailable("pyspark is not installed (pip install '.[spark]')")
+        from tests.spark_engine import SparkEngine  # written with the Spark backend
+
+        return SparkEngine(name, folder)
+    raise ValueError(name)
+
+
+def engine_fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = open_engine(request.param, tmp_path_factory.mktemp(request.param))
+    try:
+        yield engine
+    finally:
+        engine.close()
