@@ -199,7 +199,7 @@ def _backend(raw: Any, problems: list[str]) -> BackendSpec:
                             f"(e.g. {dsn_env}=postgresql://user@host:5432/db)")
         else:
             dsn = os.environ[dsn_env]
-    if engine == "postgres" and not isinstance(dsn, str):
+    if engine == "postgres" and not isinstance(dsn, str) and dsn_env is None:
         problems.append(f'{where}: engine "postgres" needs dsn = "postgresql://user@host:5432/db" (or dsn_env)')
     if engine != "postgres" and (dsn is not None or dsn_env is not None):
         problems.append(f"{where}: dsn is only for engine \"postgres\"")
