@@ -8,10 +8,12 @@ from .. import __version__
 from .adversary import adversary
 from .anonymize import anonymize_
 from .channels import channels
+from .dbt import dbt_
 from .demo import demo
 from .frontier import frontier
 from .inspect import evaluate, validate
 from .output import compile_, materialize_, view
+from .policy import apply_, check, policy_group
 from .search import alternatives, safe_harbor_
 
 
@@ -26,7 +28,7 @@ def cli() -> None:
 
 
 COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_,
-            adversary, channels, demo)
+            adversary, channels, dbt_, demo, policy_group, apply_, check)
 for command in COMMANDS:
     cli.add_command(command)
 

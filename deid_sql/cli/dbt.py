@@ -1,0 +1,58 @@
+"""``deid-sql dbt``: a policy as a dbt model with tests, written into a dbt project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..dbt import DEFAULT_PROFILE, DEFAULT_SOURCE, MATERIALIZATIONS, write_dbt
+from .options import handles_errors, open_problem, policy_option, read_policy, spec_argument
+
+
+@click.command(name="dbt")
+@spec_argument
+@policy_option
+@click.option("--project", "project", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="dbt project folder (a minimal dbt_project.yml is created when it has none).")
+@click.option("--model", default=None, help="Model name (default: <source table>_deid).")
+@click.option("--source-name", default=DEFAULT_SOURCE, show_default=True, help="dbt source name.")
+@click.option("--source-table", default=None,
+              help="The source table in the warehouse (default: the spec's DuckDB table, else the file's stem).")
+@click.option("--source-schema", default=None,
+              help="Schema of the source table, dbt Jinja allowed (default: the profile's schema, "
+                   "{{ target.schema }}).")
+@click.option("--dialect", "-d", default=None,
+              help="SQL dialect or dbt adapter of the warehouse (postgres, snowflake, spark, sqlserver, …; "
+                   "default: the spec's engine, duckdb unless [backend] names another).")
+@click.option("--k", "k", type=int, default=None, metavar="K",
+              help="Also test that every group of equal QI values has at least K rows.")
+@click.option("--materialized", type=click.Choice(MATERIALIZATIONS), default="table", show_default=True,
+              help="dbt materialization of the model.")
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
+              help="Profile named in a dbt_project.yml this command creates.")
+@click.option("--overwrite", is_flag=True, help="Replace the model's files written by an earlier run.")
+@handles_errors
+def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name: str, source_table: str | None,
+         source_schema: str | None, dialect: str | None, k: int | None, materialized: str, profile: str,
+         overwrite: bool) -> None:
+    """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
+
+    Writes models/<model>.sql, models/<model>.yml (row count equals the source's, every QI
+    value one of the policy's labels, and with --k no group smaller than K), the source's yml
+    and the tests' macros; all of it or nothing.
+
+    Example: deid-sql dbt study.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
+    """
+    with open_problem(spec) as problem:
+        out = write_dbt(problem, read_policy(policy), project, model=model, source_name=source_name,
+                        source_table=source_table, source_schema=source_schema, dialect=dialect, k=k,
+                        materialized=materialized, profile=profile, overwrite=overwrite)
+    if out.created_project:
+        click.echo(f"created dbt project {project} (dbt_project.yml, profile {profile})")
+    click.echo(f"wrote model {out.model} to {project}: {', '.join(f for f in out.written if f != 'dbt_project.yml')}")
+    if out.source_declared_in:
+        click.echo(f"source {source_name} is declared in {out.source_declared_in}; not declared again")
+    if out.unchanged:
+        click.echo(f"unchanged: {', '.join(out.unchanged)}")
+    click.echo(f"next: dbt run --select {out.model} && dbt test --select {out.model}  (in {project})")

@@ -1,0 +1,213 @@
+"""The files of a dbt model: model SQL, label tests, model/source/project yml, generic tests."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+from ..compile import DIALECTS, to_sql
+from ..errors import DeidError, DialectError
+from ..evaluate import Metrics
+from ..policy import Policy
+from ..problem import Problem
+from ..spec import QISpec
+from .text import header, jinja_str, jinja_text, splice_source, yaml_dump
+
+MATERIALIZATIONS = ("table", "view")
+# dbt adapters whose SQL dialect sqlglot names differently
+ADAPTER_DIALECTS = {"sqlserver": "tsql", "synapse": "tsql", "glue": "spark", "impala": "hive"}
+SENTINEL = "deid_sql_source_7f3c9a1e5b2d4c6f8e0a"  # compiled as the source table, then replaced
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+TESTS_SQL = """\
+{# HEADER #}
+{#- Each test also takes its arguments as one `arguments` mapping: dbt before 1.10.5 passes the
+    yml's `arguments:` block through as a keyword instead of unpacking it. -#}
+
+{% macro deid_sql_outside_labels(model, column_name, labels) %}
+{#- Rows whose value is NULL or not in `labels` (SQL literals); the per-model label tests call it. -#}
+{%- set column = adapter.quote(column_name) -%}
+select {{ column }} as value, count(*) as n_records
+from {{ model }}
+where {{ column }} is null or {{ column }} not in ({{ labels }})
+group by {{ column }}
+{% endmacro %}
+
+{% test deid_sql_same_row_count(model, compare_model=none, arguments=none) %}
+{#- One row when the model's row count differs from compare_model's. -#}
+{%- set compare_model = compare_model or (arguments or {}).get('compare_model') -%}
+with model_rows as (select count(*) as n from {{ model }}),
+compare_rows as (select count(*) as n from {{ compare_model }})
+select model_rows.n as model_rows, compare_rows.n as compare_rows
+from model_rows cross join compare_rows
+where model_rows.n <> compare_rows.n
+{% endtest %}
+
+{% test deid_sql_min_group_size(model, columns=none, k=none, arguments=none) %}
+{#- The groups of equal values in `columns` with fewer than k rows. -#}
+{%- set columns = columns or (arguments or {}).get('columns') -%}
+{%- set k = k or (arguments or {}).get('k') -%}
+{%- set quoted = [] -%}
+{%- for c in columns %}{% do quoted.append(adapter.quote(c | string)) %}{% endfor -%}
+select {{ quoted | join(', ') }}, count(*) as n_records
+from {{ model }}
+group by {{ quoted | join(', ') }}
+having count(*) < {{ k | int }}
+{% endtest %}
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """The dbt source: its name, the dbt table name, the identifier in the warehouse, the schema."""
+
+    name: str
+    table: str
+    identifier: str
+    schema: str | None
+
+
+# -- names -----------------------------------------------------------------------------------
+
+def dbt_dialect(name: str) -> str:
+    """The sqlglot dialect for a dialect or dbt adapter name (``dbt-postgres`` → postgres)."""
+    key = name.strip().lower()
+    key = key.removeprefix("dbt-")
+    key = ADAPTER_DIALECTS.get(key, key)
+    try:
+        Dialect.get_or_raise(key)
+    except ValueError:
+        raise DialectError(f"unknown SQL dialect or dbt adapter {name!r}; try one of {', '.join(DIALECTS)} "
+                           f"(or an adapter name such as sqlserver)") from None
+    return key
+
+
+def check_name(name: str, what: str, option: str) -> None:
+    if not _NAME.match(name):
+        raise DeidError(f"{what} {name!r} must be letters, digits and underscores, not starting with a digit; "
+                        f"choose another with {option}")
+
+
+def dbt_name(text: str) -> str:
+    """A dbt-friendly name for a table: lowercase letters, digits and underscores."""
+    name = re.sub(r"[^0-9a-z_]+", "_", text.lower()).strip("_") or "source"
+    return name if not name[0].isdigit() else f"t_{name}"
+
+
+def source_of(problem: Problem, name: str, table: str | None, schema: str | None) -> Source:
+    check_name(name, "dbt source name", "--source-name")
+    ref = problem.spec.source
+    identifier = table or ref.table or (ref.path.stem if ref.path is not None else "source")
+    if "." in identifier and schema is None:  # a table given as schema.table
+        schema, identifier = identifier.rsplit(".", 1)
+    return Source(name, dbt_name(identifier), identifier, schema)
+
+
+# -- the model -------------------------------------------------------------------------------
+
+def model_sql(problem: Problem, policy: Policy, source: Source, dialect: str, materialized: str) -> str:
+    sql = problem.compile(policy, dialect=dialect, table=SENTINEL)
+    call = f"{{{{ source({jinja_str(source.name)}, {jinja_str(source.table)}) }}}}"
+    body = splice_source(sql, to_sql(exp.Table(this=exp.to_identifier(SENTINEL, quoted=True)), dialect), call)
+    return (f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n\n"
+            f"{body}\n")
+
+
+def label_tests(model: str, qis: Sequence[QISpec]) -> list[str]:
+    """Per QI, the name of the model's generic test of its labels (``deid_sql_labels__<model>__<qi>``)."""
+    names: list[str] = []
+    for i, qi in enumerate(qis):
+        name = f"deid_sql_labels__{model}__{dbt_name(qi.name)}"
+        names.append(name if name not in names else f"{name}_{i}")
+    return names
+
+
+def labels_sql(problem: Problem, policy: Policy, model: str, dialect: str) -> str:
+    recoding = policy.recoding()
+    parts = [f"{{# {header()} #}}",
+             "{# Per QI a test that every value is one the policy can give it (the labels as SQL literals). #}"]
+    for i, name in enumerate(label_tests(model, problem.spec.qis)):
+        literals = [to_sql(exp.Literal.string(label), dialect) for label in recoding.qis[i].labels]
+        lines, line = [], ""
+        for lit in literals:
+            if line and len(line) + len(lit) > 100:
+                lines.append(line + ",")
+                line = ""
+            line = f"{line}, {lit}" if line else lit
+        lines.append(line)
+        parts.append(f"\n{{% test {name}(model, column_name) -%}}\n{{%- set labels -%}}\n"
+                     f"{jinja_text(chr(10).join(lines))}\n{{%- endset -%}}\n"
+                     "{{ deid_sql_outside_labels(model, column_name, labels) }}\n{%- endtest %}")
+    return "\n".join(parts) + "\n"
+
+
+# -- yml -------------------------------------------------------------------------------------
+
+def model_yml(problem: Problem, policy: Policy, metrics: Metrics, source: Source, model: str, root: Path,
+              k: int | None) -> str:
+    spec = problem.spec.path.resolve()
+    try:
+        spec_text = os.path.relpath(spec, root.resolve())
+    except ValueError:  # another drive
+        spec_text = str(spec)
+    groups = policy.generalized_groups()
+    tests: list[Any] = [{"deid_sql_same_row_count": {"arguments": {
+        "compare_model": f"source({jinja_str(source.name)}, {jinja_str(source.table)})"}}}]
+    if k is not None:
+        tests.append({"deid_sql_min_group_size": {"arguments": {
+            "columns": [q.column for q in problem.spec.qis], "k": k}}})
+    columns = []
+    tests_of = label_tests(model, problem.spec.qis)
+    for i, qi in enumerate(problem.spec.qis):
+        shown = groups.get(qi.name)
+        rules = ("generalized: " + ", ".join(shown[:10]) + (", …" if len(shown) > 10 else "")) if shown else "kept"
+        columns.append({
+            "name": qi.column,
+            "description": f"quasi-identifier {qi.name}, {rules}",
+            "data_tests": [tests_of[i]],
+        })
+    doc = {"version": 2, "models": [{
+        "name": model,
+        "description": f"{source.identifier} de-identified by deid-sql: {policy.readable()}",
+        "config": {"meta": {
+            "deid_policy": policy.text(),
+            "deid_rules": policy.readable(),
+            "deid_risk": metrics.risk,
+            "deid_loss": metrics.loss,
+            "deid_kl": metrics.kl,
+            "deid_k": metrics.k,
+            "deid_spec": spec_text,
+        }},
+        "data_tests": tests,
+        "columns": columns,
+    }]}
+    return f"# {header()}\n" + yaml_dump(doc)
+
+
+def source_yml(source: Source) -> str:
+    table: dict[str, Any] = {"name": source.table}
+    if source.identifier != source.table:
+        table["identifier"] = source.identifier
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", source.identifier):
+        table["quoting"] = {"identifier": True}
+    entry: dict[str, Any] = {"name": source.name,
+                             "schema": source.schema if source.schema is not None else "{{ target.schema }}",
+                             "tables": [table]}
+    doc = {"version": 2, "sources": [entry]}
+    return f"# {header()}\n" + yaml_dump(doc, raw={entry["schema"]})  # the schema may be Jinja on purpose
+
+
+def project_yml(root: Path, profile: str) -> str:
+    name = dbt_name(root.resolve().name)
+    doc = {"name": name, "version": "1.0.0", "config-version": 2, "profile": profile,
+           "model-paths": ["models"], "macro-paths": ["macros"],
+           # the tests' `arguments:` blocks without a deprecation warning on dbt 1.10.5-1.10.9
+           "flags": {"send_anonymous_usage_stats": False, "require_generic_test_arguments_property": True}}
+    return f"# {header().split(';')[0]}; edit freely, it is never replaced\n" + yaml_dump(doc)

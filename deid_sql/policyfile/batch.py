@@ -1,0 +1,321 @@
+"""A new batch opened against a policy file: read, checked, and ready to be released.
+
+``open_batch`` reads the policy's spec with its ``[source]`` replaced by the batch (so the
+original data is never read), checks the batch's schema and the spec hash, and counts the
+values outside the saved domains.  ``Batch.release_query`` is the compiler's generalizing
+``SELECT`` with one guard per QI: a value outside the saved domain becomes the fallback
+label, or — without one — fails the query, so no out-of-domain value can pass through (a
+view re-reads its file on every query).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ..backends import Backend, connect
+from ..compile import col, generalize, is_integer_type, literal, source_key
+from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain
+from ..errors import BackendError, DataError, SpecError
+from ..hierarchy import Hierarchy
+from ..loading import read_problem
+from ..recoding import Recoding
+from ..spec import QISpec, Spec, TableRef
+from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
+
+BATCH_VIEW = "deid_batch"
+SHOWN = 5  # out-of-domain values named in a message
+_IN_LIST = 64  # larger domains: IN (SELECT v FROM …), a hash join (a long IN list is scanned per row)
+_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
+             ".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb"}
+
+
+def batch_ref(source: str | Path, table: str | None = None) -> TableRef:
+    """The batch as a table reference: a CSV or Parquet file, or ``table`` in a DuckDB file."""
+    path = Path(source)
+    fmt = _SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(f"cannot tell the format of batch {path}; use a .csv, .parquet or .duckdb file")
+    if not path.is_file():
+        raise DataError(f"batch {path} does not exist; pass the new data with --source")
+    if fmt == "duckdb" and not table:
+        raise DataError(f"batch {path} is a DuckDB file: name its table with --table")
+    if fmt != "duckdb" and table:
+        raise DataError(f"--table is only for a DuckDB batch; {path} is a {fmt} file")
+    return TableRef(path.resolve(), fmt, table)
+
+
+def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, object]]:
+    """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML."""
+    try:
+        text = spec_path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file {spec_path} is not UTF-8; re-save it as UTF-8") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec file {spec_path} is not valid TOML: {e}") from None
+    backend = raw.get("backend")
+    engine = backend.get("engine", "duckdb") if isinstance(backend, dict) else "duckdb"
+    if engine != "duckdb":
+        raise SpecError(f"spec {spec_path} runs on engine {engine!r}; policy files read their batches from "
+                        f"files with DuckDB only")
+    data = dict(raw)
+    old = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+    source: dict[str, object] = {"path": str(ref.path), "format": ref.format}
+    if ref.table:
+        source["table"] = ref.table
+    if ref.format == "csv" and isinstance(old, dict) and old.get("delimiter"):
+        source["delimiter"] = old["delimiter"]  # a batch is read like the spec's source
+    data["source"] = source
+    return Spec.from_dict(data, base=spec_path.resolve().parent, path=spec_path), raw
+
+
+def original_source(spec_path: Path, raw: dict[str, object]) -> Path | None:
+    """The file the spec's own ``[source]`` names (outputs must never replace it)."""
+    old = raw.get("source")
+    if isinstance(old, dict) and isinstance(old.get("path"), str):
+        return (spec_path.resolve().parent / str(old["path"])).resolve()
+    return None
+
+
+def declarations(spec: Spec, policy: PolicyFile) -> list[dict[str, object]]:
+    """The spec's QI declarations as the hash sees them.  A domain the spec reads from data
+    (``values_from = "source"`` or ``"population"``) is the one frozen in the policy file."""
+    saved = {q.name: q for q in policy.qis}
+    out = []
+    for q in spec.qis:
+        decl = {"name": q.name, "column": q.column, "kind": q.kind, "nulls": q.nulls}
+        frozen = saved.get(q.name)
+        decl["domain"] = _declared_domain(q, frozen)
+        out.append(decl)
+    return out
+
+
+def _declared_domain(q: QISpec, frozen: SavedQI | None) -> object:
+    if q.kind == "integer":
+        return {"min": int(q.min), "max": int(q.max)}
+    if q.kind == "date":
+        return {"min": q.min.isoformat(), "max": q.max.isoformat()}
+    extra = [q.null_label] if q.nulls == "category" else []
+    if q.values is not None:
+        return {"values": [*q.values, *extra]}
+    if q.values_from == "hierarchy" and q.hierarchy is not None:
+        return {"values": [*Hierarchy.read(q.hierarchy).rows, *extra]}
+    if frozen is not None and frozen.kind == q.kind:
+        return {"values": list(frozen.domain.values)}  # type: ignore[attr-defined]
+    return {"values_from": q.values_from}
+
+
+def in_domain(q: QISpec, domain: Domain, sql_type: str | None, values: str | None = None) -> exp.Expression:
+    """True exactly when the row's value of ``q`` (column ``q.column``) lies in ``domain``, never
+    NULL.  A large category domain is looked up in the session table ``values`` (column ``v``)
+    when given, else in an inline ``VALUES`` list (what a persistent view needs)."""
+    raw = col(q.column)
+    if isinstance(domain, IntegerDomain):
+        low, high = exp.Literal.number(domain.lo), exp.Literal.number(domain.hi)
+        if is_integer_type(sql_type):
+            cond: exp.Expression = exp.Between(this=raw.copy(), low=low, high=high)
+        else:  # 45.5 or '45.5' is not an age: the value must be a whole number
+            as_int = exp.TryCast(this=raw.copy(), to=exp.DataType.build("BIGINT"))
+            as_dbl = exp.TryCast(this=raw.copy(), to=exp.DataType.build("DOUBLE"))
+            cond = exp.and_(as_dbl.eq(as_int.copy()), exp.Between(this=as_int.copy(), low=low, high=high))
+    elif isinstance(domain, DateDomain):
+        as_date = exp.TryCast(this=raw.copy(), to=exp.DataType.build("DATE"))
+        cond = exp.Between(this=as_date, low=literal(domain, 0), high=literal(domain, domain.size - 1))
+    else:
+        assert isinstance(domain, CategoryDomain)
+        key = source_key(q, domain, raw.copy(), sql_type)
+        if domain.size <= _IN_LIST:
+            cond = exp.In(this=key, expressions=[exp.Literal.string(v) for v in domain.values])
+        else:
+            table = exp.to_table(values) if values is not None else exp.values(
+                [(v,) for v in domain.values], alias="deid_domain", columns=["v"])
+            cond = exp.In(this=key, query=exp.select("v").from_(table).subquery())
+    return exp.func("coalesce", cond, exp.false())
+
+
+@dataclass(frozen=True)
+class Outside:
+    """Values of a batch outside the saved domains (NULLs count unless kept as a category)."""
+
+    records: int  # records with at least one such value
+    per_qi: tuple[tuple[str, str, int, int, tuple[str, ...]], ...]  # QI, column, records, distinct, examples
+
+    def describe(self) -> str:
+        parts = []
+        for name, column, n, distinct, shown in self.per_qi:
+            examples = ", ".join(shown) + (", …" if distinct > len(shown) else "")
+            where = f"column {column!r}" if column == name else f"column {column!r} (QI {name!r})"
+            parts.append(f"{n:,} record(s) in {distinct:,} distinct value(s) of {where} (e.g. {examples})")
+        return "; ".join(parts)
+
+    def summary(self) -> str:
+        return ", ".join(f"{name}: {n:,}" for name, _, n, _, _ in self.per_qi)
+
+
+class Batch:
+    """An open batch (close it, or use ``with``): the spec over it, its engine and columns."""
+
+    def __init__(self, policy: PolicyFile, ref: TableRef, spec: Spec, raw: dict[str, object],
+                 backend: Backend) -> None:
+        self.policy = policy
+        self.ref = ref
+        self.spec = spec
+        self.original = original_source(policy.spec, raw)
+        self.backend = backend
+        self.domains = policy.domains
+        self.value_tables: dict[int, str] = {}  # large category domains, registered for session queries
+        for i, d in enumerate(self.domains):
+            if isinstance(d, CategoryDomain) and d.size > _IN_LIST:
+                self.value_tables[i] = f"deid_batch_domain_{i}"
+                backend.register_table(self.value_tables[i], pa.table({"v": pa.array(d.values, pa.string())}))
+        try:
+            self.relation = backend.relation(ref, {q.column: q.kind in ("category", "zip") for q in spec.qis})
+            backend.create_temp_view(BATCH_VIEW, exp.select("*").from_(self.relation.copy()))
+            self.columns = backend.columns(BATCH_VIEW)
+        except BackendError as e:
+            raise DataError(read_problem("batch", ref.describe(), str(e))) from None
+        self._check_schema()
+        self._check_hash()
+        self.records, self.outside = self._scan()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return self.ref.describe()
+
+    # -- checks ---------------------------------------------------------------------------
+    def _check_schema(self) -> None:
+        saved = {c.name: c.kind for c in self.policy.columns}
+        now = {name: type_class(t) for name, t in self.columns.items()}
+        problems = [f"missing column {c!r}" for c in saved if c not in now]
+        problems += [f"column {c!r} is {now[c]}, was {saved[c]}" for c in saved if c in now and now[c] != saved[c]]
+        problems += [f"extra column {c!r} (not reviewed when the policy was saved)" for c in now if c not in saved]
+        if problems:
+            shown = "; ".join(problems[:SHOWN]) + (f"; … {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
+            raise DataError(f"batch {self.describe()} does not have the columns the policy {self.policy.describe()} "
+                            f"was saved for: {shown}; fix the batch, or {RESAVE} on a spec whose source has "
+                            f"these columns")
+
+    def _check_hash(self) -> None:
+        decls = declarations(self.spec, self.policy)
+        digest = spec_sha256(decls, [(n, type_class(t)) for n, t in self.columns.items()])
+        if digest == self.policy.spec_sha256:
+            return
+        saved = [q.declaration() for q in self.policy.qis]
+        detail = _difference(saved, decls)
+        raise PolicyFileError(f"policy file {self.policy.describe()} was saved for another spec/schema (hash "
+                              f"{self.policy.spec_sha256[:12]}…, now {digest[:12]}…{detail}); {RESAVE}")
+
+    def _scan(self) -> tuple[int, Outside]:
+        """One pass: the row count and, per QI, the rows outside the saved domain."""
+        oks = [self.ok(i) for i in range(len(self.domains))]
+        flags = [exp.alias_(_count_if(exp.not_(ok.copy())), f"bad{i}") for i, ok in enumerate(oks)]
+        every = exp.and_(*[ok.copy() for ok in oks]) if len(oks) > 1 else oks[0].copy()
+        query = exp.select(exp.alias_(exp.func("count", exp.Star()), "records"), *flags,
+                           exp.alias_(_count_if(exp.not_(every)), "bad")).from_(BATCH_VIEW)
+        row = self._run(query).to_pylist()[0]
+        records = int(row["records"] or 0)
+        if records == 0:
+            raise DataError(f"batch {self.describe()} has no rows; nothing to release")
+        per_qi = []
+        for i, q in enumerate(self.spec.qis):
+            if not row[f"bad{i}"]:
+                continue
+            value = exp.cast(col(q.column), "VARCHAR")
+            detail = (exp.select(exp.alias_(value, "v"), exp.alias_(exp.func("count", exp.Star()), "n"))
+                      .from_(BATCH_VIEW).where(exp.not_(oks[i].copy())).group_by(exp.column("v"))
+                      .order_by(exp.Ordered(this=exp.column("n"), desc=True),
+                                exp.Ordered(this=exp.column("v"), nulls_first=False)))
+            rows = self._run(detail).to_pylist()
+            shown = tuple("NULL" if r["v"] is None else repr(r["v"]) for r in rows[:SHOWN])
+            per_qi.append((q.name, q.column, int(row[f"bad{i}"]), len(rows), shown))
+        outside = Outside(int(row["bad"] or 0), tuple(per_qi))
+        if outside.records and self.policy.fallback is None:
+            raise DataError(f"batch {self.describe()}: {outside.describe()} — outside the domain saved in "
+                            f"{self.policy.describe()}, which has no fallback label; {RESAVE} on a spec whose "
+                            f"domain covers them, or with --fallback LABEL to release them as LABEL")
+        return records, outside
+
+    def _run(self, query: exp.Expression):  # -> pa.Table
+        try:
+            return self.backend.execute(query)
+        except BackendError as e:
+            raise DataError(read_problem("batch", self.describe(), str(e))) from None
+
+    # -- SQL ------------------------------------------------------------------------------
+    def ok(self, i: int, persistent: bool = False, q: QISpec | None = None,
+           sql_type: str | None = None) -> exp.Expression:
+        """Is the value of QI i in its saved domain?  ``persistent``: SQL that needs nothing of this
+        session (a view); ``q`` and ``sql_type``: the same test on another table (the population)."""
+        if q is None:
+            q = self.spec.qis[i]
+            sql_type = self.columns.get(q.column)
+        return in_domain(q, self.domains[i], sql_type, None if persistent else self.value_tables.get(i))
+
+    def release_query(self, source: exp.Expression | None = None, recoding: Recoding | None = None,
+                      persistent: bool = False) -> exp.Select:
+        """The release: every column in the saved order, QIs generalized; a value outside the
+        saved domain becomes the fallback label or (without one) fails the query.
+        ``persistent``: SQL that needs nothing of this session (a view)."""
+        columns = {c.name: self.columns[c.name] for c in self.policy.columns}
+        query = generalize(recoding or self.policy.recoding(), self.spec.qis, self.domains,
+                           source if source is not None else self.relation.copy(), columns)
+        guards = {q.column: i for i, q in enumerate(self.spec.qis)}
+        projections = []
+        for p in query.expressions:
+            i = guards.get(p.alias_or_name) if isinstance(p, exp.Alias) else None
+            if i is not None:
+                q = self.spec.qis[i]
+                otherwise = (exp.Literal.string(self.policy.fallback) if self.policy.fallback is not None else
+                             exp.func("error", exp.Literal.string(
+                                 f"deid-sql: column {q.column!r} holds a value outside the domain of QI {q.name!r} "
+                                 f"saved in the policy file; run deid-sql check")))
+                p = exp.alias_(exp.Case().when(self.ok(i, persistent), p.this).else_(otherwise), p.args["alias"])
+            projections.append(p)
+        return query.select(*projections, append=False)
+
+
+def open_batch(policy: PolicyFile, ref: TableRef) -> Batch:
+    """Open ``ref`` as a batch of ``policy``; raises one ``DeidError`` for bad input."""
+    spec, raw = spec_for_batch(policy.spec, ref)
+    backend = connect("duckdb")
+    try:
+        return Batch(policy, ref, spec, raw, backend)
+    except BaseException:
+        backend.close()
+        raise
+
+
+def _count_if(condition: exp.Expression) -> exp.Expression:
+    return exp.func("sum", exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0)))
+
+
+def _difference(saved: list[dict[str, object]], now: list[dict[str, object]]) -> str:
+    """The first way the spec's QIs differ from the saved ones, for the message."""
+    names_saved, names_now = [d["name"] for d in saved], [d["name"] for d in now]
+    if names_saved != names_now:
+        return f"; QIs {', '.join(map(str, names_saved))} are now {', '.join(map(str, names_now))}"
+    for a, b in zip(saved, now):
+        for key in ("column", "kind", "nulls", "domain"):
+            if a[key] != b[key]:
+                what = "domain" if key == "domain" else f"{key} {a[key]!r} → {b[key]!r}"
+                return f"; QI {a['name']!r}: {what} changed"
+    return ""
+
+
+__all__ = ["Batch", "Outside", "batch_ref", "in_domain", "open_batch", "spec_for_batch"]

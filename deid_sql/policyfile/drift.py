@@ -1,0 +1,236 @@
+"""Risk of a saved policy on a batch, and drift against the figures saved with it.
+
+``measure`` computes a release's figures from its generalized groups — the groups an
+analyst sees, counted by one ``GROUP BY`` over the release query itself, so records given
+the fallback label are counted as released.  Each group's population size g is
+max(census people in the cells it covers, its records), with the spec's population table,
+or its records with ``population = "sample"``; r(g) is the spec's record risk.  These are
+the figures ``deid-sql evaluate`` gives (tested), plus the drift measure ``mean_record_risk``
+= risk_sum / records, which — unlike the normalized risk, a ratio to the batch's own
+original data — compares batches of any size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+
+from ..compile import col, generalize
+from ..errors import BackendError, DataError
+from ..evaluate.riskmodel import PopulationRisk, RecordRisk
+from ..loading import read_problem
+from ..recoding import Recoding
+from ..spec import Spec, TableRef
+from .batch import Batch, Outside, batch_ref, open_batch
+from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
+
+POPULATION_VIEW = "deid_batch_population"
+SHOWN = 10  # groups named by check
+TOLERANCE = 1e-12  # relative: the same data gives the same figure; this only absorbs float noise
+
+
+@dataclass(frozen=True)
+class Measured:
+    figures: Figures
+    groups: Groups
+
+
+def record_risk(spec: Spec, population_total: float) -> RecordRisk:
+    """The spec's r(g), as ``Problem`` builds it."""
+    if spec.risk == "adversary":
+        from ..adversary.risk import AdversaryRisk
+
+        return AdversaryRisk(spec.adversary, population_total)
+    return PopulationRisk(spec.gamma)
+
+
+def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = True) -> Measured:
+    """The figures of the release of ``batch`` (the saved policy, or ``recoding``); the groups'
+    labels are kept only with ``keep_groups`` (the original data's groups are many)."""
+    rec = recoding or batch.policy.recoding()
+    labels = [f"l{i}" for i in range(len(batch.domains))]
+    release = batch.release_query(recoding=rec).subquery("deid_release")
+    sample = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(batch.spec.qis)],
+                         exp.alias_(exp.func("count", exp.Star()), "m"))
+              .from_(release).group_by(*[exp.column(c) for c in labels]))
+    census, total = _census(batch, rec, labels)
+    if census is None:
+        query = exp.select(*[exp.column(c, "s") for c in labels], exp.column("m", "s"),
+                           exp.alias_(exp.null(), "n")).from_(sample.subquery("s"))
+    else:
+        on = exp.and_(*[exp.column(c, "s").eq(exp.column(c, "c")) for c in labels])
+        query = (exp.select(*[exp.column(c, "s") for c in labels], exp.column("m", "s"), exp.column("n", "c"))
+                 .from_(sample.subquery("s")).join(census.subquery("c"), on=on, join_type="LEFT"))
+    # a fixed order of the groups fixes the order of every sum: the same data gives the same figures
+    table = _execute(batch, query).sort_by([(c, "ascending") for c in labels])
+    m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
+    records = int(m.sum())
+    if census is None:
+        population = None
+        g = m.astype(np.float64)
+        total = float(records)
+    else:
+        population = np.nan_to_num(np.asarray(table.column("n").to_numpy(zero_copy_only=False), dtype=np.float64))
+        g = np.maximum(population, m)
+    risk = np.asarray(record_risk(batch.spec, total)(g), dtype=np.float64)
+    risk_sum = float((m * risk).sum())
+    figures = Figures(
+        records=records, groups=int(m.size), k=int(m.min()), sample_unique_records=int((m == 1).sum()),
+        risk_sum=risk_sum, mean_record_risk=risk_sum / records, expected_reidentifications=float((m / g).sum()),
+        max_record_risk=float(risk.max()),
+        corrected_groups=int((population < m).sum()) if population is not None else 0,
+        population_total=float(total), risk=0.0)
+    names = tuple(q.name for q in batch.policy.qis)
+    keys = tuple(zip(*(table.column(c).to_pylist() for c in labels))) if keep_groups else ()
+    return Measured(figures, Groups(names, keys, m, population, risk))
+
+
+def measure_with_risk(batch: Batch) -> Measured:
+    """``measure`` plus the normalized risk (risk_sum over that of the batch's original data)."""
+    policy = measure(batch)
+    bottom = measure(batch, batch.policy.bottom(), keep_groups=False)
+    normalized = policy.figures.risk_sum / bottom.figures.risk_sum if bottom.figures.risk_sum > 0 else 0.0
+    return Measured(replace(policy.figures, risk=normalized), policy.groups)
+
+
+def _census(batch: Batch, rec: Recoding, labels: list[str]) -> tuple[exp.Select | None, float]:
+    """People per generalized group from the spec's population table (rows outside the saved
+    domains are ignored, as when a problem loads), and their total; None with a sample."""
+    spec = batch.spec
+    if spec.population is None:
+        return None, 0.0
+    pop_qis = [replace(q, column=q.population_column) for q in spec.qis]
+    text = {q.population_column: q.kind in ("category", "zip") for q in spec.qis}
+    try:
+        relation = batch.backend.relation(spec.population, text)
+        batch.backend.create_temp_view(POPULATION_VIEW, exp.select("*").from_(relation))
+        columns = batch.backend.columns(POPULATION_VIEW)
+    except BackendError as e:
+        raise DataError(read_problem("population", spec.population.describe(), str(e))) from None
+    count = str(spec.count_column)
+    missing = [c for c in [q.column for q in pop_qis] + [count] if c not in columns]
+    if missing:
+        raise DataError(f"population {spec.population.describe()} has no column {missing[0]!r}")
+    oks = [batch.ok(i, q=q, sql_type=columns.get(q.column)) for i, q in enumerate(pop_qis)]
+    inside = exp.select("*").from_(POPULATION_VIEW).where(exp.and_(*oks) if len(oks) > 1 else oks[0])
+    wanted = {q.column: columns[q.column] for q in pop_qis} | {count: columns[count]}
+    generalized = generalize(rec, pop_qis, batch.domains, inside, wanted).subquery("deid_census")
+    people = exp.func("sum", exp.cast(col(count), "DOUBLE"))
+    census = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(pop_qis)],
+                         exp.alias_(people.copy(), "n"))
+              .from_(generalized).group_by(*[exp.column(c) for c in labels]))
+    total = _execute(batch, exp.select(exp.alias_(people, "n")).from_(inside.subquery("deid_inside")))
+    return census, float(total.column("n")[0].as_py() or 0.0)
+
+
+def _execute(batch: Batch, query: exp.Expression):  # -> pa.Table
+    try:
+        return batch.backend.execute(query)
+    except BackendError as e:
+        raise DataError(read_problem("batch", batch.describe(), str(e))) from None
+
+
+# -- check ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MovedGroup:
+    """A released group of the batch whose record risk rose, or that is smaller than the saved k."""
+
+    labels: tuple[str, ...]
+    records_before: int | None  # None: the group was not in the saved release
+    records_after: int
+    population_before: float | None
+    population_after: float | None
+    risk_before: float | None
+    risk_after: float
+    below_k: bool
+
+    def to_dict(self, names: tuple[str, ...]) -> dict[str, Any]:
+        return {"labels": dict(zip(names, self.labels)), "records_before": self.records_before,
+                "records_after": self.records_after, "population_before": self.population_before,
+                "population_after": self.population_after, "record_risk_before": self.risk_before,
+                "record_risk_after": self.risk_after, "below_saved_k": self.below_k}
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    """What ``check`` found: saved vs new figures, the verdict, and the groups that moved."""
+
+    policy: PolicyFile
+    batch: str
+    saved: Figures
+    new: Figures
+    exceeded: bool
+    outside: Outside
+    moved: list[MovedGroup] = field(default_factory=list)  # up to SHOWN, largest rise first
+    rose: int = 0  # groups whose record risk rose
+    below_k: int = 0  # groups smaller than the saved k
+    new_groups: int = 0  # groups not in the saved release
+    gone: int = 0  # saved groups absent from the batch
+
+    @property
+    def threshold(self) -> float:
+        return self.policy.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        names = self.policy.names
+        return {
+            "policy_file": str(self.policy.path), "policy": self.policy.policy, "batch": self.batch,
+            "measure": MEASURE, "threshold": self.threshold, "threshold_from": self.policy.threshold_from,
+            "saved": self.saved.to_dict(), "new": self.new.to_dict(), "exceeded": self.exceeded,
+            "fallback": self.policy.fallback, "fallback_records": self.outside.records,
+            "groups_rose": self.rose, "groups_below_saved_k": self.below_k, "groups_new": self.new_groups,
+            "groups_gone": self.gone, "moved": [g.to_dict(names) for g in self.moved],
+        }
+
+
+def check_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
+                 shown: int = SHOWN) -> DriftReport:
+    """Recompute the saved policy's risk on a batch and compare it with the saved threshold."""
+    pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
+    ref = source if isinstance(source, TableRef) else batch_ref(source, table)
+    with open_batch(pf, ref) as batch:
+        now = risk_model_of(batch.spec)
+        if now != pf.risk_model:
+            changed = ", ".join(f"{k} {pf.risk_model.get(k)!r} → {v!r}" for k, v in now.items()
+                                if pf.risk_model.get(k) != v)
+            raise PolicyFileError(f"the risk model of spec {pf.spec} changed since {pf.describe()} was saved "
+                                  f"({changed}), so the saved and new risks would not compare; {RESAVE}")
+        measured = measure_with_risk(batch)
+        outside = batch.outside
+        description = batch.describe()
+    new = measured.figures
+    exceeded = new.mean_record_risk > pf.threshold * (1 + TOLERANCE)
+    return _compare(pf, description, new, measured.groups, exceeded, outside, shown)
+
+
+def _compare(pf: PolicyFile, batch: str, new: Figures, groups: Groups, exceeded: bool, outside: Outside,
+             shown: int) -> DriftReport:
+    before = pf.groups.index()
+    saved_k = pf.figures.k
+    moved: list[tuple[float, MovedGroup]] = []
+    rose = below = fresh = 0
+    for i, labels in enumerate(groups.labels):
+        j = before.get(labels)
+        r_after = float(groups.risk[i])
+        r_before = None if j is None else float(pf.groups.risk[j])
+        m = int(groups.records[i])
+        rise = r_after - (r_before or 0.0)
+        small = m < saved_k
+        fresh += j is None
+        rose += rise > 0
+        below += small
+        if rise > 0 or small:
+            pop_after = None if groups.population is None else float(groups.population[i])
+            pop_before = None if j is None or pf.groups.population is None else float(pf.groups.population[j])
+            moved.append((rise, MovedGroup(labels, None if j is None else int(pf.groups.records[j]), m, pop_before,
+                                           pop_after, r_before, r_after, small)))
+    moved.sort(key=lambda x: (-x[0], x[1].labels))
+    present = set(groups.labels)
+    gone = sum(1 for labels in pf.groups.labels if labels not in present)
+    return DriftReport(pf, batch, pf.figures, new, exceeded, outside, [g for _, g in moved[:shown]], rose, below,
+                       fresh, gone)

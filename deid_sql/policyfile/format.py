@@ -1,0 +1,486 @@
+"""The policy file (JSON, version 1): a chosen policy frozen so it can be re-applied to new batches.
+
+It holds what a new batch needs without the data the policy was chosen on: every QI's full
+domain (ordered values, or min/max), the policy's intervals with their labels, the source's
+schema, a hash that ties both to the spec, the figures at save time (with the release's groups
+and their sizes) and the drift threshold.  ``PolicyFile.read`` checks all of it and refuses a
+file that is not JSON, of another version, malformed, or edited so its parts disagree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
+from ..errors import DeidError, PolicyError
+from ..lattice import Lattice
+from ..policy import Policy
+from ..recoding import Recoding
+from ..spec import Spec
+
+FORMAT = "deid-sql policy"
+VERSION = 1
+MEASURE = "mean_record_risk"
+MEASURE_MEANING = ("risk_sum / records: the expected re-identification rate per record, i.e. the mean over "
+                   "records of r(g) = g^-gamma (or of P_reid x loss with risk = \"adversary\"), g = the group's "
+                   "population size (its sample size with population = \"sample\")")
+RESAVE = "re-save it with deid-sql policy save"
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT", "INT", "INT1", "INT2", "INT4", "INT8", "LONG", "SHORT", "FLOAT", "FLOAT4", "FLOAT8",
+            "DOUBLE", "REAL", "DECIMAL", "NUMERIC", "DOUBLE PRECISION")
+_TEXT = ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR")
+
+
+class PolicyFileError(PolicyError):
+    """A policy file that cannot be used as it is (not JSON, another version, malformed, stale)."""
+
+
+def type_class(sql_type: str) -> str:
+    """The kind of a column's SQL type that a batch must keep: ``number`` (any integer, float or
+    decimal — a small CSV batch may sniff 70.0 as BIGINT), ``text``, ``date``, ``timestamp``, …"""
+    t = str(sql_type).upper().split("(")[0].strip()
+    if t in _NUMERIC:
+        return "number"
+    if t in _TEXT:
+        return "text"
+    if t.startswith("TIMESTAMP") or t == "DATETIME":
+        return "timestamp"
+    if t in ("BOOLEAN", "BOOL", "LOGICAL"):
+        return "boolean"
+    return t.lower()
+
+
+def domain_to_json(domain: Domain) -> dict[str, Any]:
+    if isinstance(domain, IntegerDomain):
+        return {"min": domain.lo, "max": domain.hi}
+    if isinstance(domain, DateDomain):
+        return {"min": domain.lo.isoformat(), "max": domain.hi.isoformat()}
+    assert isinstance(domain, CategoryDomain)
+    return {"values": list(domain.values)}
+
+
+def value_to_json(domain: Domain, pos: int) -> Any:
+    """A domain value as JSON: an integer, an ISO date, or a string."""
+    return int(domain.value(pos)) if isinstance(domain, IntegerDomain) else domain.text(pos)  # type: ignore[call-overload]
+
+
+def spec_sha256(declarations: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """sha256 over the canonical JSON of the QI declarations (name, column, kind, nulls, domain)
+    and the source's columns (name, type class; sorted by name, so column order does not count)."""
+    payload = {"qis": list(declarations), "columns": sorted([list(c) for c in columns])}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def risk_model_of(spec: Spec) -> dict[str, Any]:
+    """What the saved and the new figures must share to be compared."""
+    return {"risk": spec.risk, "gamma": spec.gamma,
+            "population": "sample" if spec.population is None else "table",
+            "adversary": spec.adversary.to_dict() if spec.risk == "adversary" else None}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A group of more than one consecutive domain value: positions ``first..last``."""
+
+    first: int
+    last: int
+    label: str
+
+
+@dataclass(frozen=True)
+class SavedQI:
+    """One QI as saved: its declaration, its full domain and the policy's intervals on it."""
+
+    name: str
+    column: str
+    kind: str
+    nulls: str
+    domain: Domain
+    intervals: tuple[Interval, ...]  # only the groups wider than one value; other values are kept
+
+    def declaration(self) -> dict[str, Any]:
+        """The part of the spec hash this QI contributes."""
+        return {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
+                "domain": domain_to_json(self.domain)}
+
+    def bits(self) -> np.ndarray:
+        """The policy's bits for this QI: 1 where the boundary after a value is kept."""
+        bits = np.ones(self.domain.size - 1, dtype=np.uint8)
+        for iv in self.intervals:
+            bits[iv.first:iv.last] = 0
+        return bits
+
+    @classmethod
+    def from_policy(cls, name: str, column: str, kind: str, nulls: str, domain: Domain, policy: Policy,
+                    index: int) -> SavedQI:
+        rec = policy.qi_recoding(index)
+        first, last = rec.bounds()
+        labels = rec.labels
+        intervals = tuple(Interval(int(a), int(b), labels[g]) for g, (a, b) in enumerate(zip(first, last)) if b > a)
+        return cls(name, column, kind, nulls, domain, intervals)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.domain
+        return {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
+                "domain": domain_to_json(d),
+                "intervals": [{"label": iv.label, "first": value_to_json(d, iv.first),
+                               "last": value_to_json(d, iv.last)} for iv in self.intervals]}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+
+    @property
+    def kind(self) -> str:
+        return type_class(self.type)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A release's risk figures, computed on its generalized groups (see ``drift.measure``)."""
+
+    records: int
+    groups: int
+    k: int
+    sample_unique_records: int
+    risk_sum: float
+    mean_record_risk: float
+    expected_reidentifications: float
+    max_record_risk: float
+    corrected_groups: int
+    population_total: float
+    risk: float  # risk_sum / risk_sum of the batch's own original data (the README's normalized risk)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The generalized groups of a release: labels per QI, records, population people, record risk."""
+
+    names: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...]
+    records: np.ndarray  # int64
+    population: np.ndarray | None  # float64 census people per group; None with population = "sample"
+    risk: np.ndarray  # float64 record risk r(g)
+
+    def index(self) -> dict[tuple[str, ...], int]:
+        return {labels: i for i, labels in enumerate(self.labels)}
+
+    def to_json(self) -> dict[str, Any]:
+        rows = [[*labels, int(m), None if self.population is None else _number(self.population[i]),
+                 float(self.risk[i])]
+                for i, (labels, m) in enumerate(zip(self.labels, self.records))]
+        return {"columns": [*self.names, "records", "population", "record_risk"], "rows": rows}
+
+
+def _group_row(row: Any, d: int) -> bool:
+    """A saved group row: d labels, records, population people (or null), record risk."""
+    number = (int, float)
+    return (isinstance(row, list) and len(row) == d + 3 and all(isinstance(x, str) for x in row[:d])
+            and isinstance(row[d], int) and not isinstance(row[d], bool)
+            and (row[d + 1] is None or isinstance(row[d + 1], number)) and isinstance(row[d + 2], number))
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """A saved policy (see the module docstring); ``path`` is where it was read from."""
+
+    policy: str
+    readable: str
+    spec: Path  # absolute
+    spec_sha256: str
+    source: str
+    columns: tuple[Column, ...]
+    qis: tuple[SavedQI, ...]
+    fallback: str | None
+    risk_model: dict[str, Any]
+    metrics: dict[str, Any]
+    threshold: float
+    threshold_from: str  # "saved figure" (the default) or "set at save" (--threshold)
+    figures: Figures
+    groups: Groups
+    saved_at: str = ""
+    saved_with: str = ""
+    path: Path | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.qis)
+
+    @property
+    def domains(self) -> list[Domain]:
+        return [q.domain for q in self.qis]
+
+    def lattice(self) -> Lattice:
+        return Lattice(self.names, self.domains)
+
+    def recoding(self) -> Recoding:
+        """The saved policy as a recoding, built from the saved domains and intervals only."""
+        return self.lattice().policy(np.concatenate([q.bits() for q in self.qis])).recoding()
+
+    def bottom(self) -> Recoding:
+        return self.lattice().bottom().recoding()
+
+    def describe(self) -> str:
+        return str(self.path) if self.path is not None else "(unsaved policy)"
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_json(self, folder: Path) -> str:
+        """The file's text; the spec and source paths are written relative to ``folder``."""
+        data = {
+            "format": FORMAT, "version": VERSION, "saved_with": self.saved_with, "saved_at": self.saved_at,
+            "policy": self.policy, "readable": self.readable,
+            "spec": {"path": relative(self.spec, folder), "sha256": self.spec_sha256},
+            "source": {"path": self.source, "records": self.figures.records,
+                       "columns": [{"name": c.name, "type": c.type, "class": c.kind} for c in self.columns]},
+            "qis": [q.to_json() for q in self.qis],
+            "fallback": self.fallback,
+            "risk_model": self.risk_model,
+            "metrics": self.metrics,
+            "drift": {"measure": MEASURE, "meaning": MEASURE_MEANING, "saved": self.figures.mean_record_risk,
+                      "threshold": self.threshold, "threshold_from": self.threshold_from},
+            "release": {"figures": self.figures.to_dict(), "groups": self.groups.to_json()},
+        }
+        return _pretty(data) + "\n"
+
+    @classmethod
+    def read(cls, path: str | Path) -> PolicyFile:
+        p = Path(path)
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise PolicyFileError(f"policy file {p} does not exist; write one with deid-sql policy save") from None
+        except IsADirectoryError:
+            raise PolicyFileError(f"policy file {p} is a folder; pass the .json file") from None
+        except UnicodeDecodeError:
+            raise PolicyFileError(f"policy file {p} is not UTF-8 text; {RESAVE}") from None
+        except OSError as e:
+            raise PolicyFileError(f"cannot read policy file {p}: {e.strerror or e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PolicyFileError(f"policy file {p} is not JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+                                  f"{RESAVE}") from None
+        return _Reader(p).policy_file(data)
+
+
+def _pretty(value: Any, depth: int = 0) -> str:
+    """JSON with one key per line, but short flat objects, lists of scalars and table rows on one
+    line each (a policy file stays readable and diffable whatever its number of groups)."""
+    pad, inner = " " * depth, " " * (depth + 1)
+    if isinstance(value, dict) and value and not _one_line(value):
+        items = [f"{inner}{_json(k)}: {_pretty(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value and not _one_line(value):
+        items = [f"{inner}{_pretty(v, depth + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return _json(value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _scalar(value: Any) -> bool:
+    return not isinstance(value, dict | list)
+
+
+def _one_line(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_scalar(v) for v in value)
+    return all(_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v)) for v in value.values()) and (
+        len(value) == 1 or len(_json(value)) <= 100)
+
+
+def relative(path: Path, folder: Path) -> str:
+    """``path`` relative to ``folder`` when they share a root, else absolute (POSIX slashes)."""
+    try:
+        return Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()
+    except ValueError:  # another drive
+        return path.resolve().as_posix()
+
+
+class _Reader:
+    """Checks a parsed policy file, each problem one line naming the key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, what: str) -> DeidError:
+        return PolicyFileError(f"policy file {self.path} is malformed: {where} {what}; {RESAVE}")
+
+    def get(self, obj: Any, key: str, types: type | tuple[type, ...], where: str, optional: bool = False) -> Any:
+        if not isinstance(obj, dict):
+            raise self.fail(where, "must be a JSON object")
+        if key not in obj or (optional and obj[key] is None):
+            if optional:
+                return None
+            raise self.fail(f"{where}.{key}" if where else key, "is missing")
+        value = obj[key]
+        bad_bool = isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))
+        if not isinstance(value, types) or bad_bool:
+            raise self.fail(f"{where}.{key}" if where else key, f"has the wrong type ({type(value).__name__})")
+        return value
+
+    def number(self, obj: Any, key: str, where: str) -> float:
+        value = float(self.get(obj, key, (int, float), where))
+        if not math.isfinite(value):
+            raise self.fail(f"{where}.{key}", "is not a finite number")
+        return value
+
+    def policy_file(self, data: Any) -> PolicyFile:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise PolicyFileError(f"policy file {self.path} is not a deid-sql policy file (no \"format\": "
+                                  f"\"{FORMAT}\"); pass a file written by deid-sql policy save")
+        version = data.get("version")
+        if version != VERSION:
+            raise PolicyFileError(f"policy file {self.path} has version {version!r}; this deid-sql reads version "
+                                  f"{VERSION} — {RESAVE}")
+        spec = self.get(data, "spec", dict, "")
+        source = self.get(data, "source", dict, "")
+        columns = tuple(Column(self.get(c, "name", str, "source.columns[]"),
+                               self.get(c, "type", str, "source.columns[]"))
+                        for c in self.get(source, "columns", list, "source"))
+        qis = tuple(self.qi(q, i) for i, q in enumerate(self.get(data, "qis", list, "")))
+        if not qis:
+            raise self.fail("qis", "is empty")
+        names = [q.name for q in qis]
+        if len(set(names)) != len(names):
+            raise self.fail("qis", "names a QI twice")
+        missing = [q.column for q in qis if q.column not in {c.name for c in columns}]
+        if missing:
+            raise self.fail("source.columns", f"lacks the QI column {missing[0]!r}")
+        text = self.get(data, "policy", str, "")
+        lattice = Lattice(names, [q.domain for q in qis])
+        try:
+            parsed = lattice.parse(text)
+        except PolicyError as e:
+            raise self.fail("policy", f"does not fit the saved domains ({e})") from None
+        for i, q in enumerate(qis):
+            if not np.array_equal(parsed.qi_bits(i).astype(np.uint8), q.bits()):
+                raise self.fail(f"qis[{i}].intervals", f"of QI {q.name!r} disagree with the policy text")
+        digest = self.get(spec, "sha256", str, "spec")
+        own = spec_sha256([q.declaration() for q in qis], [(c.name, c.kind) for c in columns])
+        if own != digest:
+            raise PolicyFileError(f"policy file {self.path}: its QIs or columns do not match its spec hash "
+                                  f"(edited by hand?); {RESAVE}")
+        drift = self.get(data, "drift", dict, "")
+        if self.get(drift, "measure", str, "drift") != MEASURE:
+            raise self.fail("drift.measure", f"must be {MEASURE!r}")
+        threshold = self.number(drift, "threshold", "drift")
+        if threshold <= 0:
+            raise self.fail("drift.threshold", "must be > 0")
+        release = self.get(data, "release", dict, "")
+        fallback = self.get(data, "fallback", str, "", optional=True)
+        if fallback == "":
+            raise self.fail("fallback", "is empty (use null for none)")
+        spec_ref = self.get(spec, "path", str, "spec")
+        spec_path = Path(spec_ref)
+        if not spec_path.is_absolute():
+            spec_path = self.path.resolve().parent / spec_path
+        return PolicyFile(
+            policy=parsed.text(), readable=self.get(data, "readable", str, ""), spec=spec_path.resolve(),
+            spec_sha256=digest, source=self.get(source, "path", str, "source"), columns=columns, qis=qis,
+            fallback=fallback, risk_model=self.get(data, "risk_model", dict, ""),
+            metrics=self.get(data, "metrics", dict, ""), threshold=threshold,
+            threshold_from=self.get(drift, "threshold_from", str, "drift"),
+            figures=self.figures(self.get(release, "figures", dict, "release")),
+            groups=self.groups(self.get(release, "groups", dict, "release"), tuple(names)),
+            saved_at=str(data.get("saved_at", "")), saved_with=str(data.get("saved_with", "")), path=self.path)
+
+    def qi(self, raw: Any, i: int) -> SavedQI:
+        where = f"qis[{i}]"
+        name = self.get(raw, "name", str, where)
+        kind = self.get(raw, "kind", str, where)
+        nulls = self.get(raw, "nulls", str, where)
+        domain = self.domain(kind, self.get(raw, "domain", dict, where), f"{where}.domain")
+        intervals = []
+        previous = -1
+        for j, iv in enumerate(self.get(raw, "intervals", list, where)):
+            at = f"{where}.intervals[{j}]"
+            first = self.position(domain, self.get(iv, "first", (int, str), at), f"{at}.first")
+            last = self.position(domain, self.get(iv, "last", (int, str), at), f"{at}.last")
+            if not previous < first < last:
+                raise self.fail(at, "must be a run of at least two values after the previous interval")
+            label = self.get(iv, "label", str, at)
+            if label != domain.interval_label(first, last):
+                raise self.fail(f"{at}.label", f"{label!r} is not the label of that interval "
+                                               f"({domain.interval_label(first, last)!r})")
+            intervals.append(Interval(first, last, label))
+            previous = last
+        return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, tuple(intervals))
+
+    def domain(self, kind: str, raw: dict[str, Any], where: str) -> Domain:
+        try:
+            if kind == "integer":
+                lo, hi = self.get(raw, "min", int, where), self.get(raw, "max", int, where)
+                if lo > hi:
+                    raise self.fail(where, "has min > max")
+                return IntegerDomain(lo, hi)
+            if kind == "date":
+                lo, hi = (dt.date.fromisoformat(self.get(raw, k, str, where)) for k in ("min", "max"))
+                if lo > hi:
+                    raise self.fail(where, "has min > max")
+                return DateDomain(lo, hi)
+            if kind in ("category", "zip"):
+                values = self.get(raw, "values", list, where)
+                if not all(isinstance(v, str) for v in values):
+                    raise self.fail(f"{where}.values", "must be strings")
+                return (ZipDomain if kind == "zip" else CategoryDomain)(tuple(values))
+        except ValueError as e:
+            raise self.fail(where, f"is not valid ({e})") from None
+        except DeidError as e:
+            if isinstance(e, PolicyFileError):
+                raise
+            raise self.fail(where, f"is not valid ({e})") from None
+        raise self.fail(where.rsplit(".", 1)[0] + ".kind", f"{kind!r} is not integer, category, zip or date")
+
+    def position(self, domain: Domain, value: Any, where: str) -> int:
+        pos = domain.position(value) if not isinstance(value, bool) else None
+        if pos is None:
+            raise self.fail(where, f"{value!r} is not a value of the domain")
+        return pos
+
+    def figures(self, raw: dict[str, Any]) -> Figures:
+        values: dict[str, Any] = {}
+        for f in fields(Figures):
+            x = self.number(raw, f.name, "release.figures")
+            values[f.name] = int(x) if f.type == "int" else x
+        return Figures(**values)
+
+    def groups(self, raw: dict[str, Any], names: tuple[str, ...]) -> Groups:
+        columns = self.get(raw, "columns", list, "release.groups")
+        if columns != [*names, "records", "population", "record_risk"]:
+            raise self.fail("release.groups.columns", "do not match the QIs")
+        rows = self.get(raw, "rows", list, "release.groups")
+        d = len(names)
+        labels, records, population, risk = [], [], [], []
+        for row in rows:
+            if not _group_row(row, d):
+                raise self.fail("release.groups.rows", f"has a bad row {str(row)[:80]}")
+            labels.append(tuple(row[:d]))
+            records.append(row[d])
+            population.append(np.nan if row[d + 1] is None else row[d + 1])
+            risk.append(row[d + 2])
+        pop = np.asarray(population, dtype=np.float64)
+        return Groups(names, tuple(labels), np.asarray(records, dtype=np.int64),
+                      None if rows and np.isnan(pop).all() else pop, np.asarray(risk, dtype=np.float64))

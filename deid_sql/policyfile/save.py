@@ -1,0 +1,85 @@
+"""``save_policy``: freeze a chosen policy, its domains and its figures in a policy file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..atomic import write_text
+from ..errors import OutputError, PolicyError
+from ..output import check_not_input
+from ..problem import Problem
+from ..spec import Spec
+from .batch import declarations, open_batch, spec_for_batch
+from .drift import measure_with_risk
+from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of, spec_sha256
+
+
+def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold: float | None = None,
+                fallback: str | None = None, overwrite: bool = False) -> PolicyFile:
+    """Evaluate ``policy`` on the spec's data and write the policy file ``out`` (JSON, atomic).
+
+    ``threshold`` is the drift threshold on ``mean_record_risk`` (default: the saved batch's
+    own figure, so ``check`` flags any batch riskier than the one the policy was chosen on);
+    ``fallback`` labels values of later batches that are outside the saved domains.
+    """
+    parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
+    target = Path(out)
+    _check_target(parsed, target, overwrite)
+    if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
+        raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
+    if fallback is not None and not fallback.strip():
+        raise PolicyError("--fallback must be a non-empty label, e.g. 'other'")
+    spec_for_batch(parsed.path, parsed.source)  # refuses what a batch could not be read with, before loading
+    with Problem.from_spec(parsed) as problem:
+        chosen = problem.policy(policy)
+        metrics = problem.evaluate(chosen).to_dict()
+        qis = tuple(SavedQI.from_policy(q.name, q.column, q.kind, q.nulls, d, chosen, i)
+                    for i, (q, d) in enumerate(zip(parsed.qis, problem.domains)))
+        columns = tuple(Column(name, str(t)) for name, t in problem.columns.items())
+    metrics["mean_record_risk"] = metrics["risk_sum"] / metrics["records"]
+    names = tuple(q.name for q in qis)
+    draft = PolicyFile(
+        policy=chosen.text(), readable=chosen.readable(), spec=parsed.path.resolve(), spec_sha256="",
+        source=relative(Path(str(parsed.source.path)), target.parent),
+        columns=columns, qis=qis, fallback=fallback, risk_model=risk_model_of(parsed), metrics=metrics,
+        threshold=1.0, threshold_from="saved figure", figures=_empty_figures(),
+        groups=Groups(names, (), np.zeros(0, dtype=np.int64), None, np.zeros(0)),
+        saved_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        saved_with=f"deid-sql {__version__}", path=target)
+    with open_batch(replace(draft, spec_sha256=_hash(draft, parsed)), parsed.source) as batch:
+        measured = measure_with_risk(batch)
+    figures = measured.figures
+    if threshold is not None and threshold < figures.mean_record_risk:
+        raise PolicyError(f"--threshold {threshold:g} is below the {MEASURE} of the data the policy is saved on "
+                          f"({figures.mean_record_risk:.6g}), so the policy would fail its own check; give a larger "
+                          f"threshold or a more general policy")
+    saved = replace(draft, spec_sha256=_hash(draft, parsed), figures=figures, groups=measured.groups,
+                    threshold=figures.mean_record_risk if threshold is None else float(threshold),
+                    threshold_from="saved figure" if threshold is None else "set at save")
+    write_text(target, saved.to_json(target.parent), overwrite)
+    return saved
+
+
+def _hash(draft: PolicyFile, spec: Spec) -> str:
+    return spec_sha256(declarations(spec, draft), [(c.name, c.kind) for c in draft.columns])
+
+
+def _check_target(spec: Spec, out: Path, overwrite: bool) -> None:
+    """Refuse before loading anything: an input of the spec, an existing file, a missing folder."""
+    check_not_input(spec, out)
+    if out.exists() and not overwrite:
+        raise OutputError(f"output {out} already exists; pass --overwrite to replace it")
+    if not out.parent.exists():
+        raise OutputError(f"output folder {out.parent} does not exist; create it first")
+
+
+def _empty_figures() -> Figures:
+    return Figures(records=0, groups=0, k=0, sample_unique_records=0, risk_sum=0.0, mean_record_risk=0.0,
+                   expected_reidentifications=0.0, max_record_risk=0.0, corrected_groups=0, population_total=0.0,
+                   risk=0.0)
