@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_missing_table(run, tmp_path: Path, pg: PostgresEngine) -> None:
 
 def test_missing_permission(run, tmp_path: Path, pg: PostgresEngine) -> None:
     con = pg.backend.con
-    con.execute("DROP ROLE IF EXISTS deid_reader")
+    drop_role(con, "deid_reader")
     con.execute("CREATE ROLE deid_reader LOGIN")
     try:
         dsn = pg.dsn.replace("postgres@", "deid_reader@", 1)
@@ -77,7 +78,21 @@ def test_missing_permission(run, tmp_path: Path, pg: PostgresEngine) -> None:
     finally:
         con.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{pg.schema}" FROM deid_reader')
         con.execute(f'REVOKE ALL ON SCHEMA "{pg.schema}" FROM deid_reader')
-        con.execute("DROP ROLE deid_reader")
+        drop_role(con, "deid_reader")
+
+
+def drop_role(con, role: str) -> None:
+    """A closed session's temporary objects are dropped by its server process a moment after the
+    client disconnects; until then they still belong to the role."""
+    import psycopg
+
+    for _ in range(100):
+        try:
+            con.execute(f'DROP ROLE IF EXISTS "{role}"')
+            return
+        except psycopg.errors.DependentObjectsStillExist:
+            time.sleep(0.05)
+    con.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def test_a_view_in_a_file_is_refused_for_postgres(run, tmp_path: Path, pg: PostgresEngine) -> None:
