@@ -1,0 +1,457 @@
+"""Apache Spark (PySpark 4, classic mode): the rows stay in Spark; only cells come back.
+
+Sources are tables of Spark's session catalog (``[source] table = "db.table"``) or
+Parquet/CSV files read by Spark; outputs (``--table``, views, channel releases) go into
+the session catalog.  Queries are the compiler's sqlglot expressions rendered in the
+``spark`` dialect and run with ``spark.sql``; results come back as Arrow.
+
+One Spark context per process.  Starting the JVM takes seconds, so the first backend
+creates the process's root ``SparkSession`` (``getOrCreate``, so a session the caller
+already started is adopted) and every backend works in its own ``newSession()`` of it:
+temporary views and SQL settings are private to a backend, the catalog and the executors
+are shared.  ``close()`` drops the backend's temporary views and cached data but never
+stops Spark, which other backends may be using; Spark stops when the process exits (or
+call ``stop_spark()``).  Static settings (master, driver memory, warehouse folder, …) are
+fixed by the first backend; a later backend asking for different ones is refused rather
+than silently ignored.  Spark runs no Python functions here (``python_udfs`` False): the
+SQL reference evaluator runs in a local DuckDB over the cells (``Problem._sql_backend``),
+which moves no rows and needs no Python workers on the executors.
+
+Spark 4 runs with ANSI SQL on by default, where ``CAST`` of a bad value raises; the
+loader's ``TRY_CAST`` (out-of-domain detection) is therefore rendered as Spark's own
+``TRY_CAST`` rather than sqlglot's default plain ``CAST``, and ANSI stays as configured.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from ..compile import to_sql
+from ..errors import BackendError, OutputError
+from ..spec import TableRef
+from .base import Backend
+
+# Fixed when Spark starts (the first backend of the process); a backend's conf overrides them.  Log level
+# FATAL: a failed task is logged at ERROR with its JVM stack, repeating the one-line BackendError raised
+# anyway (conf = { "spark.log.level" = "WARN" } shows Spark's log).  No web UI, no progress bars.  No relation
+# cache: each backend is its own session, and a session that cached a table's file list would go on reading
+# files that another session (or process) has since replaced.
+STARTUP_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.log.level": "FATAL",
+                    "spark.sql.filesourceTableRelationCacheSize": "0"}
+# per backend session
+SESSION_DEFAULTS = {"spark.sql.shuffle.partitions": "4"}
+
+_lock = threading.Lock()
+_root: SparkSession | None = None
+_root_session_keys: frozenset[str] = frozenset()  # runtime settings the first backend gave the root
+_root_settings: dict[str, str] = {}  # settings Spark started with, as given (Spark normalizes some)
+_counter = itertools.count()
+
+# PySpark logs every analysis error (with a JVM stack) before raising it; we raise one line instead
+for _name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+    logging.getLogger(_name).setLevel(logging.CRITICAL)
+
+
+def quoted_table(name: str) -> exp.Table:
+    """``db.table`` (or ``table``, ``catalog.db.table``) with every part quoted."""
+    parts = name.split(".")
+    if len(parts) > 3 or not all(parts):
+        raise OutputError(f"table name {name!r} is not table, db.table or catalog.db.table")
+    ids = [exp.to_identifier(p, quoted=True) for p in parts]
+    return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
+
+
+def _spark(master: str | None, conf: Mapping[str, str]) -> SparkSession:
+    """The process's root session: started on first use, then shared."""
+    global _root, _root_session_keys, _root_settings
+    with _lock:
+        if _root is not None and _root.sparkContext._jsc is None:  # stopped meanwhile (e.g. by the caller)
+            _root = None
+        if _root is None:
+            from pyspark import SparkContext
+
+            builder = SparkSession.builder
+            given: dict[str, str] = {}
+            if SparkContext._active_spark_context is None:  # start Spark with our settings
+                if master:
+                    builder = builder.master(master)
+                given = {**STARTUP_DEFAULTS, **conf}
+                for key, value in given.items():
+                    builder = builder.config(key, value)
+            try:
+                root = builder.getOrCreate()
+            except (PySparkException, Py4JError, OSError, RuntimeError) as e:
+                raise BackendError(f"cannot start Spark with master {master or 'local[*]'!r} ({_first_line(e)}); "
+                                   f"Spark needs Java 17 or later (java on PATH or JAVA_HOME) and a valid "
+                                   f"[backend] master such as \"local[2]\"") from None
+            _root = root
+            _root_session_keys = frozenset(k for k in given if root.conf.isModifiable(k))
+            _root_settings = {**dict(root.sparkContext.getConf().getAll()), **given}
+        return _root
+
+
+def stop_spark() -> None:
+    """Stop the process's Spark context (every backend using it stops working)."""
+    global _root
+    with _lock:
+        if _root is not None:
+            _root.stop()
+            _root = None
+
+
+class SparkBackend(Backend):
+    """A private session (temporary views, SQL settings) of the process's shared Spark."""
+
+    dialect = "spark"
+    python_udfs = False
+
+    def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
+        conf = {str(k): str(v) for k, v in (conf or {}).items()}
+        root = _spark(master, conf)
+        context = root.sparkContext
+        if master and context.master != master:
+            raise BackendError(f"Spark already runs in this process with master {context.master!r}, not "
+                               f"{master!r}; a process has one Spark context: use the same [backend] master "
+                               f"or another process")
+        try:
+            self.session = root.newSession()
+            for key in _root_session_keys - set(conf):  # the first backend's settings are its own
+                self.session.conf.unset(key)
+            for key, value in {**SESSION_DEFAULTS, **conf}.items():
+                if self.session.conf.isModifiable(key):
+                    self.session.conf.set(key, value)
+                elif _root_settings.get(key) != value:
+                    raise BackendError(f"Spark already runs in this process with {key} = "
+                                       f"{_root_settings.get(key, '(unset)')!r}, not {value!r}; it is fixed when Spark "
+                                       f"starts: use the same [backend] conf or another process")
+        except (PySparkException, Py4JError) as e:
+            raise BackendError(_one_line(e)) from None
+        self._views: set[str] = set()
+        self._cached: dict[str, DataFrame] = {}
+        self._files: dict[tuple[str, str | None, tuple[str, ...]], str] = {}  # CSV views
+        self._inferred: dict[tuple[str, str | None], T.StructType] = {}  # CSV schemas
+        self._closed = False
+
+    def close(self) -> None:
+        """Drop this backend's temporary views and cached data; Spark itself keeps running."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for df in self._cached.values():
+                df.unpersist()
+            for name in self._views:
+                self.session.catalog.dropTempView(name)
+        except (PySparkException, Py4JError):
+            pass  # Spark already gone: nothing left to release
+        self._cached.clear()
+        self._views.clear()
+
+    # -- functions: none in Python ------------------------------------------------------
+    def register_udfs(self) -> None:
+        raise BackendError("the Spark backend runs no Python functions; the SQL reference path runs on the cells "
+                           "in DuckDB")
+
+    def register_function(self, name: str, fn: Any, args: tuple[str, ...], returns: str) -> None:
+        self.register_udfs()
+
+    # -- tables ---------------------------------------------------------------------------
+    def register_table(self, name: str, table: pa.Table, copy: bool = False) -> None:
+        with self._errors():
+            df = self.session.createDataFrame(table)
+            if copy:
+                self._cache(name, df)
+            self._temp_view(name, df)
+
+    def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
+        if ref.format == "table" and ref.table:
+            return quoted_table(ref.table)
+        if ref.format == "parquet":
+            return exp.Table(this=exp.to_identifier(str(ref.path), quoted=True), db=exp.to_identifier("parquet"))
+        if ref.format == "csv":
+            return exp.Table(this=exp.to_identifier(self._csv(ref, text_columns), quoted=True))
+        raise BackendError(f"Spark reads tables of its catalog and Parquet or CSV files; {ref.describe()} is a "
+                           f"DuckDB file — export the table to Parquet (COPY … TO 'x.parquet') and use path = "
+                           f"\"x.parquet\", or load it into a Spark table")
+
+    def _csv(self, ref: TableRef, text_columns: Mapping[str, bool]) -> str:
+        """A temporary view over the CSV file: header row, types inferred (one pass over the file),
+        text QI columns read as strings (ZIP ``02134`` stays ``02134``)."""
+        text = tuple(sorted(c for c, is_text in text_columns.items() if is_text))
+        key = (str(ref.path), ref.delimiter, text)
+        if key in self._files:
+            return self._files[key]
+        path = str(ref.path)
+
+        def reader() -> DataFrameReader:
+            return self.session.read.option("header", "true").option("sep", ref.delimiter or ",")
+
+        with self._errors():
+            inferred = self._inferred.get(key[:2])
+            if inferred is None:
+                inferred = self._inferred[key[:2]] = reader().option("inferSchema", "true").csv(path).schema
+            schema = T.StructType([T.StructField(f.name, T.StringType()) if f.name in text else f
+                                   for f in inferred.fields])
+            name = f"deid_file_{next(_counter)}"
+            self._temp_view(name, reader().schema(schema).csv(path))
+        self._files[key] = name
+        return name
+
+    def create_temp_view(self, name: str, query: exp.Expression) -> None:
+        self._run(exp.Create(this=exp.to_table(name), kind="VIEW", replace=True,
+                             properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query))
+        self._views.add(name)
+
+    def columns(self, name: str) -> dict[str, str]:
+        with self._errors():
+            schema = self.session.sql(self.render(exp.select("*").from_(exp.to_table(name)).limit(0))).schema
+        return {f.name: type_name(f.dataType) for f in schema.fields}
+
+    def render(self, query: exp.Expression) -> str:
+        return to_sql(_try_casts(query), "spark")
+
+    def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        text = query if isinstance(query, str) else self.render(query)
+        with self._errors():
+            return self.session.sql(text, args=dict(params) if params else None).toArrow()
+
+    def create_temp_table(self, name: str, query: exp.Expression) -> None:
+        """A cached temporary view (Spark has no temporary tables), computed now."""
+        with self._errors():
+            df = self.session.sql(self.render(query))
+            self._cache(name, df)
+            self._temp_view(name, df)
+
+    def stream(self, query: exp.Expression, batch_rows: int = 1_000_000) -> Iterator[pa.RecordBatch]:
+        """Partition by partition (one Spark job each), re-batched to ``batch_rows`` rows: memory
+        holds about one partition and one batch, never the whole result."""
+        with self._errors():
+            df = self.session.sql(self.render(query))
+            schema = _arrow_schema(df)
+            pending: list[pa.RecordBatch] = []
+            rows = 0
+            for batch in _partition_batches(self.session, df, schema):
+                pending.append(batch)
+                rows += batch.num_rows
+                if rows >= batch_rows:
+                    table = pa.Table.from_batches(pending, schema).combine_chunks()
+                    whole = rows - rows % batch_rows
+                    yield from table.slice(0, whole).to_batches(max_chunksize=batch_rows)
+                    pending, rows = table.slice(whole).to_batches(), rows - whole
+            if rows:
+                yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
+
+    # -- outputs in the session catalog ---------------------------------------------------
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+        _no_file(database)
+        if not replace and self.exists(None, name):
+            raise OutputError(f"the database already has a table or view named {name!r}; pick another name or "
+                              f"replace it")
+        try:
+            self._run(exp.Create(this=quoted_table(name), kind="VIEW", replace=replace, expression=query))
+        except BackendError as e:
+            if "INVALID_TEMP_OBJ_REFERENCE" in str(e):
+                raise OutputError("a view in Spark's catalog cannot read a CSV source (Spark reads CSV with "
+                                  "options through a temporary view); convert the CSV to Parquet or load it into "
+                                  "a table ([source] table = ...), or materialize with --table") from None
+            raise
+
+    def create_table(self, database: Path | None, name: str, query: exp.Expression,
+                     expected_rows: int, replace: bool) -> int:
+        """Written under a temporary name, counted, then renamed into place; a replaced table is
+        renamed aside first and dropped only once the new one is in place."""
+        _no_file(database)
+        target = quoted_table(name)
+        kind = self._kind(target)
+        if kind is not None and not replace:
+            raise OutputError(f"the database already has a table named {name!r}; pick another name or pass "
+                              f"--overwrite")
+        staging, placed = _sibling(target, "deid_staging"), False
+        try:
+            self._run(exp.Create(this=staging.copy(), kind="TABLE", expression=query))
+            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.copy()))
+                       .column(0)[0].as_py())
+            if rows != expected_rows:
+                raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was "
+                                  f"written")
+            aside = _sibling(target, "deid_replaced") if kind is not None else None
+            if aside is not None:
+                self._run(_rename(target, aside, kind))
+            try:
+                self._run(_rename(staging, target, "TABLE"))
+            except BaseException:
+                if aside is not None:  # put the old one back
+                    with suppress(BackendError):
+                        self._run(_rename(aside, target, kind))
+                raise
+            placed = True
+            if aside is not None:  # the new table is in place: the old one goes
+                with suppress(BackendError):
+                    self._run(exp.Drop(tables=[aside], kind=kind, exists=True))
+            return rows
+        finally:
+            if not placed:  # failed: leave nothing behind, and let the first error speak
+                with suppress(BackendError):
+                    self._run(exp.Drop(tables=[staging], kind="TABLE", exists=True))
+
+    def exists(self, database: Path | None, name: str) -> bool:
+        _no_file(database)
+        return self._kind(quoted_table(name)) is not None
+
+    def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
+        _no_file(database)
+        self._run(exp.Drop(tables=[quoted_table(name)], kind=kind, exists=True))
+
+    # -- helpers --------------------------------------------------------------------------
+    def _kind(self, table: exp.Table) -> str | None:
+        """``TABLE`` or ``VIEW`` for a catalog object (never a temporary view), None if absent."""
+        with self._errors():
+            catalog = self.session.catalog
+            parts = [p.name for p in table.parts]
+            if len(parts) == 1:
+                parts.insert(0, catalog.currentDatabase())
+            qualified = ".".join("`" + p.replace("`", "``") + "`" for p in parts)
+            if not catalog.tableExists(qualified):
+                return None
+            return "VIEW" if catalog.getTable(qualified).tableType == "VIEW" else "TABLE"
+
+    def _cache(self, name: str, df: DataFrame) -> None:
+        """Keep ``df`` computed in Spark's memory (released by ``close`` or a new table of that name)."""
+        df.persist()
+        df.count()
+        old = self._cached.pop(name, None)
+        if old is not None:
+            old.unpersist()
+        self._cached[name] = df
+
+    def _temp_view(self, name: str, df: DataFrame) -> None:
+        df.createOrReplaceTempView(name)
+        self._views.add(name)
+
+    def _run(self, stmt: exp.Expression) -> None:
+        with self._errors():
+            self.session.sql(self.render(stmt))
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except (PySparkException, Py4JError) as e:
+            raise BackendError(_one_line(e)) from None
+
+
+def type_name(t: T.DataType) -> str:
+    """A Spark type under DuckDB's name, so loading's type checks read every engine alike."""
+    if isinstance(t, T.StringType | T.VarcharType | T.CharType):
+        return "VARCHAR"
+    if isinstance(t, T.DecimalType):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if isinstance(t, T.TimestampNTZType):
+        return "TIMESTAMP"
+    for cls, name in ((T.BooleanType, "BOOLEAN"), (T.ByteType, "TINYINT"), (T.ShortType, "SMALLINT"),
+                      (T.IntegerType, "INTEGER"), (T.LongType, "BIGINT"), (T.FloatType, "FLOAT"),
+                      (T.DoubleType, "DOUBLE"), (T.DateType, "DATE"), (T.TimestampType, "TIMESTAMP WITH TIME ZONE"),
+                      (T.BinaryType, "BLOB")):
+        if isinstance(t, cls):
+            return name
+    return t.simpleString().upper()
+
+
+def _try_casts(query: exp.Expression) -> exp.Expression:
+    """sqlglot renders ``TryCast`` as a plain ``CAST`` for Spark (right without ANSI mode, which
+    Spark 4 turns on); mark them safe so they render as ``TRY_CAST`` and bad values become NULL."""
+    if not any(True for _ in query.find_all(exp.TryCast)):
+        return query
+
+    def safe(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.TryCast) and not node.args.get("safe"):
+            node = node.copy()
+            node.set("safe", True)
+        return node
+
+    return query.transform(safe)
+
+
+def _arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow schema ``toArrow`` gives ``df`` (no rows are computed)."""
+    return df.limit(0).toArrow().schema
+
+
+def _partition_batches(session: SparkSession, df: DataFrame, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Arrow batches, one partition at a time.  Fast path: Spark's own Arrow batches of each
+    partition served like ``toLocalIterator`` (internal API); if a PySpark version lacks it,
+    the public ``toLocalIterator`` rows converted to Arrow."""
+    try:
+        from pyspark.serializers import NoOpSerializer
+        from pyspark.util import _local_iterator_from_socket
+
+        jvm = session.sparkContext._jvm
+        served = jvm.PythonRDD.toLocalIteratorAndServe(df._jdf.toArrowBatchRdd(), True)
+    except (ImportError, AttributeError, Py4JError):
+        yield from _row_batches(df.toLocalIterator(prefetchPartitions=True), schema)
+        return
+    for message in _local_iterator_from_socket(served, NoOpSerializer()):
+        yield pa.ipc.read_record_batch(pa.py_buffer(message), schema)
+
+
+def _row_batches(rows: Iterable[Any], schema: pa.Schema, size: int = 100_000) -> Iterator[pa.RecordBatch]:
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, size)):
+        columns = list(zip(*chunk))
+        arrays = []
+        for field, values in zip(schema, columns):
+            if pa.types.is_timestamp(field.type) and field.type.tz:  # Spark gives local wall-clock times
+                values = tuple(v.astimezone(dt.UTC) if isinstance(v, dt.datetime) else v for v in values)
+            arrays.append(pa.array(values, type=field.type))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _rename(table: exp.Table, to: exp.Table, kind: str | None) -> exp.Alter:
+    return exp.Alter(this=table.copy(), kind=kind, actions=[exp.AlterRename(this=to.copy())])
+
+
+def _sibling(target: exp.Table, prefix: str) -> exp.Table:
+    """A fresh name in the same database as ``target``."""
+    sibling = target.copy()
+    sibling.set("this", exp.to_identifier(f"{prefix}_{uuid.uuid4().hex[:12]}", quoted=True))
+    return sibling
+
+
+def _no_file(database: Path | None) -> None:
+    if database is not None:
+        raise OutputError(f"the engine is Spark: views and tables go into its catalog, not into {database}; "
+                          f"leave out --db")
+
+
+def _first_line(e: BaseException) -> str:
+    if isinstance(e, Py4JJavaError):  # the deepest Java cause says what went wrong
+        try:
+            cause = e.java_exception
+            while cause.getCause() is not None:
+                cause = cause.getCause()
+            text = str(cause.getMessage() or cause.toString())
+        except Py4JError:
+            text = str(e)
+    else:
+        text = str(e)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[0] if lines else type(e).__name__)[:400]
+
+
+def _one_line(e: BaseException) -> str:
+    return f"Spark: {_first_line(e)}"
