@@ -106,17 +106,7 @@ class Spec:
     @classmethod
     def read(cls, path: str | Path) -> Spec:
         p = Path(path)
-        try:
-            text = p.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            raise SpecError(f"spec file {p} does not exist; pass the path of a .toml spec") from None
-        except UnicodeDecodeError:
-            raise SpecError(f"spec file {p} is not UTF-8; re-save it as UTF-8") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise SpecError(f"spec file {p} is not valid TOML: {e}") from None
-        return cls.from_dict(data, base=p.resolve().parent, path=p)
+        return cls.from_dict(read_toml(p), base=p.resolve().parent, path=p)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
@@ -167,6 +157,20 @@ class Spec:
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
                    channels=channels, backend=backend)
+
+
+def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:
+    """A spec file's TOML, or one ``SpecError`` line (``missing`` replaces the not-found advice)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(missing or f"spec file {path} does not exist; pass the path of a .toml spec") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file {path} is not UTF-8; re-save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec file {path} is not valid TOML: {e}") from None
 
 
 def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:

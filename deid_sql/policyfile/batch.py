@@ -10,7 +10,6 @@ view re-reads its file on every query).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from ..errors import BackendError, DataError, SpecError
 from ..hierarchy import Hierarchy
 from ..loading import read_problem
 from ..recoding import Recoding
-from ..spec import QISpec, Spec, TableRef
+from ..spec import QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 
 BATCH_VIEW = "deid_batch"
@@ -51,16 +50,7 @@ def batch_ref(source: str | Path, table: str | None = None) -> TableRef:
 
 def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, object]]:
     """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML."""
-    try:
-        text = spec_path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"spec file {spec_path} is not UTF-8; re-save it as UTF-8") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"spec file {spec_path} is not valid TOML: {e}") from None
+    raw = read_toml(spec_path, missing=f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}")
     backend = raw.get("backend")
     engine = backend.get("engine", "duckdb") if isinstance(backend, dict) else "duckdb"
     if engine != "duckdb":
