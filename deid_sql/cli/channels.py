@@ -10,7 +10,7 @@ from ..channels.job import ChannelJob, solve
 from ..channels.spec import INTEGER_MODES
 from ..channels.write import write_release
 from ..compile import DIALECTS
-from .options import handles_errors, spec_argument
+from .options import format_option, handles_errors, spec_argument
 
 SHOWN = 10  # risky input channels listed before "… and N more"
 
@@ -32,8 +32,7 @@ def _candidates(value: str | None) -> int | str | None:
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the release: .parquet or .csv (composition beside it as NAME.channels.csv) or .duckdb "
                    "(table --table, composition table TABLE_channels).")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
-              help="Output format when the extension does not tell.")
+@format_option
 @click.option("--table", default=None, help="Table name inside a .duckdb output (default released); without --out, "
                                             "the table to create inside a PostgreSQL or Spark engine.")
 @click.option("--view", default=None, help="Create a view of the release (with --db); composition in VIEW_channels.")

@@ -28,6 +28,10 @@ policy_option = click.option(
     help="Policy text: 'age:cuts=18,65|zip:top', per-QI bits 'sex:1', 'race:level=1', "
          "'top', 'bottom', or @FILE to read it from a file.",
 )
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
+    help="Output format when the extension does not tell.",
+)
 suppress_option = click.option(
     "--suppress-below", type=click.IntRange(min=1), default=None, metavar="K",
     help="Replace the QIs of records in groups smaller than K by '*' and flag them.",

@@ -8,7 +8,15 @@ import click
 
 from ..compile import DIALECTS
 from ..output import create_view, materialize
-from .options import handles_errors, open_problem, policy_option, read_policy, spec_argument, suppress_option
+from .options import (
+    format_option,
+    handles_errors,
+    open_problem,
+    policy_option,
+    read_policy,
+    spec_argument,
+    suppress_option,
+)
 
 
 @click.command(name="compile")
@@ -35,8 +43,7 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Output file: .parquet, .csv or .duckdb (leave out with --table to write inside a "
                    "PostgreSQL or Spark engine).")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
-              help="Output format when the extension does not tell.")
+@format_option
 @click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
                                             "table to create in the engine when --out is left out.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file or table.")
