@@ -33,8 +33,16 @@ start)
   if ! bin=$(bindir); then
     echo "postgres.sh: installing Debian's postgresql" >&2
     export DEBIAN_FRONTEND=noninteractive
+    # no init system here: tell the package scripts not to start the distribution's own cluster
+    guard=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      guard=/usr/sbin/policy-rc.d
+      printf '#!/bin/sh\nexit 101\n' >"$guard"
+      chmod 755 "$guard"
+    fi
     apt-get update -qq >&2
     apt-get install -y -qq postgresql >&2
+    if [ -n "$guard" ]; then rm -f "$guard"; fi
     bin=$(bindir)
   fi
   owner=$(id -un)
