@@ -83,15 +83,19 @@ def test_missing_permission(run, tmp_path: Path, pg: PostgresEngine) -> None:
 
 def drop_role(con, role: str) -> None:
     """A closed session's temporary objects are dropped by its server process a moment after the
-    client disconnects; until then they still belong to the role."""
+    client disconnects; until that process is gone they still belong to the role. Wait for the
+    role's sessions to end, then drop it (retrying the races PostgreSQL reports while they end)."""
     import psycopg
 
-    for _ in range(100):
-        try:
-            con.execute(f'DROP ROLE IF EXISTS "{role}"')
-            return
-        except psycopg.errors.DependentObjectsStillExist:
-            time.sleep(0.05)
+    for _ in range(200):
+        busy = con.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (role,)).fetchone()[0]
+        if not busy:
+            try:
+                con.execute(f'DROP ROLE IF EXISTS "{role}"')
+                return
+            except (psycopg.errors.DependentObjectsStillExist, psycopg.errors.InternalError):
+                pass
+        time.sleep(0.05)
     con.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
