@@ -22,7 +22,7 @@ from .domain import Domain
 from .errors import DeidError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
-from .evaluate.riskmodel import PopulationRisk, RecordRisk
+from .evaluate.riskmodel import risk_model
 from .evaluate.sqlpath import SQLEvaluator
 from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
@@ -47,18 +47,11 @@ class Problem:
         self.source = source
         sizes = [d.size for d in domains]
         bottom, top = lattice.bottom().recoding(), lattice.top().recoding()
-        self.record_risk = self._risk_model()
+        self.record_risk = risk_model(spec, self.population_total)
         self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk),
                               sample, bottom, top)
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
-
-    def _risk_model(self) -> RecordRisk:
-        if self.spec.risk == "adversary":
-            from .adversary.risk import AdversaryRisk
-
-            return AdversaryRisk(self.spec.adversary, self.population_total)
-        return PopulationRisk(self.spec.gamma)
 
     @property
     def population_total(self) -> int:

@@ -8,9 +8,12 @@ search: ``PopulationRisk`` is the core's g^−γ (seed 001 eq. 1); the adversary
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..spec import Spec
 
 
 class RecordRisk(Protocol):
@@ -32,3 +35,12 @@ class PopulationRisk:
     def __call__(self, g: np.ndarray) -> np.ndarray:
         g = np.asarray(g, dtype=np.float64)
         return 1.0 / g if self.gamma == 1.0 else np.power(g, -self.gamma)
+
+
+def risk_model(spec: Spec, population_total: float) -> RecordRisk:
+    """The spec's r(g): g^−γ, or the adversary's P_reid × loss (which needs the population size)."""
+    if spec.risk == "adversary":
+        from ..adversary.risk import AdversaryRisk
+
+        return AdversaryRisk(spec.adversary, population_total)
+    return PopulationRisk(spec.gamma)

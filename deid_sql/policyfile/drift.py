@@ -21,10 +21,10 @@ from sqlglot import exp
 
 from ..compile import col, generalize
 from ..errors import BackendError, DataError
-from ..evaluate.riskmodel import PopulationRisk, RecordRisk
+from ..evaluate.riskmodel import risk_model
 from ..loading import read_problem
 from ..recoding import Recoding
-from ..spec import Spec, TableRef
+from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
 
@@ -37,15 +37,6 @@ TOLERANCE = 1e-12  # relative: the same data gives the same figure; this only ab
 class Measured:
     figures: Figures
     groups: Groups
-
-
-def record_risk(spec: Spec, population_total: float) -> RecordRisk:
-    """The spec's r(g), as ``Problem`` builds it."""
-    if spec.risk == "adversary":
-        from ..adversary.risk import AdversaryRisk
-
-        return AdversaryRisk(spec.adversary, population_total)
-    return PopulationRisk(spec.gamma)
 
 
 def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = True) -> Measured:
@@ -76,7 +67,7 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     else:
         population = np.nan_to_num(np.asarray(table.column("n").to_numpy(zero_copy_only=False), dtype=np.float64))
         g = np.maximum(population, m)
-    risk = np.asarray(record_risk(batch.spec, total)(g), dtype=np.float64)
+    risk = np.asarray(risk_model(batch.spec, total)(g), dtype=np.float64)
     risk_sum = float((m * risk).sum())
     figures = Figures(
         records=records, groups=int(m.size), k=int(m.min()), sample_unique_records=int((m == 1).sum()),
