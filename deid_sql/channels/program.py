@@ -98,16 +98,18 @@ def build(inputs: InputChannels, classes: Classification, rule: RiskRule, output
 
 @dataclass(frozen=True)
 class Solution:
-    """x_rw from HiGHS; ``integer`` when every x is a whole number of subjects."""
+    """x_rw from HiGHS."""
 
     x: np.ndarray
     objective: float  # Ψ, eq. 11
-    integer: bool
     optimal: bool  # proven optimal for the program solved
     method: str  # "lp" or "milp"
     seconds: float
-    gap: float = 0.0
-    note: str = ""
+
+    @property
+    def integer(self) -> bool:
+        """Every x_rw a whole number of subjects."""
+        return bool(np.allclose(self.x, np.round(self.x), atol=1e-7))
 
 
 def solve_lp(program: Program) -> Solution:
@@ -129,7 +131,7 @@ def solve_lp(program: Program) -> Solution:
                         f"{_size(program)}")
     seconds = time.perf_counter() - start
     x = np.clip(res.x, 0.0, None)
-    return Solution(x, float(program.cost @ x), bool(np.allclose(x, np.round(x), atol=1e-7)), True, "lp", seconds)
+    return Solution(x, float(program.cost @ x), True, "lp", seconds)
 
 
 def solve_milp(program: Program, time_limit: float) -> Solution | None:
@@ -147,9 +149,7 @@ def solve_milp(program: Program, time_limit: float) -> Solution | None:
             raise DeidError(f"HiGHS found the whole-subject program infeasible; {_size(program)}")
         return None
     x = np.round(res.x)
-    gap = float(res.mip_gap) if getattr(res, "mip_gap", None) is not None else 0.0
-    return Solution(x, float(program.cost @ x), True, res.status == 0, "milp", seconds, gap,
-                    "" if res.status == 0 else f"time limit {time_limit:g} s reached, gap {gap:.2%}")
+    return Solution(x, float(program.cost @ x), res.status == 0, "milp", seconds)
 
 
 def _size(program: Program) -> str:

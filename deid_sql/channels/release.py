@@ -35,7 +35,6 @@ class ReleasePlan:
     members: tuple[tuple[int, ...], ...]  # input channels per released output channel
     subjects: dict[tuple[int, int], int]  # (released channel, input channel) -> subjects sent
     ranges: tuple[tuple[int, int, int, int], ...]  # (input channel, first rank, last rank, released channel)
-    origin: tuple[int, ...]  # candidate index, or -1 for a singleton
 
     def totals(self) -> np.ndarray:
         out = np.zeros(len(self.labels), dtype=np.int64)
@@ -76,7 +75,7 @@ def plan(assignment: Assignment) -> ReleasePlan:
         n = subjects[(w, r)]
         ranges.append((r, int(lo[r]), int(lo[r] + n - 1), w))
         lo[r] += n
-    return ReleasePlan(tuple(labels), tuple(members), subjects, tuple(ranges), tuple(origin))
+    return ReleasePlan(tuple(labels), tuple(members), subjects, tuple(ranges))
 
 
 def composition(release: ReleasePlan, inputs: InputChannels) -> pa.Table:
