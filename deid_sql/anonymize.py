@@ -31,6 +31,7 @@ from .fulldomain import (
 )
 from .output import Written, materialize_query
 from .problem import Problem
+from .release.gate import ReleaseGate
 from .search.bfs import STORES, BFSResult, best_first_search
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
@@ -117,7 +118,15 @@ def release_query(problem: Problem, run: Anonymization) -> exp.Select:
     return exp.select(*projections).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=ident("flagged"))))
 
 
-def write_release(problem: Problem, run: Anonymization, out: str | Path, overwrite: bool = False) -> Written:
+def write_release(problem: Problem, run: Anonymization, out: str | Path, overwrite: bool = False,
+                  accept_risk: str | None = None) -> Written:
+    """Write the optimum's release through the release gate (figures measured on the written rows,
+    the suppressed records flagged), with its sidecar."""
     if run.levels is None:
         raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to write")
-    return materialize_query(problem, release_query(problem, run), out, overwrite=overwrite)
+    text = run.space.text(run.levels)
+    call = f"deid_sql.anonymize.write_release(problem, anonymize(problem, …), {str(out)!r})  # optimum {text}"
+    gate = ReleaseGate.for_problem(problem, run.space.recoding(run.levels), call, accept_risk, policy_text=text,
+                                   flag=True)
+    gate.precheck()
+    return materialize_query(problem, release_query(problem, run), out, overwrite=overwrite, gate=gate)

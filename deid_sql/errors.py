@@ -47,3 +47,8 @@ class BackendError(DeidError):
 
 class DialectError(DeidError):
     """A target SQL dialect cannot express what the compiler needs."""
+
+
+class ReleaseRefused(DeidError):
+    """A release failed the gate (the spec's ``[release]`` criteria, or the original data without
+    criteria) and no ``--accept-risk`` reason was given; nothing was written."""

@@ -94,6 +94,9 @@ class Lattice:
         at each listed value).  The whole text may also be ``top`` or ``bottom``.
         """
         text = text.strip()
+        if not text.strip("| \t\n"):  # an unset shell variable must not mean "keep everything"
+            raise PolicyError("the policy text is empty; write one, e.g. 'age:cuts=18,65|zip:top', or 'bottom' "
+                              "to keep every QI as it is")
         if text in ("top", "bottom"):
             return self.top() if text == "top" else self.bottom()
         bits = self.bottom().array.astype(np.uint8)

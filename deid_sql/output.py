@@ -14,14 +14,17 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from sqlglot import exp
 
-from .atomic import replacing
+from .atomic import replacing, replacing_together
 from .backends.base import Backend
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
-from .spec import Spec
+from .release.figures import FLAG, ReleaseFigures, measure
+from .release.gate import ReleaseGate, Verdict
+from .release.sidecar import as_table, file_sha256, sidecar_path, sidecar_table, to_json
+from .spec import Spec, TableRef
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
            ".ddb": "duckdb"}
@@ -35,6 +38,9 @@ class Written:
     format: str
     rows: int
     table: str | None = None
+    figures: ReleaseFigures | None = None  # measured on what was written (gated releases)
+    verdict: Verdict | None = None
+    sidecar: str | None = None  # the sidecar file, or table inside the database
 
 
 def output_format(out: Path, fmt: str | None) -> str:
@@ -65,43 +71,106 @@ def check_not_input(spec: Spec, out: Path) -> None:
 
 def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path | None,
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
-                suppress_below: int | None = None) -> Written:
+                suppress_below: int | None = None, accept_risk: str | None = None) -> Written:
     """Write the generalized source to Parquet, CSV or a DuckDB table, atomically; with ``out``
-    None, as table ``table`` inside the engine (PostgreSQL, Spark), where the data is."""
-    return materialize_query(problem, problem.query(item, suppress_below), out, fmt, table, overwrite)
+    None, as table ``table`` inside the engine (PostgreSQL, Spark), where the data is.
+
+    The release gate runs on what is written (``deid_sql.release.gate``): a failed gate writes
+    nothing unless ``accept_risk`` gives the reason; the sidecar is written with the release."""
+    call = (f"deid_sql.output.materialize(problem, {_policy_repr(problem, item)}, {str(out)!r}"
+            + (f", table={table!r}" if table else "") + (f", suppress_below={suppress_below}" if suppress_below else "")
+            + (", accept_risk=..." if accept_risk else "") + ")")
+    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    gate.precheck()
+    return materialize_query(problem, problem.query(item, suppress_below), out, fmt, table, overwrite, gate)
 
 
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
-                      table: str | None = None, overwrite: bool = False) -> Written:
+                      table: str | None = None, overwrite: bool = False, gate: ReleaseGate | None = None) -> Written:
     """Write any row-preserving query over the source (one output row per source row)."""
-    return write_query(problem.backend, problem.spec, query, out, problem.sample.total, fmt, table, overwrite)
+    return write_query(problem.backend, problem.spec, query, out, problem.sample.total, fmt, table, overwrite, gate)
 
 
 def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path | None, expected: int,
-                fmt: str | None = None, table: str | None = None, overwrite: bool = False) -> Written:
+                fmt: str | None = None, table: str | None = None, overwrite: bool = False,
+                gate: ReleaseGate | None = None) -> Written:
     """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically,
-    or (``out`` None) to table ``table`` of the engine itself."""
+    or (``out`` None) to table ``table`` of the engine itself.  With ``gate``, the written rows are
+    measured and judged before they become visible, and the sidecar lands with them."""
     if out is None:
         if spec.backend.engine == "duckdb":
             raise OutputError("name the output file with --out (.parquet, .csv or .duckdb)")
         if not table:
             raise OutputError(f"name the table to create in the {spec.backend.engine} engine with --table, "
                               f"or a file with --out")
-        rows = backend.create_table(None, table, query, expected, overwrite)
-        return Written(None, spec.backend.engine, rows, table)
+        return _write_table(backend, None, table, query, expected, overwrite, gate, spec.backend.engine)
     path = Path(out)
     kind = output_format(path, fmt)
     check_not_input(spec, path)
     if kind == "duckdb":
         name = table or "deidentified"
         try:
-            rows = backend.create_table(path, name, query, expected, overwrite)
+            return _write_table(backend, path, name, query, expected, overwrite, gate, kind)
         except BackendError as e:
             raise _unreadable(spec, e) from None
-        return Written(path, kind, rows, name)
-    with replacing(path, overwrite) as tmp:
+    if gate is None:
+        with replacing(path, overwrite) as tmp:
+            rows = write_file(backend, spec, query, tmp, kind, expected)
+        return Written(path, kind, rows)
+    side = sidecar_path(path)
+    check_not_input(spec, side)
+    with replacing_together([path, side], overwrite) as (tmp, tmp_side):
         rows = write_file(backend, spec, query, tmp, kind, expected)
-    return Written(path, kind, rows)
+        figures = _measure_file(gate, tmp, kind)
+        verdict = gate.judge(figures)
+        record = gate.record(figures, verdict, {"kind": "file", "name": path.name, "path": str(path.resolve()),
+                                                "format": kind, "rows": rows, "sha256": file_sha256(tmp)})
+        tmp_side.write_text(to_json(record), encoding="utf-8")
+    return Written(path, kind, rows, figures=figures, verdict=verdict, sidecar=str(side))
+
+
+def _write_table(backend: Backend, database: Path | None, name: str, query: exp.Select, expected: int,
+                 overwrite: bool, gate: ReleaseGate | None, kind: str) -> Written:
+    if gate is None:
+        rows = backend.create_table(database, name, query, expected, overwrite)
+        return Written(database, kind, rows, name)
+    done: dict[str, object] = {}
+
+    def finish(run, target: exp.Expression) -> dict[str, object]:  # inside the writing transaction
+        figures = measure(run, target, gate.qi_columns, gate.census, gate.record_risk, gate.original_risk_sum,
+                          flag=_flagged(gate))
+        verdict = gate.judge(figures)
+        where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
+                 "rows": figures.records}
+        done.update(figures=figures, verdict=verdict)
+        return {sidecar_table(name): as_table(gate.record(figures, verdict, where))}
+
+    rows = backend.create_table(database, name, query, expected, overwrite, finish=finish)
+    return Written(database, kind, rows, name, figures=done["figures"], verdict=done["verdict"],  # type: ignore[arg-type]
+                   sidecar=sidecar_table(name))
+
+
+def _flagged(gate: ReleaseGate) -> bool:
+    return any(name == FLAG for name, _ in gate.columns)
+
+
+def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
+    """Read the written file back (a local DuckDB) and measure its released groups."""
+    from .backends import connect
+
+    local = connect("duckdb")
+    try:
+        relation = local.relation(TableRef(path, kind), {c: True for c in gate.qi_columns})
+        return measure(local.execute, relation, gate.qi_columns, gate.census, gate.record_risk,
+                       gate.original_risk_sum, flag=_flagged(gate))
+    finally:
+        local.close()
+
+
+def _policy_repr(problem: Problem, item: Policy | Recoding | str) -> str:
+    if isinstance(item, Recoding):
+        return f"<recoding {item.name or 'recoding'}>"
+    return repr(problem.policy(item).text())
 
 
 def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int) -> int:
@@ -145,13 +214,27 @@ def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str) ->
 
 
 def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path | None, name: str,
-                replace: bool = False, suppress_below: int | None = None) -> Path | None:
+                replace: bool = False, suppress_below: int | None = None,
+                accept_risk: str | None = None) -> Written:
     """``CREATE VIEW name`` in a DuckDB file over the source read in place, or (``database``
-    None) in the engine's own catalog."""
+    None) in the engine's own catalog.  The gate judges the rows the view shows now; values
+    that later fall outside the domain show as the outside label.  The sidecar is the table
+    ``<name>__release`` beside the view, created with it."""
     db = Path(database) if database is not None else None
+    call = (f"deid_sql.output.create_view(problem, {_policy_repr(problem, item)}, "
+            f"{str(db) if db else None!r}, {name!r})")
+    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace)
-    return db
+    figures = measure(problem.backend.execute, problem.query(item, suppress_below), gate.qi_columns, gate.census,
+                      gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
+    verdict = gate.judge(figures)
+    where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
+             "rows": figures.records}
+    companions = {sidecar_table(name): as_table(gate.record(figures, verdict, where))}
+    problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace,
+                                companions=companions)
+    return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 
 
 def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> exp.Expression:

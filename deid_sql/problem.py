@@ -128,7 +128,8 @@ class Problem:
             return text
         return self.lattice.parse(text)
 
-    def _recoding(self, item: Policy | Recoding | str) -> Recoding:
+    def recoding(self, item: Policy | Recoding | str) -> Recoding:
+        """The recoding of a policy (text or object), or a recoding checked against the domains."""
         if isinstance(item, Recoding):
             if len(item.qis) != len(self.domains) or any(
                     q.group_of.size != d.size for q, d in zip(item.qis, self.domains)):
@@ -164,7 +165,7 @@ class Problem:
             item = self.policy(item)
         if isinstance(item, Policy):
             return evaluator.evaluate(self.policy(item))
-        return evaluator.evaluate(self._recoding(item))
+        return evaluator.evaluate(self.recoding(item))
 
     def evaluate_many(self, items: Iterable[Policy | Recoding | str], path: str = "fast") -> list[Metrics]:
         return [self.evaluate(i, path) for i in items]
@@ -173,7 +174,7 @@ class Problem:
     def query(self, item: Policy | Recoding | str, suppress_below: int | None = None,
               source: exp.Expression | None = None) -> exp.Select:
         """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source)."""
-        return generalize(self._recoding(item), self.spec.qis, self.domains,
+        return generalize(self.recoding(item), self.spec.qis, self.domains,
                           source if source is not None else self.source.copy(),
                           self.columns, suppress_below)
 

@@ -18,8 +18,9 @@ from .adversary.params import RISKS, AdversaryParams
 from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
 from .errors import SpecError
+from .release.criteria import ReleaseCriteria, parse_release
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend"}
+TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend", "release"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
@@ -98,6 +99,7 @@ class Spec:
     adversary: AdversaryParams = field(default_factory=AdversaryParams)
     channels: ChannelSpec | None = None  # seed 003's channel expansion (``[channels]``)
     backend: BackendSpec = field(default_factory=BackendSpec)
+    release: ReleaseCriteria = field(default_factory=ReleaseCriteria)  # ``[release]`` acceptance criteria
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -150,13 +152,14 @@ class Spec:
                 adversary = AdversaryParams.from_mapping(raw_adv)
             except SpecError as err:
                 problems.extend(err.problems)
+        release = parse_release(data.get("release"), problems)
         if problems:
             raise SpecError(problems)
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
-                   channels=channels, backend=backend)
+                   channels=channels, backend=backend, release=release)
 
 
 def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:

@@ -271,7 +271,7 @@ def test_duckdb_output_holds_release_and_composition(run: Run, study: Path) -> N
     con = duckdb.connect(str(out), read_only=True)
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        assert tables == {"rel", "rel_channels"}
+        assert tables == {"rel", "rel_channels", "rel__release"}
         released = con.sql("SELECT * FROM rel").to_arrow_table()
         comp = con.sql("SELECT * FROM rel_channels").to_arrow_table()
     finally:

@@ -8,7 +8,7 @@ expressions, and write views or tables.  Results come back as Arrow.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ..spec import TableRef
+
+#: called inside the transaction that writes a table, before it commits: given a function that
+#: runs a query there and the new table, it inspects what was written (raising aborts the write)
+#: and returns companion tables (name -> rows) to create in the same transaction
+Finish = Callable[[Callable[[exp.Expression], pa.Table], exp.Expression], Mapping[str, pa.Table]]
 
 
 class Backend(ABC):
@@ -78,16 +83,19 @@ class Backend(ABC):
         """Run a query and yield its result batch by batch (bounded memory)."""
 
     @abstractmethod
-    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
+                    companions: Mapping[str, pa.Table] | None = None) -> None:
         """Create a persistent view ``name`` in ``database`` (a DuckDB file), or in the engine's
-        own catalog when ``database`` is None (PostgreSQL, Spark)."""
+        own catalog when ``database`` is None (PostgreSQL, Spark); ``companions`` (small tables,
+        e.g. the release sidecar) are created with it: all of them, or none."""
 
     @abstractmethod
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
-                     expected_rows: int, replace: bool) -> int:
+                     expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         """Materialize ``query`` as table ``name`` in ``database`` (or the engine's catalog when
         None) atomically; the row count must equal ``expected_rows`` or nothing is written.
-        Returns the row count."""
+        ``finish`` (see ``Finish``) inspects the written table before it becomes visible and
+        adds companion tables; if it raises, nothing is written.  Returns the row count."""
 
     @abstractmethod
     def exists(self, database: Path | None, name: str) -> bool:
@@ -98,3 +106,19 @@ class Backend(ABC):
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         """Drop table or view ``name`` from ``database`` if it exists (undoing a write that a
         later step of the same job could not complete)."""
+
+
+def literal_rows(table: pa.Table) -> exp.Select:
+    """``SELECT * FROM (VALUES …)`` holding a small Arrow table as literals (text, numbers, NULL):
+    how a companion table (a release sidecar) is created by ``CREATE TABLE … AS`` on any engine."""
+    names = table.column_names
+    rows = []
+    for row in zip(*(c.to_pylist() for c in table.columns)):
+        rows.append(exp.Tuple(expressions=[
+            exp.null() if v is None else exp.Literal.number(v) if isinstance(v, int | float) and not isinstance(v, bool)
+            else exp.Literal.string(str(v)) for v in row]))
+    values = exp.Values(expressions=rows, alias=exp.TableAlias(
+        this=exp.to_identifier("deid_rows"), columns=[exp.to_identifier(n, quoted=True) for n in names]))
+    text = {n for n in names if pa.types.is_string(table.schema.field(n).type)}
+    return exp.select(*[exp.cast(exp.column(n, quoted=True), "VARCHAR") if n in text else exp.column(n, quoted=True)
+                        for n in names]).from_(values)

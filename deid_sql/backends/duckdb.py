@@ -17,7 +17,7 @@ from sqlglot.errors import ErrorLevel
 
 from ..errors import BackendError, OutputError
 from ..spec import TableRef
-from .base import Backend
+from .base import Backend, Finish
 
 _counter = itertools.count()
 
@@ -187,7 +187,8 @@ class DuckDBBackend(Backend):
             if alias is not None:  # the source lives in this file: read it again as before
                 self._attach(database, alias)
 
-    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
+                    companions: Mapping[str, pa.Table] | None = None) -> None:
         stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
                           expression=query)
         with self._writing(database) as con:
@@ -196,7 +197,14 @@ class DuckDBBackend(Backend):
                     f"{database} already has a table or view named {name!r}; pick another --name "
                     f"or pass --replace"
                 )
-            con.execute(render(stmt))
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(render(stmt))
+                _write_companions(con, database, companions or {}, replace)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
 
     def exists(self, database: Path | None, name: str) -> bool:
         if not _file(database).exists():
@@ -209,7 +217,7 @@ class DuckDBBackend(Backend):
             con.execute(render(exp.Drop(tables=[exp.Table(this=_quoted(name))], kind=kind, exists=True)))
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
-                     expected_rows: int, replace: bool) -> int:
+                     expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         database = _file(database)
         created = not database.exists()
         rel = self._sql(render(query))
@@ -235,6 +243,13 @@ class DuckDBBackend(Backend):
                 raise OutputError(
                     f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
                 )
+            if finish is not None:
+                try:
+                    extra = finish(lambda q: _arrow(con.execute(render(q))), target.copy())
+                    _write_companions(con, database, extra, replace)
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
             con.execute("COMMIT")
             ok = True
             return rows
@@ -245,6 +260,28 @@ class DuckDBBackend(Backend):
             if not ok and created:
                 for p in (database, database.with_name(database.name + ".wal")):
                     p.unlink(missing_ok=True)
+
+
+def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return result.to_arrow_table()
+
+
+def _write_companions(con: duckdb.DuckDBPyConnection, database: Path, tables: Mapping[str, pa.Table],
+                      replace: bool) -> None:
+    """Create the small tables that must land with a release (its sidecar), in the open transaction."""
+    for name, table in tables.items():
+        if not replace and _exists(con, name):
+            raise OutputError(f"{database} already has a table named {name!r}; pick another name or pass --overwrite")
+        target = exp.Table(this=_quoted(name))
+        con.register("deid_companion", table)
+        try:
+            con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
+            select = exp.select("*").from_("deid_companion")
+            con.execute(render(exp.Create(this=target, kind="TABLE", expression=select)))
+        finally:
+            con.unregister("deid_companion")
 
 
 def _file(database: Path | None) -> Path:

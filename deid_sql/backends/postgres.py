@@ -24,7 +24,7 @@ from sqlglot import exp
 from ..compile import to_sql
 from ..errors import BackendError, OutputError
 from ..spec import TableRef
-from .base import Backend
+from .base import Backend, Finish, literal_rows
 
 # type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
 TYPES: dict[int, tuple[str, pa.DataType]] = {
@@ -128,16 +128,18 @@ class PostgresBackend(Backend):
                 yield from _arrow(cur.description or [], rows).to_batches()
 
     # -- outputs in the database --------------------------------------------------------------
-    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
+                    companions: Mapping[str, pa.Table] | None = None) -> None:
         _no_file(database)
         with self._errors(), self.con.transaction():
             if not replace and self.exists(None, name):
                 raise OutputError(f"the database already has a table or view named {name!r}; pick another name "
                                   f"or replace it")
             self._run(exp.Create(this=quoted_table(name), kind="VIEW", replace=replace, expression=query))
+            self._companions(companions or {}, replace)
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
-                     expected_rows: int, replace: bool) -> int:
+                     expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         _no_file(database)
         target = quoted_table(name)
         with self._errors(), self.con.transaction():  # all or nothing: a failure rolls everything back
@@ -151,7 +153,19 @@ class PostgresBackend(Backend):
                        .as_py())
             if rows != expected_rows:
                 raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was written")
+            if finish is not None:
+                self._companions(finish(self.execute, target.copy()), replace)
         return rows
+
+    def _companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:
+        """Small tables that land with a release (its sidecar), in the open transaction."""
+        for name, table in tables.items():
+            if self.exists(None, name):
+                if not replace:
+                    raise OutputError(f"the database already has a table named {name!r}; pick another name or "
+                                      f"pass --overwrite")
+                self._run(exp.Drop(tables=[quoted_table(name)], kind="TABLE", exists=True))
+            self._run(exp.Create(this=quoted_table(name), kind="TABLE", expression=literal_rows(table)))
 
     def exists(self, database: Path | None, name: str) -> bool:
         _no_file(database)

@@ -44,7 +44,7 @@ from sqlglot import exp
 from ..compile import to_sql
 from ..errors import BackendError, OutputError
 from ..spec import TableRef
-from .base import Backend
+from .base import Backend, Finish, literal_rows
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them.  Log level
 # FATAL: a failed task is logged at ERROR with its JVM stack, repeating the one-line BackendError raised
@@ -257,13 +257,21 @@ class SparkBackend(Backend):
                 yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
 
     # -- outputs in the session catalog ---------------------------------------------------
-    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool) -> None:
+    def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
+                    companions: Mapping[str, pa.Table] | None = None) -> None:
         _no_file(database)
         if not replace and self.exists(None, name):
             raise OutputError(f"the database already has a table or view named {name!r}; pick another name or "
                               f"replace it")
+        self._check_companions(companions or {}, replace)
         try:
             self._run(exp.Create(this=quoted_table(name), kind="VIEW", replace=replace, expression=query))
+            try:
+                self._companions(companions or {})
+            except BaseException:
+                with suppress(BackendError):
+                    self._run(exp.Drop(tables=[quoted_table(name)], kind="VIEW", exists=True))
+                raise
         except BackendError as e:
             if "INVALID_TEMP_OBJ_REFERENCE" in str(e):
                 raise OutputError("a view in Spark's catalog cannot read a CSV source (Spark reads CSV with "
@@ -272,7 +280,7 @@ class SparkBackend(Backend):
             raise
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
-                     expected_rows: int, replace: bool) -> int:
+                     expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         """Written under a temporary name, counted, then renamed into place; a replaced table is
         renamed aside first and dropped only once the new one is in place."""
         _no_file(database)
@@ -282,6 +290,8 @@ class SparkBackend(Backend):
             raise OutputError(f"the database already has a table named {name!r}; pick another name or pass "
                               f"--overwrite")
         staging, placed = _sibling(target, "deid_staging"), False
+        extra: Mapping[str, pa.Table] = {}
+        companions_placed = False
         try:
             self._run(exp.Create(this=staging.copy(), kind="TABLE", expression=query))
             rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.copy()))
@@ -289,6 +299,9 @@ class SparkBackend(Backend):
             if rows != expected_rows:
                 raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was "
                                   f"written")
+            extra = finish(self.execute, staging.copy()) if finish is not None else {}
+            self._check_companions(extra, replace)
+            self._companions(extra)
             aside = _sibling(target, "deid_replaced") if kind is not None else None
             if aside is not None:
                 self._run(_rename(target, aside, kind))
@@ -300,6 +313,7 @@ class SparkBackend(Backend):
                         self._run(_rename(aside, target, kind))
                 raise
             placed = True
+            companions_placed = True
             if aside is not None:  # the new table is in place: the old one goes
                 with suppress(BackendError):
                     self._run(exp.Drop(tables=[aside], kind=kind, exists=True))
@@ -308,6 +322,23 @@ class SparkBackend(Backend):
             if not placed:  # failed: leave nothing behind, and let the first error speak
                 with suppress(BackendError):
                     self._run(exp.Drop(tables=[staging], kind="TABLE", exists=True))
+            if not companions_placed:
+                for companion in extra:
+                    with suppress(BackendError):
+                        self._run(exp.Drop(tables=[quoted_table(companion)], kind="TABLE", exists=True))
+
+    def _check_companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:
+        for name in tables:
+            if not replace and self.exists(None, name):
+                raise OutputError(f"the database already has a table named {name!r}; pick another name or pass "
+                                  f"--overwrite")
+
+    def _companions(self, tables: Mapping[str, pa.Table]) -> None:
+        """Small tables that land with a release (its sidecar); Spark has no transactions, so the
+        caller drops them again when a later step fails."""
+        for name, table in tables.items():
+            self._run(exp.Drop(tables=[quoted_table(name)], kind="TABLE", exists=True))
+            self._run(exp.Create(this=quoted_table(name), kind="TABLE", expression=literal_rows(table)))
 
     def exists(self, database: Path | None, name: str) -> bool:
         _no_file(database)

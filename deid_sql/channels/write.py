@@ -18,10 +18,22 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from sqlglot import exp
 
+from .. import __version__
 from ..atomic import replacing
 from ..compile import ident
 from ..errors import OutputError
 from ..output import check_not_input, output_format, view_source, write_file
+from ..release.sidecar import (
+    FORMAT,
+    INVOCATION,
+    VERSION,
+    as_table,
+    file_sha256,
+    sidecar_path,
+    sidecar_table,
+    to_json,
+    utc_now,
+)
 from .job import ChannelJob
 from .release import ReleaseCheck, composition
 
@@ -82,6 +94,12 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
     checked = job.check()
     result = Written(checked)
     comp = composition(job.release, job.inputs)
+    where = ({"kind": "file", "name": out.name, "path": str(out.resolve()), "format": kind} if out is not None
+             and kind not in ("duckdb", "engine") else {"kind": "table", "name": name,
+                                                       "database": str(out.resolve()) if out else "engine"})
+    if view is not None:
+        where = {"kind": "view", "name": view, "database": str(db.resolve()) if db else "engine"}
+    record = release_record(job, checked, where)
     created: list[tuple[Path, str, str]] = []
     with ExitStack() as stack:
         try:
@@ -94,22 +112,31 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 job.backend.create_table(out, f"{name}_channels", exp.select("*").from_("deid_composition"),
                                          comp.num_rows, overwrite)
                 created.append((out, f"{name}_channels", "TABLE"))
-                rows = job.backend.create_table(out, name, job.query(), job.inputs.total, overwrite)
+                rows = job.backend.create_table(
+                    out, name, job.query(), job.inputs.total, overwrite,
+                    finish=lambda run, target: {sidecar_table(name): as_table(record | {"release": where | {
+                        "rows": job.inputs.total}})})
                 created.append((out, name, "TABLE"))
+                created.append((out, sidecar_table(name), "TABLE"))
                 where = out if out is not None else "the database"
                 result.lines.append(f"wrote {rows:,} rows to {where} table {name}, composition table {name}_channels")
             elif out is not None and kind is not None:
                 companion = _companion(out)
                 pacsv.write_csv(comp, stack.enter_context(replacing(companion, overwrite)))
+                side = stack.enter_context(replacing(sidecar_path(out), overwrite))
                 tmp = stack.enter_context(replacing(out, overwrite))
                 rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total)
+                side.write_text(to_json(record | {"release": where | {"rows": rows, "sha256": file_sha256(tmp)}}),
+                                encoding="utf-8")
                 result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}")
             if view is not None:
                 source = view_source(job.spec, job.source, db)
                 job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
                 created.append((db, f"{view}_channels", "VIEW"))
-                job.backend.create_view(db, view, job.query(source), overwrite)
+                job.backend.create_view(db, view, job.query(source), overwrite,
+                                        companions={sidecar_table(view): as_table(record)})
                 created.append((db, view, "VIEW"))
+                created.append((db, sidecar_table(view), "TABLE"))
                 result.lines.append(f"created view {view} in {db if db is not None else 'the database'}, "
                                     f"composition view {view}_channels")
         except BaseException:
@@ -117,6 +144,42 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 job.backend.drop(database, obj, obj_kind)
             raise
     return result
+
+
+def release_record(job: ChannelJob, checked: ReleaseCheck, where: dict[str, Any]) -> dict[str, Any]:
+    """The sidecar of a channel release: what left (identity columns and the output-channel
+    label; every other column is not released), from what, and the check that it is safe."""
+    settings = job.settings
+    roles = []
+    for column in job.columns:
+        if column in settings.identity:
+            roles.append({"name": column, "role": "identity (released)"})
+        elif column in settings.related:
+            roles.append({"name": column, "role": "related (replaced by the output channel)"})
+        elif column == settings.confidential:
+            roles.append({"name": column, "role": "confidential (not released)"})
+        else:
+            roles.append({"name": column, "role": "not released"})
+    roles.append({"name": settings.label_column, "role": "output channel label"})
+    spec = job.spec
+    source = {"path": str(spec.source.path), "format": spec.source.format, "table": spec.source.table,
+              "sha256": file_sha256(spec.source.path) if spec.source.path and spec.source.path.is_file() else None,
+              "rows": job.inputs.total} if spec.source.path else {"engine": spec.backend.engine,
+                                                                    "table": spec.source.table,
+                                                                    "rows": job.inputs.total}
+    return {
+        "format": FORMAT, "version": VERSION, "release": where, "created_at": utc_now(),
+        "software": {"name": "deid-sql", "version": __version__},
+        "reproduce": {"command": INVOCATION.get(), "api": "deid_sql.channels.write_release(solve(spec), …)"},
+        "spec": {"path": str(spec.path), "sha256": file_sha256(spec.path) if spec.path.is_file() else None,
+                 "name": spec.name},
+        "source": source, "population": None, "columns": roles,
+        "figures": summary(job, checked),
+        "gate": {"criteria": "[channels] thresholds u_k and b (seed 003 eqs. 2-4)", "verdict": "passed",
+                 "checks": [{"criterion": "(6) P(v|output channel) <= u", "value": checked.worst_u, "passed": True},
+                            {"criterion": "(8) sum c P <= b", "value": checked.worst_b, "passed": True}],
+                 "accepted_risk": None},
+    }
 
 
 def _companion(out: Path) -> Path:
@@ -127,16 +190,17 @@ def _refuse_taken(job: ChannelJob, out: Path | None, kind: str | None, name: str
                   db: Path | None, report: Path | None, overwrite: bool) -> None:
     """Every target at once, before the check and before any write."""
     files = [p for p in (report, out if kind != "duckdb" else None,
-                         _companion(out) if out is not None and kind != "duckdb" else None) if p is not None]
+                         _companion(out) if out is not None and kind != "duckdb" else None,
+                         sidecar_path(out) if out is not None and kind != "duckdb" else None) if p is not None]
     tables = kind in ("duckdb", "engine")
     for path in files + [p for p in (out, db) if p is not None]:
         check_not_input(job.spec, path)
     for path in files:
         if path.exists() and not overwrite:
             raise OutputError(f"output {path} already exists; pass --overwrite to replace it")
-    objects = [(out, n, "--table") for n in (name, f"{name}_channels")] if tables else []
+    objects = [(out, n, "--table") for n in (name, f"{name}_channels", sidecar_table(name))] if tables else []
     if view:
-        objects += [(db, n, "--view") for n in (view, f"{view}_channels")]
+        objects += [(db, n, "--view") for n in (view, f"{view}_channels", sidecar_table(view))]
     for database, obj, flag in objects:
         if not overwrite and job.backend.exists(database, obj):
             where = database if database is not None else "the database"

@@ -8,7 +8,14 @@ import click
 
 from ..anonymize import METRICS, anonymize, privacy_models, write_release
 from ..search.bfs import STORES
-from .options import handles_errors, open_problem, risk_model_option, spec_argument
+from .options import (
+    accept_risk_option,
+    echo_release,
+    handles_errors,
+    open_problem,
+    risk_model_option,
+    spec_argument,
+)
 
 
 @click.command(name="anonymize")
@@ -30,10 +37,11 @@ from .options import handles_errors, open_problem, risk_model_option, spec_argum
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 @click.option("--report", is_flag=True, help="Also print the statistics of each predictive property.")
 @risk_model_option()
+@accept_risk_option
 @handles_errors
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
                suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
-               overwrite: bool, report: bool, risk_model: str | None) -> None:
+               overwrite: bool, report: bool, risk_model: str | None, accept_risk: str | None) -> None:
     """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
 
     Example: deid-sql anonymize adult.toml --k 5 --suppression 0.04 --metric loss --out adult-5anon.parquet
@@ -59,5 +67,6 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
                 click.echo(f"  {name:<26} inserts {s.inserts:,}  queries {s.queries:,}  hits {rate:.1%}  "
                            f"max antichain {s.max_size:,} ({size:.1%} of inserts)")
         if out is not None and best is not None:
-            written = write_release(problem, run, out, overwrite)
+            written = write_release(problem, run, out, overwrite, accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
+            echo_release(written)

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from ..dbt import DEFAULT_PROFILE, DEFAULT_SOURCE, MATERIALIZATIONS, write_dbt
-from .options import handles_errors, open_problem, policy_option, read_policy, spec_argument
+from .options import (
+    accept_risk_option,
+    echo_release,
+    handles_errors,
+    open_problem,
+    policy_option,
+    read_policy,
+    spec_argument,
+)
 
 
 @click.command(name="dbt")
@@ -26,16 +34,18 @@ from .options import handles_errors, open_problem, policy_option, read_policy, s
               help="SQL dialect or dbt adapter of the warehouse (postgres, snowflake, spark, sqlserver, …; "
                    "default: the spec's engine, duckdb unless [backend] names another).")
 @click.option("--k", "k", type=int, default=None, metavar="K",
-              help="Also test that every group of equal QI values has at least K rows.")
+              help="Also test that every group of equal QI values has at least K rows; a policy with a smaller "
+                   "group is refused (default: min_k of the spec's release criteria).")
 @click.option("--materialized", type=click.Choice(MATERIALIZATIONS), default="table", show_default=True,
               help="dbt materialization of the model.")
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
               help="Profile named in a dbt_project.yml this command creates.")
 @click.option("--overwrite", is_flag=True, help="Replace the model's files written by an earlier run.")
+@accept_risk_option
 @handles_errors
 def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name: str, source_table: str | None,
          source_schema: str | None, dialect: str | None, k: int | None, materialized: str, profile: str,
-         overwrite: bool) -> None:
+         overwrite: bool, accept_risk: str | None) -> None:
     """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
 
     Writes models/<model>.sql, models/<model>.yml (row count equals the source's, every QI
@@ -47,7 +57,7 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
     with open_problem(spec) as problem:
         out = write_dbt(problem, read_policy(policy), project, model=model, source_name=source_name,
                         source_table=source_table, source_schema=source_schema, dialect=dialect, k=k,
-                        materialized=materialized, profile=profile, overwrite=overwrite)
+                        materialized=materialized, profile=profile, overwrite=overwrite, accept_risk=accept_risk)
     if out.created_project:
         click.echo(f"created dbt project {project} (dbt_project.yml, profile {profile})")
     click.echo(f"wrote model {out.model} to {project}: {', '.join(f for f in out.written if f != 'dbt_project.yml')}")
@@ -55,4 +65,5 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
         click.echo(f"source {source_name} is declared in {out.source_declared_in}; not declared again")
     if out.unchanged:
         click.echo(f"unchanged: {', '.join(out.unchanged)}")
+    echo_release(out)
     click.echo(f"next: dbt run --select {out.model} && dbt test --select {out.model}  (in {project})")

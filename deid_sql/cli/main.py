@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ..release.sidecar import set_invocation
 from .adversary import adversary
 from .anonymize import anonymize_
 from .channels import channels
@@ -17,7 +18,15 @@ from .policy import apply_, check, policy_group
 from .search import alternatives, safe_harbor_
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The root group; remembers the command line so a release's sidecar can say how to reproduce it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        set_invocation(args)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="deid-sql")
 def cli() -> None:
     """deid-sql: de-identify person-level data inside the database.

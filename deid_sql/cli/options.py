@@ -32,6 +32,11 @@ format_option = click.option(
     "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
     help="Output format when the extension does not tell.",
 )
+accept_risk_option = click.option(
+    "--accept-risk", default=None, metavar="REASON",
+    help="Release even though the release criteria of the spec fail (or the policy keeps the original data); "
+         "REASON is written beside the release and printed.",
+)
 suppress_option = click.option(
     "--suppress-below", type=click.IntRange(min=1), default=None, metavar="K",
     help="Replace the QIs of records in groups smaller than K by '*' and flag them.",
@@ -88,3 +93,25 @@ def open_problem(spec: Path, risk: str | None = None) -> Iterator[Problem]:
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def echo_release(written: Any) -> None:
+    """What the gate measured and decided, and where the sidecar went (after a write)."""
+    f, verdict = getattr(written, "figures", None), getattr(written, "verdict", None)
+    if f is None or verdict is None:
+        return
+    click.echo(f"  released {f.records:,} rows: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
+               f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
+               + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
+               + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
+    checks = "; ".join(f"{c.figure} {c.value:.6g} {'<=' if c.at_most else '>='} {c.limit:.6g}"
+                       + ("" if c.passed else " FAILED") for c in verdict.checks)
+    if verdict.accepted_risk and not verdict.passed:
+        click.echo(f"  gate: FAILED ({'; '.join(verdict.failures)}) — released anyway, reason recorded: "
+                   f"{verdict.accepted_risk}")
+    elif verdict.declared:
+        click.echo(f"  gate: passed ({checks})")
+    else:
+        click.echo("  gate: passed (no [release] criteria in the spec: only the original data is refused)")
+    if written.sidecar:
+        click.echo(f"  sidecar: {written.sidecar}")

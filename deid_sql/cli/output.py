@@ -9,6 +9,8 @@ import click
 from ..compile import DIALECTS
 from ..output import create_view, materialize
 from .options import (
+    accept_risk_option,
+    echo_release,
     format_option,
     handles_errors,
     open_problem,
@@ -48,18 +50,20 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
                                             "table to create in the engine when --out is left out.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file or table.")
 @suppress_option
+@accept_risk_option
 @handles_errors
 def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, table: str | None, overwrite: bool,
-                 suppress_below: int | None) -> None:
+                 suppress_below: int | None, accept_risk: str | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
     Example: deid-sql materialize study.toml --policy 'zip:cuts=372,373' --out release.parquet
     """
     with open_problem(spec) as problem:
-        written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below)
+        written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below, accept_risk)
         where = (f"{written.path}" if written.path else "the database") + (
             f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
+        echo_release(written)
 
 
 @click.command()
@@ -71,12 +75,15 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
 @click.option("--name", required=True, help="View name.")
 @click.option("--replace", is_flag=True, help="Replace an existing view of that name.")
 @suppress_option
+@accept_risk_option
 @handles_errors
-def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None) -> None:
+def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None,
+         accept_risk: str | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
 
     Example: deid-sql view study.toml --policy 'age:cuts=18,65' --db analysts.duckdb --name patients_deid
     """
     with open_problem(spec) as problem:
-        create_view(problem, read_policy(policy), db, name, replace, suppress_below)
+        written = create_view(problem, read_policy(policy), db, name, replace, suppress_below, accept_risk)
         click.echo(f"created view {name} in {db if db is not None else 'the database'}")
+        echo_release(written)

@@ -13,7 +13,7 @@ from ..output import create_view, materialize
 from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
-from .options import handles_errors, open_problem, risk_model_option, spec_argument
+from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
 
 METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 
@@ -27,9 +27,10 @@ METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view.")
 @click.option("--replace", is_flag=True, help="Replace an existing view.")
+@accept_risk_option
 @handles_errors
 def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str | None, db: Path | None,
-                 replace: bool) -> None:
+                 replace: bool, accept_risk: str | None) -> None:
     """Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its risk.
 
     Example: deid-sql safe-harbor study.toml --materialize safe_harbor.parquet
@@ -48,11 +49,13 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
         click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
                    f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique records {m.sample_unique_records}")
         if out is not None:
-            written = materialize(problem, sh.recoding, out, overwrite=overwrite)
+            written = materialize(problem, sh.recoding, out, overwrite=overwrite, accept_risk=accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
+            echo_release(written)
         if view_name is not None and db is not None:
-            create_view(problem, sh.recoding, db, view_name, replace)
+            shown = create_view(problem, sh.recoding, db, view_name, replace, accept_risk=accept_risk)
             click.echo(f"created view {view_name} in {db}")
+            echo_release(shown)
 
 
 @click.command()

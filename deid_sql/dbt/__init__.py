@@ -27,9 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DeidError
+from ..errors import DeidError, ReleaseRefused
 from ..policy import Policy
 from ..problem import Problem
+from ..release.figures import ReleaseFigures, measure
+from ..release.gate import ReleaseGate, Verdict
+from ..release.sidecar import SUFFIX as SIDECAR
+from ..release.sidecar import to_json
 from .files import (
     MATERIALIZATIONS,
     SENTINEL,
@@ -64,15 +68,25 @@ class DbtOutput:
     unchanged: list[str] = field(default_factory=list)
     created_project: bool = False
     source_declared_in: str | None = None  # the user's yml that already declares the source
+    figures: ReleaseFigures | None = None
+    verdict: Verdict | None = None
+    sidecar: str | None = None
 
 
 def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model: str | None = None,
               source_name: str = DEFAULT_SOURCE, source_table: str | None = None, source_schema: str | None = None,
               dialect: str | None = None, k: int | None = None, materialized: str = "table",
-              profile: str = DEFAULT_PROFILE, overwrite: bool = False) -> DbtOutput:
+              profile: str = DEFAULT_PROFILE, overwrite: bool = False, accept_risk: str | None = None) -> DbtOutput:
     """Write the dbt model, its tests and their macros into ``project`` (all or nothing).
-    ``dialect`` defaults to the spec's engine (duckdb unless ``[backend]`` names another)."""
+    ``dialect`` defaults to the spec's engine (duckdb unless ``[backend]`` names another).
+
+    The release gate judges the model's rows on the spec's data before anything is written;
+    ``k`` defaults to the spec's ``[release] min_k``, and a policy whose smallest group is below
+    it is refused (the generated test would fail after ``dbt run`` had already written the rows).
+    The sidecar goes to ``<models>/<model>.release.json`` with the other files."""
     dialect = dbt_dialect(dialect or problem.spec.backend.engine)
+    if k is None:
+        k = problem.spec.release.min_k
     if k is not None and k < 1:
         raise DeidError(f"--k {k} must be at least 1 (the smallest group size the test requires)")
     if materialized not in MATERIALIZATIONS:
@@ -85,6 +99,17 @@ def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model
     root = shown.resolve()
     pol = problem.policy(policy)
     metrics = problem.evaluate(pol)
+    call = f"deid_sql.dbt.write_dbt(problem, {pol.text()!r}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
+    gate = ReleaseGate.for_problem(problem, pol, call, accept_risk)
+    gate.precheck()
+    figures = measure(problem.backend.execute, problem.query(pol), gate.qi_columns, gate.census, gate.record_risk,
+                      gate.original_risk_sum)
+    if k is not None and figures.k < k:
+        raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
+                             + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")
+                             + "; the model's group-size test would fail after dbt run had written the rows: "
+                               "choose a more general policy; nothing was written")
+    verdict = gate.judge(figures)
     project_file = root / "dbt_project.yml"
     out = DbtOutput(shown, model, created_project=not project_file.exists())
     models_dir, macros_dir = ("models", "macros") if out.created_project else project_paths(project_file)
@@ -99,8 +124,12 @@ def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model
         files[source_file] = source_yml(source)
     files[f"{macros_dir}/deid_sql_labels__{model}.sql"] = labels_sql(problem, pol, model, dialect)
     files[f"{macros_dir}/{TESTS_MACRO}"] = TESTS_SQL.replace("HEADER", header())
+    files[f"{models_dir}/{model}{SIDECAR}"] = to_json(gate.record(figures, verdict, {
+        "kind": "dbt model", "name": model, "project": str(root), "dialect": dialect, "materialized": materialized,
+        "rows": figures.records, "min_group_test": k}))
     out.unchanged = check_targets(root, shown, files, {f"{macros_dir}/{TESTS_MACRO}", source_file}, models_dir,
                                   model, overwrite)
     out.written = [rel for rel in files if rel not in out.unchanged]
     write_all(root, {rel: files[rel] for rel in out.written}, overwrite)
+    out.figures, out.verdict, out.sidecar = figures, verdict, str(shown / f"{models_dir}/{model}{SIDECAR}")
     return out

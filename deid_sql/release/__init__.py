@@ -1,0 +1,8 @@
+"""The release contract: what may leave the system, and the record written beside it.
+
+``roles`` (every source column declared: QI, dropped, pseudonymized, sensitive, kept),
+``criteria`` (the spec's ``[release]`` acceptance criteria), ``figures`` (a release's risk
+measured on what was written), ``sidecar`` (the JSON record beside every release) and
+``gate`` (the one check every output path runs).  Nothing is imported here, so the spec can
+import ``release.roles`` and ``release.criteria`` without loading the rest.
+"""

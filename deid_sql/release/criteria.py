@@ -1,0 +1,125 @@
+"""The spec's ``[release]`` table: the acceptance criteria every release must meet.
+
+Without the table a release is still gated: it must not be the original data (a policy
+that keeps every boundary of every QI).  With it, each criterion given is checked on the
+figures of what is actually written (``release.figures``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+RELEASE_KEYS = {"max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than",
+                "outside_label"}
+OUTSIDE_LABEL = "*"  # what a value outside the declared domain is released as
+REFERENCES = ("safe-harbor",)
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One limit on one figure: ``figure <= limit`` (``max_*``) or ``figure >= limit`` (``min_k``)."""
+
+    key: str  # the spec key, e.g. max_risk
+    figure: str  # the release figure it limits, e.g. risk
+    limit: float
+    at_most: bool  # True: figure <= limit
+
+    def passes(self, value: float) -> bool:
+        return value <= self.limit * (1 + 1e-12) if self.at_most else value >= self.limit
+
+    def describe(self, value: float) -> str:
+        op = "<=" if self.at_most else ">="
+        return f"{self.figure} {_fmt(value)} (limit {self.key} = {_fmt(self.limit)}: must be {op} {_fmt(self.limit)})"
+
+
+@dataclass(frozen=True)
+class ReleaseCriteria:
+    """What a release must meet; ``declared`` is False when the spec has no ``[release]``."""
+
+    max_risk: float | None = None
+    max_expected_reidentifications: float | None = None
+    max_record_risk: float | None = None
+    min_k: int | None = None
+    no_riskier_than: str | None = None  # "safe-harbor": risk <= Safe Harbor's on the same data
+    outside_label: str = OUTSIDE_LABEL  # the label of QI values outside the declared domain
+    declared: bool = False
+
+    def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
+        """The limits as figure checks; ``reference_risk`` is Safe Harbor's risk when asked for."""
+        out = []
+        if self.max_risk is not None:
+            out.append(Criterion("max_risk", "risk", self.max_risk, True))
+        if self.max_expected_reidentifications is not None:
+            out.append(Criterion("max_expected_reidentifications", "expected_reidentifications",
+                                 self.max_expected_reidentifications, True))
+        if self.max_record_risk is not None:
+            out.append(Criterion("max_record_risk", "max_record_risk", self.max_record_risk, True))
+        if self.min_k is not None:
+            out.append(Criterion("min_k", "k", float(self.min_k), False))
+        if self.no_riskier_than is not None and reference_risk is not None:
+            out.append(Criterion(f"no_riskier_than = {self.no_riskier_than!r}", "risk", reference_risk, True))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"declared": self.declared, "max_risk": self.max_risk,
+                "max_expected_reidentifications": self.max_expected_reidentifications,
+                "max_record_risk": self.max_record_risk, "min_k": self.min_k,
+                "no_riskier_than": self.no_riskier_than, "outside_label": self.outside_label}
+
+
+def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
+    """Parse ``[release]``; append one line per problem."""
+    where = "[release]"
+    if raw is None:
+        return ReleaseCriteria()
+    if not isinstance(raw, dict):
+        problems.append(f"{where} must be a table, e.g. [release] max_risk = 0.01, min_k = 5")
+        return ReleaseCriteria()
+    for key in raw:
+        if key not in RELEASE_KEYS:
+            problems.append(f"unknown key {key!r} in {where}; allowed keys are {', '.join(sorted(RELEASE_KEYS))}")
+    values: dict[str, Any] = {}
+    for key in ("max_risk", "max_record_risk"):
+        if key in raw:
+            values[key] = _number(raw[key], f"{where} {key}", problems, upper=1.0)
+    if "max_expected_reidentifications" in raw:
+        values["max_expected_reidentifications"] = _number(raw["max_expected_reidentifications"],
+                                                           f"{where} max_expected_reidentifications", problems)
+    if "min_k" in raw:
+        k = raw["min_k"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            problems.append(f"{where} min_k = {k!r} must be a whole number >= 1 (e.g. min_k = 5)")
+        else:
+            values["min_k"] = int(k)
+    if "no_riskier_than" in raw:
+        ref = raw["no_riskier_than"]
+        if ref not in REFERENCES:
+            problems.append(f"{where} no_riskier_than = {ref!r} must be one of {', '.join(map(repr, REFERENCES))}")
+        else:
+            values["no_riskier_than"] = ref
+    if "outside_label" in raw:
+        label = raw["outside_label"]
+        if not isinstance(label, str) or not label.strip():
+            problems.append(f"{where} outside_label = {label!r} must be a non-empty text, e.g. \"*\" or \"other\"")
+        else:
+            values["outside_label"] = label
+    if not raw:
+        problems.append(f"{where} is empty; give at least one of {', '.join(sorted(RELEASE_KEYS))}, "
+                        f"or remove the table")
+    return ReleaseCriteria(**values, declared=True)
+
+
+def _number(value: Any, where: str, problems: list[str], upper: float | None = None) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        problems.append(f"{where} = {value!r} must be a finite number >= 0")
+        return None
+    if upper is not None and value > upper:
+        problems.append(f"{where} = {value!r} is a normalized risk; it must lie in [0, {upper:g}]")
+        return None
+    return float(value)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() and abs(x) >= 1 else f"{x:.6g}"

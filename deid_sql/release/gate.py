@@ -1,0 +1,230 @@
+"""The release gate: one check that every path writing or exposing rows runs before anything is seen.
+
+A release passes when its figures, measured on the rows it releases (``release.figures``),
+meet every criterion of the spec's ``[release]`` table (``release.criteria``); without that
+table the only rule is that the original QIs (a recoding that keeps every value of every
+QI) are not released.  A failed gate raises ``ReleaseRefused`` and the caller writes nothing;
+``accept_risk`` (the CLI's ``--accept-risk "REASON"``) releases anyway and the reason, the
+figures and the limits go into the sidecar (``release.sidecar``) and are printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from ..errors import PolicyError, ReleaseRefused
+from ..evaluate.riskmodel import RecordRisk
+from ..recoding import Recoding
+from .criteria import ReleaseCriteria
+from .figures import FLAG, Census, ReleaseFigures
+from .sidecar import FORMAT, INVOCATION, VERSION, file_sha256, recoding_sha256, utc_now
+
+if TYPE_CHECKING:
+    from ..policy import Policy
+    from ..problem import Problem
+    from ..spec import Spec, TableRef
+
+
+@dataclass(frozen=True)
+class Check:
+    """One criterion checked: the figure, its value, the limit, and whether it passed."""
+
+    key: str
+    figure: str
+    value: float
+    limit: float
+    at_most: bool
+    passed: bool
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"criterion": self.key, "figure": self.figure, "value": self.value, "limit": self.limit,
+                "must_be": "<=" if self.at_most else ">=", "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's answer: every check, and whether the release may go (passed or accepted)."""
+
+    checks: tuple[Check, ...]
+    original_data: bool  # the recoding keeps every QI value (refused without [release])
+    declared: bool  # the spec has a [release] table
+    accepted_risk: str | None = None
+
+    @property
+    def failures(self) -> list[str]:
+        out = [c.text for c in self.checks if not c.passed]
+        if self.original_data and not self.declared:
+            out.insert(0, "the policy keeps every QI value as it is (the original data) and the spec declares no "
+                          "[release] criteria")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def status(self) -> str:
+        return "passed" if self.passed else ("accepted" if self.accepted_risk else "refused")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.status, "checks": [c.to_dict() for c in self.checks],
+                "original_data": self.original_data, "failures": self.failures,
+                "accepted_risk": self.accepted_risk}
+
+
+@dataclass
+class ReleaseGate:
+    """Everything one release is judged by and recorded with.
+
+    Build it with ``for_problem`` (a loaded ``Problem``) or directly (a policy file's batch).
+    ``judge`` raises ``ReleaseRefused`` for a failed gate without ``accept_risk``; ``record``
+    is the sidecar's content.
+    """
+
+    spec: Spec
+    recoding: Recoding
+    policy: dict[str, Any]  # text, readable, sha256
+    qi_columns: list[str]
+    columns: list[tuple[str, str]]  # released (name, role), in order
+    census: Census
+    record_risk: RecordRisk
+    original_risk_sum: float
+    source: dict[str, Any]
+    population: dict[str, Any] | str
+    call: str  # the API call that reproduces the release (the CLI line replaces it when set)
+    reference_risk: float | None = None  # Safe Harbor's risk, when [release] asks for it
+    accept_risk: str | None = None
+    suppress_below: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. drift check of a batch
+
+    @classmethod
+    def for_problem(cls, problem: Problem, item: Policy | Recoding | str, call: str,
+                    accept_risk: str | None = None, suppress_below: int | None = None,
+                    policy_text: str | None = None, flag: bool = False) -> ReleaseGate:
+        """The gate of releasing ``item`` (a policy, its text, or a recoding) from ``problem``."""
+        spec = problem.spec
+        if isinstance(item, Recoding):
+            recoding, text, readable = problem.recoding(item), policy_text, item.name or "recoding"
+        else:
+            policy = problem.policy(item)
+            recoding, text, readable = policy.recoding(), policy_text or policy.text(), policy.readable()
+        reference = None
+        if spec.release.no_riskier_than == "safe-harbor":
+            from ..safe_harbor import safe_harbor
+
+            reference = problem.evaluate(safe_harbor(problem).recoding).risk
+        original = problem.evaluate(problem.lattice.bottom()).risk_sum
+        return cls(
+            spec=spec, recoding=recoding,
+            policy={"text": text, "readable": readable,
+                    "sha256": recoding_sha256(recoding, spec.qi_names)},
+            qi_columns=[q.column for q in spec.qis],
+            columns=released_columns(problem, suppress_below is not None or flag),
+            census=Census.from_cells(recoding, problem.population, problem.sample.total),
+            record_risk=problem.record_risk, original_risk_sum=original,
+            source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
+            population=("sample" if spec.population is None else
+                        describe_table(spec, spec.population, problem.population_total, None)),
+            call=call, reference_risk=reference, accept_risk=_reason(accept_risk), suppress_below=suppress_below)
+
+    # -- judging ------------------------------------------------------------------------
+    def original_data(self, figures: ReleaseFigures | None = None) -> bool:
+        """Whether the release keeps every value of every QI: the recoding keeps them all and no
+        record is suppressed (before measuring: no suppression is asked for)."""
+        keeps = all(q.n_groups == q.group_of.size for q in self.recoding.qis)
+        if figures is not None:
+            return keeps and figures.suppressed == 0
+        return keeps and self.suppress_below is None and not any(r == "flag" for _, r in self.columns)
+
+    def precheck(self) -> None:
+        """Refuse before writing what can be refused without the rows: the original data."""
+        if self.original_data() and not self.spec.release.declared and self.accept_risk is None:
+            raise ReleaseRefused(self._refusal(self.verdict(None).failures))
+
+    def verdict(self, figures: ReleaseFigures | None) -> Verdict:
+        criteria: ReleaseCriteria = self.spec.release
+        checks = []
+        if figures is not None:
+            for c in criteria.criteria(self.reference_risk):
+                value = figures.value(c.figure)
+                checks.append(Check(c.key, c.figure, value, c.limit, c.at_most, c.passes(value), c.describe(value)))
+        return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk)
+
+    def judge(self, figures: ReleaseFigures) -> Verdict:
+        """The verdict on measured figures; raises ``ReleaseRefused`` when it fails unaccepted."""
+        verdict = self.verdict(figures)
+        if not verdict.passed and self.accept_risk is None:
+            raise ReleaseRefused(self._refusal(verdict.failures))
+        return verdict
+
+    def _refusal(self, failures: Sequence[str]) -> str:
+        where = f"[release] of {self.spec.path}" if self.spec.release.declared else f"spec {self.spec.path}"
+        return (f"release refused by the gate ({where}): {'; '.join(failures)}; choose a more general policy or "
+                f"fix the criteria, or pass --accept-risk \"REASON\" to release anyway (the reason is recorded "
+                f"beside the release); nothing was written")
+
+    # -- the record -----------------------------------------------------------------------
+    def record(self, figures: ReleaseFigures, verdict: Verdict, release: dict[str, Any]) -> dict[str, Any]:
+        """The sidecar: hashes, columns and roles, figures, criteria and verdict, how to reproduce."""
+        spec_path = self.spec.path
+        command = INVOCATION.get()
+        return {
+            "format": FORMAT, "version": VERSION,
+            "release": release,
+            "created_at": utc_now(),
+            "software": {"name": "deid-sql", "version": __version__},
+            "reproduce": {"command": command, "api": self.call},
+            "spec": {"path": str(spec_path), "sha256": file_sha256(spec_path) if spec_path.is_file() else None,
+                     "name": self.spec.name},
+            "policy": self.policy,
+            "source": self.source,
+            "population": self.population,
+            "columns": [{"name": n, "role": r} for n, r in self.columns],
+            "risk_model": {"risk": self.spec.risk, "gamma": self.spec.gamma,
+                           "population": "sample" if self.spec.population is None else "table"},
+            "suppress_below": self.suppress_below,
+            "figures": figures.to_dict(),
+            "gate": {"criteria": self.spec.release.to_dict(), "reference_risk": self.reference_risk,
+                     **verdict.to_dict()},
+            **self.extra,
+        }
+
+
+def released_columns(problem: Problem, flag: bool = False) -> list[tuple[str, str]]:
+    """The released columns with their roles, in release order (the suppression flag last)."""
+    released = getattr(problem, "released_columns", None)
+    if released is not None:
+        cols = list(released)
+    else:  # before column roles: every source column, QIs marked
+        qi = {q.column for q in problem.spec.qis}
+        cols = [(c, "qi" if c in qi else "keep") for c in problem.columns]
+    if flag:
+        cols.append((FLAG, "flag"))
+    return cols
+
+
+def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:
+    """A source or population as the sidecar records it: file hash, or engine table rows and schema."""
+    out: dict[str, Any] = {"rows": int(rows)}
+    if ref.path is not None:
+        out |= {"path": str(ref.path), "format": ref.format, "table": ref.table}
+        out["sha256"] = file_sha256(ref.path) if Path(ref.path).is_file() else None
+    else:
+        out |= {"engine": spec.backend.engine, "table": ref.table}
+    if columns is not None:
+        out["schema"] = {name: str(t) for name, t in columns.items()}
+    return out
+
+
+def _reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise PolicyError('--accept-risk needs a reason in words, e.g. --accept-risk "IRB 2026-114 approved k=3"')
+    return reason.strip()
+

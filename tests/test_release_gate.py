@@ -1,0 +1,248 @@
+"""The release gate: every path that writes or exposes rows judges them first and writes a sidecar.
+
+Each refusal is checked for its exit code, its one line and that nothing was written (on disk
+and inside DuckDB files); each override (``--accept-risk``) for the reason in the sidecar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from deid_sql import Problem
+from deid_sql.errors import PolicyError, ReleaseRefused
+from deid_sql.output import create_view, materialize
+from deid_sql.release.criteria import parse_release
+from deid_sql.release.sidecar import read_sidecar, sidecar_path
+
+POLICY = "age:cuts=18,30,45,65,90|zip:top"
+
+
+def with_release(project, body: str, name: str = "spec.toml") -> Path:
+    """The project's default spec with a ``[release]`` table appended."""
+    return project.write_spec(project.spec_text() + f"\n[release]\n{body}\n", name)
+
+
+def one_line(result) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def tables_in(path: Path) -> set[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables UNION ALL "
+                                          "SELECT view_name FROM duckdb_views WHERE NOT internal").fetchall()}
+    finally:
+        con.close()
+
+
+# -- criteria parsing ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, message", [
+    ({"max_risk": 1.5}, "must lie in"),
+    ({"max_risk": float("nan")}, "finite number"),
+    ({"max_expected_reidentifications": -1}, "finite number"),
+    ({"min_k": 0}, "whole number >= 1"),
+    ({"min_k": 2.5}, "whole number >= 1"),
+    ({"no_riskier_than": "hipaa"}, "must be one of"),
+    ({"max_rsik": 0.1}, "unknown key 'max_rsik'"),
+    ({"outside_label": ""}, "non-empty"),
+    ({}, "is empty"),
+])
+def test_bad_release_tables_are_refused(body: dict, message: str) -> None:
+    problems: list[str] = []
+    parse_release(body, problems)
+    assert len(problems) == 1 and message in problems[0]
+
+
+def test_bad_release_table_in_validate(project, run) -> None:
+    spec = with_release(project, "max_risk = 2\nmin_k = 0")
+    line = one_line(run("validate", spec, expect=2))
+    assert "max_risk" in line and "min_k" in line
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+def test_empty_policy_is_an_error_everywhere(project, run) -> None:
+    before = project.files()
+    for args in (("materialize", project.spec_path, "--policy", "", "--out", project.dir / "r.parquet"),
+                 ("materialize", project.spec_path, "--policy", " | ", "--out", project.dir / "r.parquet"),
+                 ("evaluate", project.spec_path, "--policy", ""),
+                 ("view", project.spec_path, "--policy", "", "--db", project.dir / "v.duckdb", "--name", "v"),
+                 ("compile", project.spec_path, "--policy", "")):
+        assert "policy text is empty" in one_line(run(*args, expect=2))
+    assert project.files() == before
+
+
+@pytest.mark.parametrize("out", ["r.parquet", "r.csv", "r.duckdb"])
+def test_original_data_is_refused_without_release_criteria(project, run, out: str) -> None:
+    before = project.files()
+    for policy in ("bottom", "age:bottom"):  # QIs left out are kept: both keep every value
+        line = one_line(run("materialize", project.spec_path, "--policy", policy, "--out", project.dir / out,
+                            expect=2))
+        assert "original data" in line and "--accept-risk" in line and "nothing was written" in line
+    assert project.files() == before
+
+
+def test_accept_risk_releases_and_records_the_reason(project, run) -> None:
+    out = project.dir / "r.parquet"
+    result = run("materialize", project.spec_path, "--policy", "bottom", "--out", out,
+                 "--accept-risk", "IRB 2026-114: internal enclave")
+    assert "released anyway" in result.stdout and "IRB 2026-114" in result.stdout
+    record = read_sidecar(sidecar_path(out))
+    assert record["gate"]["verdict"] == "accepted"
+    assert record["gate"]["accepted_risk"] == "IRB 2026-114: internal enclave"
+    assert record["gate"]["original_data"] is True
+    assert "original data" in record["gate"]["failures"][0]
+    assert "IRB 2026-114" in record["reproduce"]["command"]
+
+
+def test_accept_risk_needs_a_reason(project, run) -> None:
+    line = one_line(run("materialize", project.spec_path, "--policy", "bottom", "--out", project.dir / "r.parquet",
+                        "--accept-risk", "  ", expect=2))
+    assert "needs a reason" in line
+    assert not (project.dir / "r.parquet").exists()
+
+
+@pytest.mark.parametrize("criterion, figure", [
+    ("max_risk = 1e-9", "risk"),
+    ("max_expected_reidentifications = 0.001", "expected_reidentifications"),
+    ("max_record_risk = 1e-6", "max_record_risk"),
+    ("min_k = 1000", "k"),
+])
+def test_each_failed_criterion_names_the_figure_and_limit(project, run, criterion: str, figure: str) -> None:
+    spec = with_release(project, criterion)
+    before = project.files()
+    key, limit = (s.strip() for s in criterion.split("="))
+    for args in (("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.parquet"),
+                 ("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.duckdb"),
+                 ("view", spec, "--policy", POLICY, "--db", project.dir / "v.duckdb", "--name", "v"),
+                 ("safe-harbor", spec, "--materialize", project.dir / "sh.parquet")):
+        line = one_line(run(*args, expect=2))
+        assert f"{figure} " in line and f"limit {key} = " in line and "nothing was written" in line, line
+    assert project.files() == before
+
+
+def test_no_riskier_than_safe_harbor(project, run) -> None:
+    spec = with_release(project, 'no_riskier_than = "safe-harbor"')
+    with Problem.from_spec(spec) as problem:
+        from deid_sql.safe_harbor import safe_harbor
+
+        reference = problem.evaluate(safe_harbor(problem).recoding).risk
+        riskier = problem.evaluate("age:cuts=18,65").risk
+        safer = problem.evaluate("top").risk
+    assert riskier > reference >= safer
+    line = one_line(run("materialize", spec, "--policy", "age:cuts=18,65", "--out", project.dir / "a.parquet",
+                        expect=2))
+    assert "no_riskier_than = 'safe-harbor'" in line
+    run("materialize", spec, "--policy", "top", "--out", project.dir / "b.parquet")
+    gate = read_sidecar(sidecar_path(project.dir / "b.parquet"))["gate"]
+    assert gate["verdict"] == "passed" and gate["reference_risk"] == pytest.approx(reference)
+
+
+def test_stale_sidecar_blocks_the_write(project, run) -> None:
+    out = project.dir / "r.parquet"
+    sidecar_path(out).write_text("{}", encoding="utf-8")
+    line = one_line(run("materialize", project.spec_path, "--policy", POLICY, "--out", out, expect=2))
+    assert "already exists" in line
+    assert not out.exists()
+    run("materialize", project.spec_path, "--policy", POLICY, "--out", out, "--overwrite")
+    assert read_sidecar(sidecar_path(out))["release"]["rows"] == 500
+
+
+# -- the sidecar -----------------------------------------------------------------------------
+
+def test_sidecar_records_hashes_roles_figures_and_command(project, run) -> None:
+    spec = with_release(project, "max_risk = 0.5\nmin_k = 1")
+    out = project.dir / "r.parquet"
+    result = run("materialize", spec, "--policy", POLICY, "--out", out)
+    assert "gate: passed" in result.stdout
+    record = read_sidecar(sidecar_path(out))
+    sha = lambda p: hashlib.sha256(Path(p).read_bytes()).hexdigest()  # noqa: E731
+    assert record["spec"]["sha256"] == sha(spec)
+    assert record["source"]["sha256"] == sha(project.source_csv) and record["source"]["rows"] == 500
+    assert record["population"]["sha256"] == sha(project.population_path)
+    assert record["release"]["sha256"] == sha(out) and record["release"]["rows"] == 500
+    written = pq.read_table(out).column_names
+    assert [c["name"] for c in record["columns"]] == written
+    roles = {c["name"]: c["role"] for c in record["columns"]}
+    assert {roles[q] for q in ("age", "sex", "race", "zip")} == {"qi"}
+    with Problem.from_spec(spec) as problem:
+        m = problem.evaluate(POLICY)
+        assert record["policy"]["text"] == problem.policy(POLICY).text()
+    f = record["figures"]
+    assert f["risk"] == pytest.approx(m.risk, rel=1e-9)
+    assert f["expected_reidentifications"] == pytest.approx(m.expected_reidentifications, rel=1e-9)
+    assert f["max_record_risk"] == pytest.approx(m.max_record_risk, rel=1e-9)
+    assert (f["k"], f["groups"], f["sample_unique_records"], f["records"]) == (
+        m.k, m.groups, m.sample_unique_records, m.records)
+    assert f["suppressed"] == 0 and f["outside"] == 0
+    assert record["gate"]["verdict"] == "passed"
+    assert {c["criterion"] for c in record["gate"]["checks"]} == {"max_risk", "min_k"}
+    assert record["reproduce"]["command"].startswith("deid-sql materialize ")
+    assert record["software"]["name"] == "deid-sql" and record["created_at"].endswith("Z")
+
+
+def test_suppression_is_measured_on_what_is_written(project, run) -> None:
+    spec = with_release(project, "min_k = 5")
+    out = project.dir / "r.csv"
+    run("materialize", spec, "--policy", "age:cuts=18,30,45,65,90", "--out", out, "--suppress-below", "5")
+    record = read_sidecar(sidecar_path(out))
+    f = record["figures"]
+    assert f["suppressed"] > 0 and f["k"] >= 5
+    assert record["columns"][-1] == {"name": "deid_suppressed", "role": "flag"}
+    # without suppression the same policy fails min_k
+    line = one_line(run("materialize", spec, "--policy", "age:cuts=18,30,45,65,90", "--out",
+                        project.dir / "s.csv", expect=2))
+    assert "k " in line and "min_k" in line
+
+
+def test_table_and_view_sidecars_land_in_the_database(project, run) -> None:
+    db = project.dir / "out.duckdb"
+    run("materialize", project.spec_path, "--policy", POLICY, "--out", db, "--table", "released")
+    run("view", project.spec_path, "--policy", POLICY, "--db", db, "--name", "patients_deid")
+    assert tables_in(db) >= {"released", "released__release", "patients_deid", "patients_deid__release"}
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        (text,) = con.execute('SELECT sidecar FROM "released__release"').fetchone()
+        (verdict,) = con.execute('SELECT verdict FROM "patients_deid__release"').fetchone()
+    finally:
+        con.close()
+    assert json.loads(text)["release"]["name"] == "released" and verdict == "passed"
+    # a refused view leaves the file as it was
+    spec = with_release(project, "min_k = 1000", name="strict.toml")
+    one_line(run("view", spec, "--policy", POLICY, "--db", db, "--name", "v2", expect=2))
+    assert "v2" not in tables_in(db) and "v2__release" not in tables_in(db)
+
+
+def test_refused_table_output_creates_no_database(project, run) -> None:
+    spec = with_release(project, "min_k = 1000")
+    one_line(run("materialize", spec, "--policy", POLICY, "--out", project.dir / "new.duckdb", expect=2))
+    assert not (project.dir / "new.duckdb").exists()
+
+
+def test_python_api_goes_through_the_gate(project) -> None:
+    spec = with_release(project, "max_record_risk = 1e-6")
+    with Problem.from_spec(spec) as problem:
+        with pytest.raises(ReleaseRefused, match="max_record_risk"):
+            materialize(problem, POLICY, project.dir / "r.parquet")
+        with pytest.raises(ReleaseRefused, match="max_record_risk"):
+            create_view(problem, POLICY, project.dir / "v.duckdb", "v")
+        with pytest.raises(PolicyError, match="empty"):
+            materialize(problem, "", project.dir / "r.parquet")
+        written = materialize(problem, POLICY, project.dir / "r.parquet", accept_risk="tested")
+        assert written.verdict is not None and written.verdict.status == "accepted"
+    assert not (project.dir / "v.duckdb").exists()
+
+
+def test_safe_harbor_and_anonymize_write_sidecars(project, run) -> None:
+    run("safe-harbor", project.spec_path, "--materialize", project.dir / "sh.parquet")
+    assert read_sidecar(sidecar_path(project.dir / "sh.parquet"))["gate"]["verdict"] == "passed"
