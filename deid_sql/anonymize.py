@@ -32,6 +32,7 @@ from .fulldomain import (
 from .output import Written, materialize_query
 from .problem import Problem
 from .release.gate import ReleaseGate
+from .release.roles import apply_roles
 from .search.bfs import STORES, BFSResult, best_first_search
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
@@ -96,7 +97,7 @@ def release_query(problem: Problem, run: Anonymization) -> exp.Select:
     """The generalizing query with suppressed groups blanked to ``*`` and flagged: the flag
     is computed once per row (one IN over the suppressed label tuples), then applied."""
     assert run.levels is not None
-    inner = problem.query(run.space.recoding(run.levels))
+    inner = problem.query(run.space.recoding(run.levels), roles=False)
     qi_cols = [q.column for q in problem.spec.qis]
     groups = suppressed_groups(run)
     if groups:
@@ -115,7 +116,8 @@ def release_query(problem: Problem, run: Anonymization) -> exp.Select:
         else:
             projections.append(col(name))
     projections.append(col(FLAG))
-    return exp.select(*projections).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=ident("flagged"))))
+    outer = exp.select(*projections).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=ident("flagged"))))
+    return apply_roles(outer, problem.spec.columns, qi_cols, problem.backend, problem.source_label)
 
 
 def write_release(problem: Problem, run: Anonymization, out: str | Path, overwrite: bool = False,

@@ -57,7 +57,15 @@ def census_spec(source: str, population: str = "population.parquet", name: str =
     return _SPEC.format(name=name, source=source, population=population)
 
 
-DEMO_SPEC = census_spec("cohort.parquet")
+# the roles of the cohort's other columns (``fixtures.synthetic_cohort``): the record number and the
+# admission date are identifiers (a full date is one under Safe Harbor), the blood pressure is released
+COHORT_COLUMNS = """
+[columns]
+drop = ["patient_id", "admitted"]
+sensitive = ["diagnosis"]
+keep = ["systolic_bp"]
+"""
+DEMO_SPEC = census_spec("cohort.parquet") + COHORT_COLUMNS
 
 
 def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,

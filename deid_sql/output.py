@@ -226,13 +226,13 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
     gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
     gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    figures = measure(problem.backend.execute, problem.query(item, suppress_below), gate.qi_columns, gate.census,
-                      gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
+    figures = measure(problem.backend.execute, problem.query(item, suppress_below, persistent=True),
+                      gate.qi_columns, gate.census, gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
     verdict = gate.judge(figures)
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
              "rows": figures.records}
     companions = {sidecar_table(name): as_table(gate.record(figures, verdict, where))}
-    problem.backend.create_view(db, name, problem.query(item, suppress_below, source), replace,
+    problem.backend.create_view(db, name, problem.query(item, suppress_below, source, persistent=True), replace,
                                 companions=companions)
     return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 

@@ -19,7 +19,7 @@ from .backends import Backend, connect
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
 from .domain import Domain
-from .errors import DeidError, PolicyError, SpecError
+from .errors import DeidError, OutputError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
 from .evaluate.riskmodel import risk_model
@@ -28,6 +28,8 @@ from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
 from .policy import Policy
 from .recoding import Recoding
+from .release.pseudonym import type_problems
+from .release.roles import apply_roles
 from .spec import Spec
 
 
@@ -69,9 +71,11 @@ class Problem:
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None, risk: str | None = None,
-                  adversary: AdversaryParams | None = None) -> Problem:
+                  adversary: AdversaryParams | None = None, check_roles: bool = False) -> Problem:
         """Load a problem; raises one ``SpecError``/``DataError`` listing every problem.
-        ``risk`` and ``adversary`` override the spec's risk model and its parameters."""
+        ``risk`` and ``adversary`` override the spec's risk model and its parameters.
+        ``check_roles`` adds the column-role problems (``validate``); evaluating needs no roles,
+        so by default only the paths that release rows or SQL check them (``query``)."""
         spec = spec if isinstance(spec, Spec) else Spec.read(spec)
         if not spec.qis:
             raise SpecError(f"spec {spec.path} declares no [[qi]]; it only describes a channel expansion — "
@@ -84,27 +88,33 @@ class Problem:
             spec = replace(spec, adversary=adversary)
         backend = backend or connect(spec.backend.engine, **spec.backend.options())
         try:
-            return cls._load(spec, backend)
+            return cls._load(spec, backend, check_roles)
         except BaseException:
             backend.close()
             raise
 
     @classmethod
-    def _load(cls, spec: Spec, backend: Backend) -> Problem:
+    def _load(cls, spec: Spec, backend: Backend, check_roles: bool = False) -> Problem:
         problems: list[str] = []
         source = open_table(backend, spec, "source", problems)
         population = open_table(backend, spec, "population", problems) if spec.population else None
-        raise_if(problems)
+        # role problems are reported with the data's, after every data check has run
+        roles = role_problems(spec, source.columns) if check_roles and source is not None else []
+        if problems:
+            raise_if(problems + roles)
         assert source is not None
         domains, hierarchies = resolve_domains(backend, spec, source, population, problems)
-        raise_if(problems)
+        if problems:
+            raise_if(problems + roles)
         resolved = [d for d in domains if d is not None]
         sample_cells = aggregate(backend, spec, resolved, source, problems)
         pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
-        raise_if(problems)
+        raise_if(problems + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
+        # a pseudonymized CSV column is hashed as the file's text (ID 007 stays 007 on every engine)
+        text_cols |= {c: True for c in spec.columns.pseudonymize if c in source.columns and c not in text_cols}
         relation = backend.relation(spec.source, text_cols)
         return cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
 
@@ -172,11 +182,52 @@ class Problem:
 
     # -- SQL ------------------------------------------------------------------------------
     def query(self, item: Policy | Recoding | str, suppress_below: int | None = None,
-              source: exp.Expression | None = None) -> exp.Select:
-        """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source)."""
-        return generalize(self.recoding(item), self.spec.qis, self.domains,
-                          source if source is not None else self.source.copy(),
-                          self.columns, suppress_below)
+              source: exp.Expression | None = None, roles: bool = True, persistent: bool = False) -> exp.Select:
+        """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source).
+
+        With ``roles`` (every release path) it releases only declared columns, in release
+        order (``released_columns``), and raises ``SpecError`` for a column without a role;
+        ``roles=False`` is the raw query of every source column, for a caller that wraps it
+        and applies the roles to its own outer select (``release.roles.apply_roles``).
+        ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
+        pseudonymizing release refuses, since the SQL holds the key."""
+        query = generalize(self.recoding(item), self.spec.qis, self.domains,
+                           source if source is not None else self.source.copy(),
+                           self.columns, suppress_below, outside_label=self.spec.release.outside_label)
+        if not roles:
+            return query
+        if persistent:
+            self.refuse_persistent()
+        self.check_pseudonym_types()
+        return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
+                           self.source_label)
+
+    @property
+    def released_columns(self) -> list[tuple[str, str]]:
+        """``(name, role)`` of every released column in release order (QIs ``qi``; the
+        suppression flag, when a path adds one, is not listed here); raises ``SpecError`` when a
+        source column has no role."""
+        return self.spec.columns.released(list(self.columns), [q.column for q in self.spec.qis], self.source_label)
+
+    @property
+    def source_label(self) -> str:
+        return f"source {self.spec.source.describe()}"
+
+    def refuse_persistent(self) -> None:
+        """Refuse to store SQL that pseudonymizes: it would hold the key."""
+        hashed = [c for c in self.spec.columns.pseudonymize if c in self.columns]
+        if hashed:
+            names = ", ".join(repr(c) for c in hashed)
+            raise OutputError(
+                f"a view, compiled SQL or dbt model would hold the secret key in its SQL text: [columns] pseudonymize "
+                f"lists {names} (HMAC under the key in ${self.spec.columns.secret_env}); write the release with "
+                f"deid-sql materialize instead, or list the column under drop")
+
+    def check_pseudonym_types(self) -> None:
+        """Refuse pseudonymizing a column whose text differs between engines (see ``type_problems``)."""
+        problems = _type_problems(self.spec, self.columns)
+        if problems:
+            raise SpecError(problems)
 
     def compile(self, item: Policy | Recoding | str, dialect: str = "duckdb",
                 suppress_below: int | None = None, table: str | None = None, pretty: bool = True) -> str:
@@ -184,8 +235,28 @@ class Problem:
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
         source = compile_source(self.spec.source, self.source, dialect, table)
-        return to_sql(self.query(item, suppress_below, source), dialect, pretty=pretty)
+        return to_sql(self.query(item, suppress_below, source, persistent=True), dialect, pretty=pretty)
 
     @property
     def source_view(self) -> str:
         return SOURCE_VIEW
+
+
+def role_problems(spec: Spec, columns: dict[str, str]) -> list[str]:
+    """The column-role problems of ``spec`` against the source's ``columns`` (name -> type): unroled,
+    missing or QI-listed columns, pseudonymized columns of an unstable type, a missing key."""
+    where = f"source {spec.source.describe()}"
+    out = spec.columns.problems(list(columns), [q.column for q in spec.qis], where) + _type_problems(spec, columns)
+    if spec.columns.pseudonymize:
+        try:
+            spec.columns.secret()
+        except SpecError as e:
+            out.extend(e.problems)
+    return out
+
+
+def _type_problems(spec: Spec, columns: dict[str, str]) -> list[str]:
+    if spec.source.format == "csv":  # read as text (see ``Problem._load``): the file's text is hashed
+        return []
+    present = [c for c in spec.columns.pseudonymize if c in columns]
+    return type_problems(present, columns, f"source {spec.source.describe()}")

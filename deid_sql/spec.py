@@ -19,8 +19,10 @@ from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
 from .errors import SpecError
 from .release.criteria import ReleaseCriteria, parse_release
+from .release.roles import ColumnRoles, parse_columns
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend", "release"}
+TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend", "release",
+             "columns"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
@@ -100,6 +102,7 @@ class Spec:
     channels: ChannelSpec | None = None  # seed 003's channel expansion (``[channels]``)
     backend: BackendSpec = field(default_factory=BackendSpec)
     release: ReleaseCriteria = field(default_factory=ReleaseCriteria)  # ``[release]`` acceptance criteria
+    columns: ColumnRoles = field(default_factory=ColumnRoles)  # ``[columns]``: the role of every non-QI column
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -153,13 +156,14 @@ class Spec:
             except SpecError as err:
                 problems.extend(err.problems)
         release = parse_release(data.get("release"), problems)
+        columns = parse_columns(data.get("columns"), problems, [q.column for q in qis])
         if problems:
             raise SpecError(problems)
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
-                   channels=channels, backend=backend, release=release)
+                   channels=channels, backend=backend, release=release, columns=columns)
 
 
 def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:

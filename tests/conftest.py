@@ -54,6 +54,12 @@ name = "zip"
 kind = "zip"
 """
 DEFAULT_QIS = (AGE_QI, SEX_QI, RACE_QI, ZIP_QI)
+# the roles of the source's other columns: the identifier dropped, the diagnosis released as sensitive
+DEFAULT_COLUMNS = """
+[columns]
+drop = ["patient_id"]
+sensitive = ["diagnosis"]
+"""
 QI_NAMES = ("age", "sex", "race", "zip")
 
 
@@ -116,8 +122,9 @@ class Project:
 
     def spec_text(self, source: str = "source.csv", population: str | None = "population.parquet",
                   qis: Sequence[str] = DEFAULT_QIS, top: str = "", source_extra: str = "",
-                  population_extra: str = "", count: str = "count") -> str:
-        """Spec TOML; ``population=None`` means ``population = "sample"``."""
+                  population_extra: str = "", count: str = "count", columns: str | None = DEFAULT_COLUMNS) -> str:
+        """Spec TOML; ``population=None`` means ``population = "sample"``; ``columns`` is the
+        ``[columns]`` table (None: none, so the source's non-QI columns have no role)."""
         parts = [top.strip() + "\n" if top.strip() else "", "gamma = 1.0\n"]
         if population is None:
             parts.append('population = "sample"\n')
@@ -126,7 +133,15 @@ class Project:
             parts.append(f'\n[population]\npath = "{population}"\ncount = "{count}"\n'
                          f"{population_extra.strip()}\n")
         parts.extend(qis)
+        if columns:
+            parts.append(columns)
         return "".join(parts)
+
+    @property
+    def released_names(self) -> list[str]:
+        """The columns a release of the default spec has, in order (``DEFAULT_COLUMNS`` drops
+        ``patient_id``)."""
+        return [c for c in self.source.column_names if c != "patient_id"]
 
     def write_spec(self, text: str, name: str = "spec.toml") -> Path:
         path = self.dir / name

@@ -47,6 +47,7 @@ def write_small_problem(folder: Path, seed: int = 0, rows: int = 400, population
         "[[qi]]", 'name = "sex"', 'kind = "category"', 'values = ["Female", "Male"]', "",
         "[[qi]]", 'name = "race"', 'kind = "category"', f"values = {RACES!r}".replace("'", '"'), "",
         "[[qi]]", 'name = "zip"', 'kind = "zip"', f"values = {ZIPS!r}".replace("'", '"'), "",
+        "[columns]", 'drop = ["id"]', 'sensitive = ["dx"]', "",
     ]
     path = folder / "spec.toml"
     path.write_text("\n".join(spec), encoding="utf-8")

@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import DEFAULT_COLUMNS
+
 POLICY = "age:cuts=18,65|race:top"
 LOADING = ("validate", "evaluate", "materialize", "view")
 POLICY_USERS = ("evaluate", "compile", "materialize", "view")
@@ -187,7 +189,7 @@ def test_nulls_as_a_category(project, run, tmp_path, label: str | None, fmt: str
     assert metrics["records"] == 500 and metrics["groups"] == len(keys)
 
     out = project.dir / "release.parquet"
-    run("materialize", spec, "-p", "bottom", "--out", out)
+    run("materialize", spec, "-p", "bottom", "--out", out, "--accept-risk", "test: the original data round-trips")
     released = pq.read_table(out).to_pylist()
     assert [r["race"] for r in released] == [r["race"] or shown for r in table.to_pylist()]
     run("materialize", spec, "-p", "race:top", "--out", out, "--overwrite")
@@ -309,6 +311,9 @@ def test_policy_without_colon(project, run, tmp_path) -> None:
 
 # -- encodings ---------------------------------------------------------------------------------------
 
+LATIN1_COLUMNS = DEFAULT_COLUMNS + 'keep = ["name"]\n'  # the roles of latin1_csv's columns
+
+
 def latin1_csv(project, name: str, rows: int, bad_row: int, column: str) -> Path:
     """The source as CSV with one latin-1 byte in ``column`` of row ``bad_row``."""
     src = project.source.to_pylist()
@@ -326,7 +331,7 @@ def latin1_csv(project, name: str, rows: int, bad_row: int, column: str) -> Path
 @pytest.mark.parametrize("column", ["name", "race"])
 def test_non_utf8_csv(project, run, tmp_path, column: str) -> None:
     latin1_csv(project, "latin1.csv", 500, 7, column)
-    spec = project.spec(source="latin1.csv")
+    spec = project.spec(source="latin1.csv", columns=LATIN1_COLUMNS)
     msg = refused(project, run, tmp_path, spec, "is not UTF-8; re-encode it as UTF-8")
     assert "latin1.csv" in msg
 
@@ -343,7 +348,7 @@ def test_non_utf8_population_csv(project, run, tmp_path) -> None:
 def test_non_utf8_qi_value_past_the_sniffed_rows(project, run, tmp_path) -> None:
     """DuckDB sniffs the first rows only; a bad byte further down is found by the full scan."""
     latin1_csv(project, "latin1.csv", 40_000, 39_990, "race")
-    spec = project.spec(source="latin1.csv")
+    spec = project.spec(source="latin1.csv", columns=LATIN1_COLUMNS)
     refused(project, run, tmp_path, spec, "latin1.csv is not UTF-8; re-encode it as UTF-8",
             commands=("validate", "materialize"))
 
@@ -352,7 +357,7 @@ def test_non_utf8_qi_value_past_the_sniffed_rows(project, run, tmp_path) -> None
 def test_non_utf8_other_column_past_the_sniffed_rows(project, run, tmp_path, target: str) -> None:
     """A column outside the QIs is first read in full when writing: still one line, nothing written."""
     latin1_csv(project, "latin1.csv", 40_000, 39_990, "name")
-    spec = project.spec(source="latin1.csv")
+    spec = project.spec(source="latin1.csv", columns=LATIN1_COLUMNS)
     refused(project, run, tmp_path, spec, "latin1.csv is not UTF-8; re-encode it as UTF-8", commands=(target,))
 
 

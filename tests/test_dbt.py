@@ -46,7 +46,7 @@ def db_project(project):
 def model_files(model: str = MODEL) -> set[str]:
     return {"dbt_project.yml", f"models/{model}.sql", f"models/{model}.yml",
             "models/deid_sql_source__deid__patients.yml", f"macros/deid_sql_labels__{model}.sql",
-            "macros/deid_sql_tests.sql"}
+            "macros/deid_sql_tests.sql", f"models/{model}.release.json"}
 
 
 def files_under(folder: Path) -> dict[str, bytes]:
@@ -79,7 +79,7 @@ def policy_labels(spec: Path, policy: str = POLICY) -> dict[str, list[str]]:
 
 def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> None:
     out = tmp_path / "warehouse"
-    result = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 2)
+    result = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 1)
     assert "created dbt project" in result.stdout and f"next: dbt run --select {MODEL}" in result.stdout
     assert set(files_under(out)) == model_files()
     sql = (out / f"models/{MODEL}.sql").read_text()
@@ -95,13 +95,14 @@ def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> Non
     finally:
         con.close()
     assert len(rows) == db_project.source.num_rows
-    assert {r[1] for r in rows} == {"0-17", "18-44", "45", "46-64", "65-120"}
+    age = db_project.released_names.index("age")
+    assert {r[age] for r in rows} == {"0-17", "18-44", "45", "46-64", "65-120"}
 
 
 def test_model_yml_carries_the_policy_and_the_tests(db_project, run, tmp_path) -> None:
     yaml = pytest.importorskip("yaml")
     out = tmp_path / "warehouse"
-    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 3)
+    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 1)
     doc = yaml.safe_load((out / f"models/{MODEL}.yml").read_text())
     (model,) = doc["models"]
     assert model["name"] == MODEL
@@ -115,7 +116,7 @@ def test_model_yml_carries_the_policy_and_the_tests(db_project, run, tmp_path) -
     assert (out / meta["deid_spec"]).resolve() == db_project.spec_path.resolve()
     assert model["data_tests"] == [
         {"deid_sql_same_row_count": {"arguments": {"compare_model": "source('deid', 'patients')"}}},
-        {"deid_sql_min_group_size": {"arguments": {"columns": list(QIS), "k": 3}}},
+        {"deid_sql_min_group_size": {"arguments": {"columns": list(QIS), "k": 1}}},
     ]
     assert [c["name"] for c in model["columns"]] == list(QIS)
     assert [c["data_tests"] for c in model["columns"]] == [[f"deid_sql_labels__{MODEL}__{q}"] for q in QIS]
@@ -170,7 +171,7 @@ def test_a_second_model_shares_the_source_and_the_tests(db_project, run, tmp_pat
     after = files_under(out)
     assert {k: v for k, v in after.items() if k in before} == before
     assert set(after) - set(before) == {"models/patients_top.sql", "models/patients_top.yml",
-                                        "macros/deid_sql_labels__patients_top.sql"}
+                                        "macros/deid_sql_labels__patients_top.sql", "models/patients_top.release.json"}
 
 
 def test_an_existing_project_is_left_as_it_is(db_project, run, tmp_path) -> None:
@@ -188,7 +189,7 @@ def test_an_existing_project_is_left_as_it_is(db_project, run, tmp_path) -> None
     # the user's yml already declares the source: it is not declared twice
     assert set(files_under(out)) == {"dbt_project.yml", "src/staging/schema.yml", f"src/{MODEL}.sql",
                                      f"src/{MODEL}.yml", f"macros/deid_sql_labels__{MODEL}.sql",
-                                     "macros/deid_sql_tests.sql"}
+                                     "macros/deid_sql_tests.sql", f"src/{MODEL}.release.json"}
     assert "declared in src/staging/schema.yml" in result.stdout
 
 
@@ -217,7 +218,7 @@ def test_jinja_and_quotes_in_values_survive(tmp_path) -> None:
     con.close()
     spec = tmp_path / "spec.toml"
     spec.write_text('population = "sample"\n[source]\npath = "h.duckdb"\ntable = "t"\n[[qi]]\nname = "ward"\n'
-                    f'kind = "category"\nvalues = {json.dumps(wards)}\n', encoding="utf-8")
+                    f'kind = "category"\nvalues = {json.dumps(wards)}\n[columns]\ndrop = ["id"]\n', encoding="utf-8")
     out = tmp_path / "p"
     with Problem.from_spec(spec) as problem:
         write_dbt(problem, "ward:101", out, dialect="spark")  # "it's {% x %}" and "plain" in one group
@@ -267,7 +268,8 @@ def test_refuses_to_overwrite_without_overwrite(db_project, run, tmp_path) -> No
     before = files_under(out)
     msg = refused(run, ["dbt", db_project.spec_path, "-p", "age:top", "--project", out],
                   "pass --overwrite to replace them")
-    assert f"models/{MODEL}.sql, models/{MODEL}.yml, macros/deid_sql_labels__{MODEL}.sql already exist" in msg
+    assert f"models/{MODEL}.sql, models/{MODEL}.yml, macros/deid_sql_labels__{MODEL}.sql" in msg
+    assert f"models/{MODEL}.release.json already exist" in msg
     assert files_under(out) == before
     (out / "macros/deid_sql_tests.sql").write_text("-- edited\n")  # a shared file that differs is refused too
     msg = refused(run, ["dbt", db_project.spec_path, "-p", "age:top", "--project", out, "--model", "other"],
@@ -399,12 +401,28 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
     finally:
         con.close()
 
-    # k one larger than the smallest group: only the group-size test fails
-    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k + 1, "--overwrite")
-    failed = dbt(out, profiles, "test", "--select", MODEL)
+    # k one larger than the smallest group: refused before anything is written (the test would fail)
+    before = {p: (out / p).read_bytes() for p in model_files()}
+    refused = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k + 1, "--overwrite", expect=2)
+    assert f"below --k {k + 1}" in refused.stderr and "nothing was written" in refused.stderr
+    assert {p: (out / p).read_bytes() for p in model_files()} == before
+    # the warehouse rows change after the models were generated: one of patients_top's smallest groups
+    # loses a source row, and its group-size test catches it (the view re-reads the source)
+    assert k_top > 1
+    con = duckdb.connect(str(db))
+    try:
+        sex, race = con.execute(f"SELECT sex, race FROM patients_top GROUP BY ALL HAVING count(*) = {k_top} "
+                                f"ORDER BY ALL LIMIT 1").fetchone()
+        con.execute("DELETE FROM patients WHERE rowid = (SELECT min(rowid) FROM patients WHERE sex = ? AND race = ?)",
+                    [sex, race])
+    finally:
+        con.close()
+    failed = dbt(out, profiles, "test", "--select", "patients_top")
     assert failed.returncode == 1, failed.stdout
     assert {n for n, s in results(out).items() if s != "pass"} == {
-        f"deid_sql_min_group_size_{MODEL}_age__sex__race__zip__{k + 1}"}
+        f"deid_sql_min_group_size_patients_top_age__sex__race__zip__{k_top}"}
+    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k, "--overwrite")
+    assert dbt(out, profiles, "run", "--select", MODEL).returncode == 0
 
     # a value outside the policy's labels (and an extra row): the label and row-count tests fail
     run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--overwrite")  # no --k: no group-size test

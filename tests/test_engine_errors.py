@@ -30,8 +30,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 def _spec(engine: Engine, folder: Path, body: str, name: str = "spec.toml") -> Path:
     path = folder / name
-    path.write_text('population = "sample"\n' + engine.header() + f"\n[source]\n{body}\n" + "".join(DEFAULT_QIS),
-                    encoding="utf-8")
+    path.write_text('population = "sample"\n' + engine.header() + f"\n[source]\n{body}\n" + "".join(DEFAULT_QIS)
+                    + '\n[columns]\ndrop = ["patient_id"]\nsensitive = ["diagnosis"]\n', encoding="utf-8")
     return path
 
 
@@ -87,7 +87,7 @@ def test_csv_and_parquet_sources(spark: Engine, tmp_path: Path) -> None:
     for fmt in ("csv", "parquet"):
         with Problem.from_spec(_spec(spark, tmp_path, f'path = "source.{fmt}"', f"{fmt}.toml")) as problem:
             assert problem.columns["zip"] == "VARCHAR"
-            materialize(problem, "bottom", tmp_path / f"{fmt}.parquet")
+            materialize(problem, "bottom", tmp_path / f"{fmt}.parquet", accept_risk="test: reading both formats")
             assert sorted(pq.read_table(tmp_path / f"{fmt}.parquet").column("zip").to_pylist()) == sorted(zips)
             view = spark.qualified(f"{fmt}_view")
             if fmt == "csv":

@@ -18,7 +18,7 @@ from deid_sql.errors import DeidError
 from deid_sql.fixtures.channels import TABLE1
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
-from tests.conftest import DEFAULT_QIS, _population_table, _source_table
+from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _population_table, _source_table
 from tests.engines import ENGINES, Engine, engine_fixture
 
 POLICIES = ("bottom", "top", "age:cuts=18,65|zip:top", "age:cuts=10,20,30,40,50,60,70,80,90|race:top",
@@ -36,7 +36,7 @@ def spec_on(engine: Engine) -> Path:
     source = engine.load("patients", _source_table())
     population = engine.load("census", _population_table())
     text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-            + "".join(DEFAULT_QIS))
+            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS)
     path = engine.folder / "spec.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -50,7 +50,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Problem]:
     pq.write_table(_population_table(), folder / "census.parquet")
     spec = folder / "spec.toml"
     spec.write_text('[source]\npath = "patients.parquet"\n\n[population]\npath = "census.parquet"\ncount = "count"\n'
-                    + "".join(DEFAULT_QIS), encoding="utf-8")
+                    + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS, encoding="utf-8")
     with Problem.from_spec(spec) as problem:
         yield problem
 
@@ -121,7 +121,7 @@ def test_view_in_the_engine(spec_on: Path, reference: Problem, engine: Engine, t
         assert _sorted_rows(engine.read(name)) == _sorted_rows(pq.read_table(expected_path))
         with pytest.raises(DeidError, match="already has"):
             create_view(problem, policy, None, name)
-        create_view(problem, "bottom", None, name, replace=True)
+        create_view(problem, "bottom", None, name, replace=True, accept_risk="test: replacing a view")
         with pytest.raises(DeidError, match="the engine is|leave out --db"):
             create_view(problem, policy, tmp_path / "x.duckdb", name)
 

@@ -78,7 +78,8 @@ def small_spec(folder: Path, population: bool = False, seed: int = 5, rows: int 
     lines += ["[[qi]]", 'name = "age"', 'kind = "integer"', "min = 0", "max = 30", 'hierarchy = "age.csv"', "",
               "[[qi]]", 'name = "sex"', 'kind = "category"', 'values = ["Female", "Male"]', "",
               "[[qi]]", 'name = "race"', 'kind = "category"', 'values_from = "hierarchy"', 'hierarchy = "race.csv"', "",
-              "[[qi]]", 'name = "zip"', 'kind = "zip"', 'values_from = "hierarchy"', 'hierarchy = "zip.csv"', ""]
+              "[[qi]]", 'name = "zip"', 'kind = "zip"', 'values_from = "hierarchy"', 'hierarchy = "zip.csv"', "",
+              "[columns]", 'drop = ["id"]', 'sensitive = ["dx"]', ""]
     path = folder / "spec.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

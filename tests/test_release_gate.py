@@ -24,8 +24,10 @@ POLICY = "age:cuts=18,30,45,65,90|zip:top"
 
 
 def with_release(project, body: str, name: str = "spec.toml") -> Path:
-    """The project's default spec with a ``[release]`` table appended."""
-    return project.write_spec(project.spec_text() + f"\n[release]\n{body}\n", name)
+    """The project's default spec (age and zip with their Safe Harbor roles) with ``[release]`` appended."""
+    qis = [q + ('role = "age"\n' if '"age"' in q else 'role = "zip"\n' if '"zip"' in q else "")
+           for q in project.DEFAULT_QIS]
+    return project.write_spec(project.spec_text(qis=qis) + f"\n[release]\n{body}\n", name)
 
 
 def one_line(result) -> str:
@@ -65,8 +67,8 @@ def test_bad_release_tables_are_refused(body: dict, message: str) -> None:
 
 def test_bad_release_table_in_validate(project, run) -> None:
     spec = with_release(project, "max_risk = 2\nmin_k = 0")
-    line = one_line(run("validate", spec, expect=2))
-    assert "max_risk" in line and "min_k" in line
+    err = run("validate", spec, expect=2).stderr
+    assert "max_risk = 2 is a normalized risk" in err and "min_k = 0 must be a whole number" in err
 
 
 # -- refusals --------------------------------------------------------------------------------
@@ -137,10 +139,10 @@ def test_no_riskier_than_safe_harbor(project, run) -> None:
         from deid_sql.safe_harbor import safe_harbor
 
         reference = problem.evaluate(safe_harbor(problem).recoding).risk
-        riskier = problem.evaluate("age:cuts=18,65").risk
+        riskier = problem.evaluate("race:top").risk
         safer = problem.evaluate("top").risk
     assert riskier > reference >= safer
-    line = one_line(run("materialize", spec, "--policy", "age:cuts=18,65", "--out", project.dir / "a.parquet",
+    line = one_line(run("materialize", spec, "--policy", "race:top", "--out", project.dir / "a.parquet",
                         expect=2))
     assert "no_riskier_than = 'safe-harbor'" in line
     run("materialize", spec, "--policy", "top", "--out", project.dir / "b.parquet")
@@ -243,6 +245,7 @@ def test_python_api_goes_through_the_gate(project) -> None:
     assert not (project.dir / "v.duckdb").exists()
 
 
-def test_safe_harbor_and_anonymize_write_sidecars(project, run) -> None:
-    run("safe-harbor", project.spec_path, "--materialize", project.dir / "sh.parquet")
+def test_safe_harbor_writes_a_sidecar(project, run) -> None:
+    spec = with_release(project, "max_risk = 1")
+    run("safe-harbor", spec, "--materialize", project.dir / "sh.parquet")
     assert read_sidecar(sidecar_path(project.dir / "sh.parquet"))["gate"]["verdict"] == "passed"

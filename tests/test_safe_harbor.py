@@ -44,6 +44,7 @@ def census_spec(age_role: str = ROLE_AGE, zip_role: str = ROLE_ZIP) -> str:
         f"[[qi]]\nname = \"age\"\nkind = \"integer\"\nmin = 85\nmax = 120\n{age_role}\n"
         "[[qi]]\nname = \"sex\"\nkind = \"category\"\nvalues = [\"F\", \"M\"]\n\n"
         f"[[qi]]\nname = \"zip\"\nkind = \"zip\"\n{zip_role}"
+        "\n[columns]\nkeep = [\"id\"]\nsensitive = [\"dx\"]\n"  # id kept so rows can be matched
     )
 
 
@@ -97,6 +98,7 @@ def write_sample_problem(folder: Path) -> Path:
         "[[qi]]\nname = \"zip\"\nkind = \"zip\"\nrole = \"zip\"\n\n"
         f"[[qi]]\nname = \"visit\"\nkind = \"date\"\nmin = {VISIT_LO}\nmax = {VISIT_HI}\nrole = \"date\"\n\n"
         f"[[qi]]\nname = \"birth\"\nkind = \"date\"\nmin = {BIRTH_LO}\nmax = {BIRTH_HI}\n"
+        "\n[columns]\nkeep = [\"id\"]\n"
     )
     path = folder / "spec.toml"
     path.write_text(spec, encoding="utf-8")

@@ -107,6 +107,17 @@ class Backend(ABC):
         """Drop table or view ``name`` from ``database`` if it exists (undoing a write that a
         later step of the same job could not complete)."""
 
+    @abstractmethod
+    def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
+        """HMAC-SHA-256 of ``value``'s text under ``key``, as an expression of this engine.
+
+        Contract (``deid_sql.release.pseudonym`` is the reference): the message is the UTF-8
+        bytes of ``value`` cast to the engine's text type; NULL gives NULL; ``form`` "hex" gives
+        the 64 lowercase hex digits, "integer" the first 15 hex digits as a BIGINT.  Every engine
+        returns the same pseudonym for the same text, so releases join across engines and
+        batches.  The key is in the expression (as HMAC pads): run it, never store it (no view,
+        no printed SQL)."""
+
 
 def literal_rows(table: pa.Table) -> exp.Select:
     """``SELECT * FROM (VALUES …)`` holding a small Arrow table as literals (text, numbers, NULL):

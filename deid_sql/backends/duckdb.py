@@ -262,6 +262,27 @@ class DuckDBBackend(Backend):
                     p.unlink(missing_ok=True)
 
 
+    def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
+        """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of
+        the pads, ``encode`` for the UTF-8 bytes of the text, ``||`` on BLOBs."""
+        from ..release.pseudonym import INTEGER_DIGITS, pads
+
+        inner, outer = pads(key)
+
+        def fn(name: str, *args: exp.Expression) -> exp.Expression:
+            return exp.Anonymous(this=name, expressions=list(args))
+
+        def blob(data: bytes) -> exp.Expression:
+            return fn("unhex", exp.Literal.string(data.hex()))
+
+        message = fn("encode", exp.cast(value, "VARCHAR"))
+        inner_hex = fn("sha256", exp.DPipe(this=blob(inner), expression=message))
+        digest = fn("sha256", exp.DPipe(this=blob(outer), expression=fn("unhex", inner_hex)))
+        if form == "hex":
+            return digest
+        prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
+        return exp.cast(exp.DPipe(this=exp.Literal.string("0x"), expression=prefix), "BIGINT")
+
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

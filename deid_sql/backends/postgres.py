@@ -192,6 +192,18 @@ class PostgresBackend(Backend):
             raise BackendError(_one_line(e)) from None
 
 
+    def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
+        """HMAC from the built-in ``sha256(bytea)`` (PostgreSQL 11 and later; no extension
+        needed).  Older servers use pgcrypto's ``hmac()``, which must be installed there."""
+        builtin = self.con.info.server_version >= 110000
+        if not builtin:
+            found = self.execute(exp.select(exp.func("count", exp.Star())).from_("pg_extension").where(
+                exp.EQ(this=exp.column("extname"), expression=exp.Literal.string("pgcrypto"))))
+            if not found.column(0)[0].as_py():
+                raise BackendError("pseudonymizing on PostgreSQL before 11 needs the pgcrypto extension; run "
+                                   "CREATE EXTENSION pgcrypto in the database, or upgrade PostgreSQL")
+        return hmac_expression(value, key, form, pgcrypto=not builtin)
+
 def _table(name: str) -> exp.Table:
     return exp.to_table(name)
 
@@ -234,3 +246,29 @@ def _unreachable(dsn: str, e: Exception) -> str:
 def _one_line(e: Exception) -> str:
     text = " ".join(str(e).split())
     return f"PostgreSQL: {text[:400]}"
+
+
+def hmac_expression(value: exp.Expression, key: bytes, form: str, pgcrypto: bool = False) -> exp.Expression:
+    """HMAC-SHA-256 of ``value``'s text (``convert_to(CAST(v AS TEXT), 'UTF8')``) in PostgreSQL:
+    built from ``sha256(bytea)`` and the key's pads, or (``pgcrypto``) pgcrypto's ``hmac()``."""
+    from ..release.pseudonym import INTEGER_DIGITS, pads
+
+    def fn(name: str, *args: exp.Expression) -> exp.Expression:
+        return exp.Anonymous(this=name, expressions=list(args))
+
+    def bytea(data: bytes) -> exp.Expression:
+        return fn("decode", exp.Literal.string(data.hex()), exp.Literal.string("hex"))
+
+    message = fn("convert_to", exp.cast(value, "TEXT"), exp.Literal.string("UTF8"))
+    if pgcrypto:
+        digest = fn("hmac", message, bytea(key), exp.Literal.string("sha256"))
+    else:
+        inner, outer = pads(key)
+        digest = fn("sha256", exp.DPipe(this=bytea(outer), expression=fn(
+            "sha256", exp.DPipe(this=bytea(inner), expression=message))))
+    hexed = fn("encode", digest, exp.Literal.string("hex"))
+    if form == "hex":
+        return hexed
+    prefix = fn("substr", hexed, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
+    bits = exp.DataType.build(f"BIT({4 * INTEGER_DIGITS})", dialect="postgres")
+    return exp.cast(exp.cast(exp.DPipe(this=exp.Literal.string("x"), expression=prefix), bits), "BIGINT")

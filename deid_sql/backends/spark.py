@@ -386,6 +386,30 @@ class SparkBackend(Backend):
             raise BackendError(_one_line(e)) from None
 
 
+    def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
+        """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to
+        BINARY (its UTF-8 bytes), ``concat`` on binaries; ``conv`` for the integer form."""
+        from ..release.pseudonym import INTEGER_DIGITS, pads
+
+        inner, outer = pads(key)
+
+        def fn(name: str, *args: exp.Expression) -> exp.Expression:
+            return exp.Anonymous(this=name, expressions=list(args))
+
+        def sha(data: exp.Expression) -> exp.Expression:
+            return fn("sha2", data, exp.Literal.number(256))
+
+        def binary(data: bytes) -> exp.Expression:
+            return fn("unhex", exp.Literal.string(data.hex()))
+
+        message = exp.cast(exp.cast(value, "VARCHAR"), exp.DataType.build("BINARY", dialect="spark"))
+        inner_hex = sha(fn("concat", binary(inner), message))
+        digest = sha(fn("concat", binary(outer), fn("unhex", inner_hex)))
+        if form == "hex":
+            return digest
+        prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
+        return exp.cast(fn("conv", prefix, exp.Literal.number(16), exp.Literal.number(10)), "BIGINT")
+
 def type_name(t: T.DataType) -> str:
     """A Spark type under DuckDB's name, so loading's type checks read every engine alike."""
     if isinstance(t, T.StringType | T.VarcharType | T.CharType):

@@ -25,7 +25,7 @@ def validate(spec: Path) -> None:
     try:
         parsed = Spec.read(spec)
         if parsed.qis:
-            with Problem.from_spec(parsed) as problem:
+            with Problem.from_spec(parsed, check_roles=True) as problem:
                 _report_problem(problem)
         if parsed.channels is not None:
             with connect(parsed.backend.engine, **parsed.backend.options()) as backend:
@@ -52,6 +52,17 @@ def _report_problem(problem: Problem) -> None:
     for q, d in zip(s.qis, problem.domains):
         click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
     click.echo(f"  lattice    {problem.lattice.nbits} bits, gamma = {s.gamma:g}")
+    released = problem.released_columns
+    roles = s.columns
+    shown = ", ".join(f"{name} ({role}{', ' + roles.pseudonym if role == 'pseudonymize' else ''})"
+                      for name, role in released)
+    click.echo(f"  released   {len(released)} columns, in this order: {shown}")
+    dropped = [c for c in problem.columns if c not in dict(released)]
+    if dropped:
+        how = "" if all(roles.role(c) == "drop" for c in dropped) else ' (unlisted = "drop")'
+        click.echo(f"  dropped    {', '.join(dropped)}{how}")
+    if roles.pseudonymize:
+        click.echo(f"  key        HMAC-SHA-256 key from ${roles.secret_env} (set)")
 
 
 def _report_channels(loaded: Loaded) -> None:

@@ -102,8 +102,8 @@ def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model
     call = f"deid_sql.dbt.write_dbt(problem, {pol.text()!r}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
     gate = ReleaseGate.for_problem(problem, pol, call, accept_risk)
     gate.precheck()
-    figures = measure(problem.backend.execute, problem.query(pol), gate.qi_columns, gate.census, gate.record_risk,
-                      gate.original_risk_sum)
+    figures = measure(problem.backend.execute, problem.query(pol, persistent=True), gate.qi_columns, gate.census,
+                      gate.record_risk, gate.original_risk_sum)
     if k is not None and figures.k < k:
         raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
                              + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")
