@@ -157,6 +157,12 @@ class Spec:
                 problems.extend(err.problems)
         release = parse_release(data.get("release"), problems)
         columns = parse_columns(data.get("columns"), problems, [q.column for q in qis])
+        for name in channels.identity if channels is not None else ():
+            if columns.role(name) in ("drop", "pseudonymize"):
+                problems.append(f"[columns] lists the identity column {name!r} under {columns.role(name)}, but a "
+                                f"channel release publishes its identity columns as they are (its check joins the "
+                                f"released rows back on them); remove {name!r} from [channels] identity, or list it "
+                                f"under keep")
         if problems:
             raise SpecError(problems)
         assert source is not None

@@ -639,3 +639,29 @@ def test_a_fitting_candidate_count_is_accepted(run: Run, study: Path) -> None:
 def test_view_needs_db(run: Run, study: Path, tmp_path: Path) -> None:
     refused(run, tmp_path, [study / "table1.toml", "--view", "v", "--out", study / "release.parquet"],
             "--view and --db go together")
+
+
+def test_release_sidecar_records_the_columns_and_the_check(run: Run, study: Path) -> None:
+    """The channel release's own columns: identity released, related replaced, confidential not released."""
+    from deid_sql.release.sidecar import read_sidecar, sidecar_path
+
+    out = study / "release.parquet"
+    run("channels", study / "table1.toml", "--out", out)
+    record = read_sidecar(sidecar_path(out))
+    roles = {c["name"]: c["role"] for c in record["columns"]}
+    assert {roles[c] for c in IDENTITY} == {"identity (released)"}
+    assert {roles[c] for c in RELATED} == {"related (replaced by the output channel)"}
+    assert roles["diagnosis"] == "confidential (not released)"
+    assert set(pq.read_table(out).column_names) == {*IDENTITY, "output_channel"}
+    assert record["gate"]["verdict"] == "passed" and all(c["passed"] for c in record["gate"]["checks"])
+    assert record["release"]["rows"] == pq.read_table(out).num_rows
+    assert record["reproduce"]["command"].startswith("deid-sql channels ")
+
+
+def test_identity_columns_cannot_be_dropped_or_pseudonymized(run: Run, study: Path) -> None:
+    spec = study / "table1.toml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text + '\n[columns]\ndrop = ["name"]\n', encoding="utf-8")
+    result = run("channels", spec, "--out", study / "release.parquet", expect=2)
+    assert "publishes its identity columns as they are" in result.stderr
+    assert not (study / "release.parquet").exists()

@@ -119,7 +119,8 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 created.append((out, name, "TABLE"))
                 created.append((out, sidecar_table(name), "TABLE"))
                 where = out if out is not None else "the database"
-                result.lines.append(f"wrote {rows:,} rows to {where} table {name}, composition table {name}_channels")
+                result.lines.append(f"wrote {rows:,} rows to {where} table {name}, composition table {name}_channels, "
+                                    f"sidecar table {sidecar_table(name)}")
             elif out is not None and kind is not None:
                 companion = _companion(out)
                 pacsv.write_csv(comp, stack.enter_context(replacing(companion, overwrite)))
@@ -128,7 +129,8 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total)
                 side.write_text(to_json(record | {"release": where | {"rows": rows, "sha256": file_sha256(tmp)}}),
                                 encoding="utf-8")
-                result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}")
+                result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}, "
+                                    f"sidecar {sidecar_path(out)}")
             if view is not None:
                 source = view_source(job.spec, job.source, db)
                 job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
@@ -138,7 +140,7 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 created.append((db, view, "VIEW"))
                 created.append((db, sidecar_table(view), "TABLE"))
                 result.lines.append(f"created view {view} in {db if db is not None else 'the database'}, "
-                                    f"composition view {view}_channels")
+                                    f"composition view {view}_channels, sidecar table {sidecar_table(view)}")
         except BaseException:
             for database, obj, obj_kind in reversed(created):
                 job.backend.drop(database, obj, obj_kind)
