@@ -105,6 +105,7 @@ def echo_release(written: Any) -> None:
                + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
                + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
     checks = "; ".join(f"{c.figure} {c.value:.6g} {'<=' if c.at_most else '>='} {c.limit:.6g}"
+                       + (" (safe harbor)" if c.key.startswith("no_riskier_than") else "")
                        + ("" if c.passed else " FAILED") for c in verdict.checks)
     if verdict.accepted_risk and not verdict.passed:
         click.echo(f"  gate: FAILED ({'; '.join(verdict.failures)}) — released anyway, reason recorded: "
