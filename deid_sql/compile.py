@@ -2,9 +2,11 @@
 
 Each QI becomes a ``CASE`` that names generalized groups (``BETWEEN`` for
 intervals of ordered values, ``IN`` lists for categories and non-contiguous
-groups) and passes single values through as text; other columns pass through
-unchanged.  Names enter as quoted identifiers and values as literals, never by
-string concatenation, so quotes, semicolons, unicode and keywords round-trip.
+groups) and passes single values through as text; a value outside the QI's domain
+becomes the outside label (``guards``), whatever data the SQL later runs on.  Other
+columns pass through unchanged.  Names enter as quoted identifiers and values as
+literals, never by string concatenation, so quotes, semicolons, unicode and keywords
+round-trip.
 """
 
 from __future__ import annotations
@@ -91,26 +93,61 @@ def group_condition(domain: Domain, key: exp.Expression, members: np.ndarray) ->
     return exp.In(this=key.copy(), expressions=[literal(domain, int(p)) for p in members])
 
 
-def label_expr(domain: Domain, recoding: QIRecoding, key: exp.Expression) -> exp.Expression:
-    """The generalized value of one QI: its group's label, or the value itself as text."""
+def label_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+    """The value as a compiled query's group conditions compare it: ``source_key``, except that
+    integers and dates are always cast, so that a file replaced under a view with another column
+    type (a CSV with 45.5 or a time of day) shows whole numbers and days, as loaded."""
+    if domain.kind == "integer":
+        return exp.cast(column.copy(), "BIGINT")
+    if domain.kind == "date":
+        return exp.cast(column.copy(), "DATE")
+    return source_key(qi, domain, column, sql_type)
+
+
+def label_expr(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Expression, sql_type: str | None,
+               outside_label: str = SUPPRESSED) -> exp.Expression:
+    """The generalized value of one QI: its group's label, the value itself as text, or —
+    for a value outside the domain (a file replaced under a view, SQL run on other data) —
+    ``outside_label``, never the raw value nor a group it is not in.
+
+    The guard (``guards.member``) costs one range test or hash probe per row; for categories
+    it is skipped where a group's ``IN`` list already implies membership, so only the values
+    passing through as text are tested.  Otherwise it comes first: an integer, a date, or a ZIP
+    between two domain ZIPs (which satisfies a ``BETWEEN`` yet is in no group).
+    """
+    from .guards import implied_by_groups, member  # guards builds on this module's keys and literals
+
+    key = label_key(qi, domain, column, sql_type)
+    outside = exp.Literal.string(outside_label)
+    inside = member(qi, domain, column, sql_type)
     if recoding.n_groups == 1:
-        return exp.Literal.string(recoding.labels[0])
+        return _case([(inside, exp.Literal.string(recoding.labels[0]))], outside)
     text = exp.cast(key.copy(), "VARCHAR") if domain.kind in ("integer", "date") else key.copy()
     wide = [g for g in range(recoding.n_groups)
             if recoding.widths[g] > 1 or recoding.labels[g] != domain.text(int(recoding.members(g)[0]))]
-    if not wide:
-        return text
-    case = exp.Case()
-    for g in wide:
-        case = case.when(group_condition(domain, key, recoding.members(g)),
-                         exp.Literal.string(recoding.labels[g]))
-    return case.else_(text)
+    whens = [(group_condition(domain, key, recoding.members(g)), exp.Literal.string(recoding.labels[g]))
+             for g in wide]
+    if implied_by_groups(domain, sql_type) and not any(isinstance(cond, exp.Between) for cond, _ in whens):
+        if len(wide) < recoding.n_groups:  # some values pass through as text: only they are tested
+            whens.append((inside, text))
+        return _case(whens, outside)
+    return _case([(inside, _case(whens, text) if whens else text)], outside)
+
+
+def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.Expression) -> exp.Case:
+    """``CASE WHEN … THEN … ELSE default END`` without the builders' deep copies (a large
+    domain's guard holds thousands of nodes)."""
+    return exp.Case(ifs=[exp.If(this=cond, true=value) for cond, value in whens], default=default)
 
 
 def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Domain],
                source: exp.Expression, columns: Mapping[str, str | None],
-               suppress_below: int | None = None, flag: str = "deid_suppressed") -> exp.Select:
+               suppress_below: int | None = None, flag: str = "deid_suppressed",
+               outside_label: str = SUPPRESSED) -> exp.Select:
     """``SELECT`` every source column in order, QIs replaced by their labels.
+
+    A QI value outside its domain becomes ``outside_label`` (``label_expr``), so the query
+    releases no raw value whatever data it later runs on.
 
     With ``suppress_below = k`` every record of a group with fewer than k records gets
     ``*`` in each QI and ``flag`` = true (a window count over the labels).
@@ -120,11 +157,11 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
     for name, sql_type in columns.items():
         if name in qi_by_column:
             i = qi_by_column[name]
-            key = source_key(qis[i], domains[i], col(name), sql_type)
-            projections.append(exp.alias_(label_expr(domains[i], recoding.qis[i], key), ident(name)))
+            label = label_expr(qis[i], domains[i], recoding.qis[i], col(name), sql_type, outside_label)
+            projections.append(exp.alias_(label, ident(name), copy=False))
         else:
             projections.append(col(name))
-    inner = exp.select(*projections).from_(_from(source))
+    inner = exp.select(*projections, copy=False).from_(_from(source))
     if suppress_below is None:
         return inner
     qi_cols = [q.column for q in qis]

@@ -288,3 +288,28 @@ def test_readme_release_gate_example_runs(tmp_path: Path, run) -> None:
             assert result.stdout.splitlines() == comments, result.stdout
     record = read_sidecar(sidecar_path(tmp_path / "raw.parquet"))
     assert record["gate"]["verdict"] == "accepted" and record["gate"]["accepted_risk"] == "DUA 2026-07: enclave only"
+
+
+def test_a_source_swapped_between_load_and_write_releases_no_raw_value(project) -> None:
+    """The file changes after the problem loaded it: the guards label the new values as outside the
+    domain, and the gate measures (and the sidecar records) what was written, not what was loaded."""
+    import pyarrow as pa
+
+    spec = project.spec(source="source.parquet")
+    with Problem.from_spec(spec) as problem:
+        swapped = project.source
+        ages = swapped.column("age").to_pylist()
+        zips = swapped.column("zip").to_pylist()
+        races = swapped.column("race").to_pylist()
+        for i in range(0, 30, 3):
+            ages[i], zips[i + 1], races[i + 2] = 150, "99999", "Martian"
+        swapped = (swapped.set_column(1, "age", pa.array(ages, pa.int64()))
+                   .set_column(4, "zip", pa.array(zips)).set_column(3, "race", pa.array(races)))
+        pq.write_table(swapped, project.source_parquet)  # after the load, before the write
+        written = materialize(problem, "age:cuts=18,65", project.dir / "r.parquet")
+    released = pq.read_table(project.dir / "r.parquet").to_pylist()
+    assert not any(r["age"] == "150" or r["zip"] == "99999" or r["race"] == "Martian" for r in released)
+    assert sum(r["age"] == "*" for r in released) == 10
+    assert sum(r["zip"] == "*" for r in released) == 10 and sum(r["race"] == "*" for r in released) == 10
+    assert written.figures is not None and written.figures.outside == 30
+    assert read_sidecar(sidecar_path(project.dir / "r.parquet"))["figures"]["outside"] == 30

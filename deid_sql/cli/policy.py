@@ -7,14 +7,30 @@ from pathlib import Path
 
 import click
 
+from ..errors import DataError
 from ..policyfile import DriftReport, MovedGroup, apply_policy, check_policy, save_policy
+from ..policyfile.batch import batch_ref, engine_ref
+from ..policyfile.drift import DriftRefused
 from ..policyfile.format import MEASURE
+from ..spec import TableRef
 from .options import echo_json, handles_errors, policy_option, read_policy, spec_argument
 
 policy_file_argument = click.argument("policy_file", type=click.Path(path_type=Path, dir_okay=False))
-source_option = click.option("--source", "-s", required=True, type=click.Path(path_type=Path, dir_okay=False),
+source_option = click.option("--source", "-s", default=None, type=click.Path(path_type=Path, dir_okay=False),
                              help="The new batch: a .csv, .parquet or .duckdb file (with --table).")
+source_table_option = click.option(
+    "--source-table", default=None, metavar="NAME",
+    help="The new batch as a table of the spec's [backend] engine (PostgreSQL schema.table, a Spark catalog "
+         "table), instead of --source.")
 table_option = click.option("--table", default=None, help="The batch's table inside a .duckdb --source.")
+RULE_HELP = (
+    "By default the limit is the saved figure plus a tolerance for chance: the batch's records and the saved "
+    "records are pooled per released group, 999 batches of the batch's size are drawn from that pool at random "
+    "(seeded), and the limit is the largest of their figures, never below the saved figure. A batch from the "
+    "same population as the saved data therefore fails at most 1 time in 1000, whatever its size; a batch with a "
+    "riskier mix (more records in thinly populated groups) fails. With population = \"sample\" a smaller batch "
+    "is compared with batches of its own size. A --threshold set at save is an exact limit; a policy file saved "
+    "before this rule keeps the saved figure as an exact limit (check says so).")
 
 
 @click.group(name="policy")
@@ -31,8 +47,8 @@ def policy_group() -> None:
 @click.option("--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The policy file to write (JSON).")
 @click.option("--threshold", type=float, default=None, metavar="R",
-              help=f"Drift threshold on {MEASURE} (expected re-identifications per record) for 'deid-sql check'; "
-                   "default: the figure of the data the policy is saved on.")
+              help=f"Exact drift limit on {MEASURE} (expected re-identifications per record) for 'deid-sql check' "
+                   "and 'apply'; default: the saved figure plus a tolerance for chance (see 'deid-sql check --help').")
 @click.option("--fallback", default=None, metavar="LABEL",
               help="Label for values of later batches outside the saved domains (default: refuse them).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing policy file.")
@@ -47,52 +63,87 @@ def save(spec: Path, policy: str, out: Path, threshold: float | None, fallback: 
     click.echo(f"saved {out}: {saved.readable}")
     click.echo(f"  {f.records:,} records in {f.groups:,} groups, k = {f.k}, risk {saved.metrics['risk']:.6g}, "
                f"loss {saved.metrics['loss']:.6g}")
-    click.echo(f"  {MEASURE} {f.mean_record_risk:.6g}; drift threshold {saved.threshold:.6g} ({saved.threshold_from})"
+    limit = (f"drift limit {saved.threshold:.6g} (set at save, exact)" if saved.tolerance.rule == "exact" else
+             "drift limit: the saved figure + a permutation-test tolerance (at most 0.1 % false alarms)")
+    click.echo(f"  {MEASURE} {f.mean_record_risk:.6g}; {limit}"
                + (f"; fallback label {saved.fallback!r}" if saved.fallback is not None else ""))
+
+
+def _batch(source: Path | None, source_table: str | None, table: str | None) -> TableRef:
+    if (source is None) == (source_table is None):
+        raise DataError("give the new batch with --source FILE or --source-table NAME (one of them)")
+    if source_table is not None:
+        if table is not None:
+            raise DataError("--table names the table inside a .duckdb --source; with --source-table leave it out")
+        return engine_ref(source_table)
+    assert source is not None
+    return batch_ref(source, table)
 
 
 @click.command(name="apply")
 @policy_file_argument
 @source_option
+@source_table_option
 @table_option
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the release: .parquet, .csv or .duckdb (table --out-table).")
-@click.option("--out-table", default=None, help="Table name inside a .duckdb --out (default deidentified).")
-@click.option("--view", default=None, help="Create a view of the release instead (with --db).")
+@click.option("--out-table", default=None,
+              help="Table name inside a .duckdb --out (default deidentified); without --out, a table of the spec's "
+                   "PostgreSQL or Spark engine.")
+@click.option("--view", default=None,
+              help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view (created if missing).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file, table or view.")
+@click.option("--accept-drift", default=None, metavar="REASON",
+              help="Release even though the batch drifted (the check exits 1 and nothing is written without it); "
+                   "REASON is printed and kept with the release.")
 @handles_errors
-def apply_(policy_file: Path, source: Path, table: str | None, out: Path | None, out_table: str | None,
-           view: str | None, db: Path | None, overwrite: bool) -> None:
-    """Release a new batch with a saved policy (atomic, row count checked); no original data needed.
+def apply_(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, out: Path | None,
+           out_table: str | None, view: str | None, db: Path | None, overwrite: bool,
+           accept_drift: str | None) -> None:
+    """Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no
+    original data needed. A drifted batch is refused (exit 1, nothing written) unless --accept-drift.
 
     Example: deid-sql apply policy.json --source batch-2025-06.parquet --out release-2025-06.parquet
     """
-    done = apply_policy(policy_file, source, table, out, view, db, out_table, overwrite)
+    try:
+        done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
+                            overwrite, accept_drift)
+    except DriftRefused as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(e.exit_code)
+    d = done.drift
+    if d.exceeded:
+        click.echo(f"drift accepted: {MEASURE} {d.new.mean_record_risk:.6g} exceeds the limit {d.threshold:.6g} "
+                   f"({d.moved_briefly()}); reason: {done.accepted_drift}")
+    else:
+        click.echo(f"drift check ok: {MEASURE} {d.new.mean_record_risk:.6g} within the limit {d.threshold:.6g}")
     if done.written is not None:
         w = done.written
-        where = f"{w.path}" + (f" table {w.table}" if w.table else "")
+        where = (f"{w.path}" + (f" table {w.table}" if w.table else "")) if w.path is not None else f"table {w.table}"
         click.echo(f"wrote {w.rows:,} rows to {where} ({w.format})")
     else:
-        click.echo(f"created view {done.view} in {done.db} over {done.batch} ({done.records:,} rows now)")
+        where = f"in {done.db}" if done.db is not None else "in the engine"
+        click.echo(f"created view {done.view} {where} over {done.batch} ({done.records:,} rows now)")
     if done.outside.records:
         click.echo(f"fallback: {done.outside.records:,} record(s) had values outside the saved domain and were "
                    f"released as {done.policy.fallback!r} ({done.outside.summary()})")
 
 
-@click.command(name="check")
+@click.command(name="check", help=(
+    f"Recompute a saved policy's risk on a new batch; exit 1 when its {MEASURE} (expected re-identifications "
+    f"per record) exceeds the drift limit, 0 when not, 2 for bad input. It prints saved against new, the groups "
+    f"whose record risk rose, and per QI the label shares that changed most.\n\n{RULE_HELP}\n\n"
+    f"Example: deid-sql check policy.json --source batch-2025-06.parquet"))
 @policy_file_argument
 @source_option
+@source_table_option
 @table_option
-@click.option("--json", "as_json", is_flag=True, help="Print the figures and groups as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures, the limit, groups and shares as JSON.")
 @handles_errors
-def check(policy_file: Path, source: Path, table: str | None, as_json: bool) -> None:
-    """Recompute a saved policy's risk on a new batch; exit 1 when it exceeds the saved threshold.
-
-    Example: deid-sql check policy.json --source batch-2025-06.parquet
-    """
-    report = check_policy(policy_file, source, table)
+def check(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, as_json: bool) -> None:
+    report = check_policy(policy_file, _batch(source, source_table, table))
     if as_json:
         echo_json(report.to_dict())
     else:
@@ -110,12 +161,15 @@ _FIGURES = (("risk (normalized)", "risk", ".6g"), ("expected re-identifications"
 def _print_report(r: DriftReport) -> None:
     pf = r.policy
     click.echo(f"policy  {pf.path}: {pf.readable}")
-    click.echo(f"batch   {r.batch}: {r.new.records:,} records (saved on {pf.source}: {r.saved.records:,})")
+    click.echo(f"batch   {r.batch}: {r.new.records:,} records (saved on {pf.saved_on()}: {r.saved.records:,})")
     if r.outside.records:
         click.echo(f"fallback {r.outside.records:,} record(s) outside the saved domain, released as "
                    f"{pf.fallback!r} ({r.outside.summary()})")
     click.echo(f"{MEASURE} (expected re-identifications per record): saved {r.saved.mean_record_risk:.6g}, "
-               f"new {r.new.mean_record_risk:.6g}, threshold {r.threshold:.6g} ({pf.threshold_from})")
+               f"new {r.new.mean_record_risk:.6g}, limit {r.threshold:.6g} ({r.rule})")
+    if r.limit is not None and r.limit.expected is not None:
+        click.echo(f"  batches of {r.new.records:,} records drawn from the saved and new records pooled: "
+                   f"{r.limit.expected:.6g} on average")
     for label, key, fmt in _FIGURES:
         click.echo(f"  {label:<28} {format(getattr(r.saved, key), fmt):>14} → {format(getattr(r.new, key), fmt)}")
     if r.moved:
@@ -124,10 +178,18 @@ def _print_report(r: DriftReport) -> None:
                    f"{len(r.moved)} shown, largest rise first:")
         for g in r.moved:
             click.echo("  " + _group_line(pf.names, g))
+    shares = {qi: changes for qi, changes in r.shares.items() if changes}
+    if shares:
+        click.echo("label shares that changed most (saved → new):")
+        for qi, changes in shares.items():
+            click.echo(f"  {qi}: " + ", ".join(f"{c.describe()} ({c.change * 100:+.1f} pts)" for c in changes))
+    if pf.without_tolerance:
+        click.echo("note: this policy file was saved without a drift tolerance, so its limit is the saved figure "
+                   "exactly; re-save it with deid-sql policy save for the statistical limit")
     if r.exceeded:
-        click.echo(f"drift: {MEASURE} {r.new.mean_record_risk:.6g} exceeds the threshold {r.threshold:.6g}")
+        click.echo(f"drift: {MEASURE} {r.new.mean_record_risk:.6g} exceeds the limit {r.threshold:.6g}")
     else:
-        click.echo(f"ok: {MEASURE} {r.new.mean_record_risk:.6g} is within the threshold {r.threshold:.6g}")
+        click.echo(f"ok: {MEASURE} {r.new.mean_record_risk:.6g} is within the limit {r.threshold:.6g}")
 
 
 def _group_line(names: tuple[str, ...], g: MovedGroup) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..cells import Cells
@@ -60,42 +61,85 @@ class ReleaseFigures:
 
 
 class Census:
-    """People per released label tuple, and the labels each QI of the release can show.
+    """People per released group, and the labels each QI of the release can show.
 
-    ``people`` maps a label tuple to its census people (None with ``population = "sample"``);
-    a tuple of known labels that is missing from it has no people.  ``from_cells`` builds it
-    from the population cells generalized by the release's recoding; a policy file's batch
-    builds it from a census query (same meaning, labels as the release shows them).
+    A released label tuple is known when every label is one the recoding produces (else it
+    holds a value outside the domain); its group key is the mixed-radix number of its per-QI
+    group ids, and ``keys``/``people`` (sorted) give the census people of every group that has
+    any (None with ``population = "sample"``).  ``from_cells`` generalizes the population cells
+    with the release's recoding; ``from_mapping`` takes people per label tuple (a policy file's
+    batch, whose census comes from a query).
     """
 
-    def __init__(self, labels: Sequence[Sequence[str]], people: dict[tuple[str, ...], float] | None,
+    def __init__(self, labels: Sequence[Sequence[str]], keys: np.ndarray | None, people: np.ndarray | None,
                  total: float) -> None:
-        self.labels = [set(q) for q in labels]
-        self.population = people
+        self.labels = [list(q) for q in labels]
+        self.sizes = [max(len(q), 1) for q in self.labels]
+        self.keys = keys
+        self.people_sorted = people
         self.total = float(total)
+
+    @property
+    def population(self) -> bool:
+        return self.keys is not None
 
     @classmethod
     def from_cells(cls, recoding: Recoding, population: Cells | None, sample_total: int) -> Census:
         labels = [q.labels for q in recoding.qis]
         if population is None:
-            return cls(labels, None, sample_total)
-        people: dict[tuple[str, ...], float] = {}
+            return cls(labels, None, None, sample_total)
+        census = cls(labels, np.zeros(0, dtype=np.int64), np.zeros(0), population.total)
         if len(population):
-            ids = np.stack([q.group_of[population.positions[:, i]] for i, q in enumerate(recoding.qis)], axis=1)
-            keys, inverse = np.unique(ids, axis=0, return_inverse=True)
-            sums = np.bincount(inverse.ravel(), weights=population.counts.astype(np.float64), minlength=len(keys))
-            people = {tuple(labels[q][int(v)] for q, v in enumerate(k)): float(n) for k, n in zip(keys, sums)}
-        return cls(labels, people, population.total)
+            ids = [q.group_of[population.positions[:, i]] for i, q in enumerate(recoding.qis)]
+            census._fill(census.key_of(ids), population.counts.astype(np.float64))
+        return census
 
-    def known(self, labels: Sequence[str | None]) -> bool:
-        """Whether every label is one the recoding produces (else: a value outside the domain)."""
-        return all(label is not None and label in self.labels[q] for q, label in enumerate(labels))
+    @classmethod
+    def from_mapping(cls, labels: Sequence[Sequence[str]], people: dict[tuple[str, ...], float] | None,
+                     total: float) -> Census:
+        if people is None:
+            return cls(labels, None, None, total)
+        census = cls(labels, np.zeros(0, dtype=np.int64), np.zeros(0), total)
+        if people:
+            index = [{label: g for g, label in enumerate(q)} for q in census.labels]
+            rows = [(tuple(index[q].get(label, -1) for q, label in enumerate(t)), n) for t, n in people.items()]
+            rows = [(ids, n) for ids, n in rows if min(ids, default=0) >= 0]
+            if rows:
+                ids = [np.asarray([r[0][q] for r in rows], dtype=np.int64) for q in range(len(census.labels))]
+                census._fill(census.key_of(ids), np.asarray([r[1] for r in rows], dtype=np.float64))
+        return census
 
-    def people(self, labels: tuple[str, ...]) -> float | None:
-        """Census people of a released group; None with ``population = "sample"``."""
-        if self.population is None:
-            return None
-        return self.population.get(labels, 0.0)
+    def _fill(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        unique, inverse = np.unique(keys, return_inverse=True)
+        self.keys = unique
+        self.people_sorted = np.bincount(inverse.ravel(), weights=counts, minlength=unique.size)
+
+    def key_of(self, ids: Sequence[np.ndarray]) -> np.ndarray:
+        """Mixed-radix group keys of per-QI group ids (Python integers past 2^62: object arrays)."""
+        total = 1
+        for n in self.sizes:
+            total *= n
+        dtype: type = np.int64 if total < 2**62 else object
+        key = np.zeros(len(ids[0]) if ids else 0, dtype=dtype)
+        for q, n in enumerate(self.sizes):
+            key = key * n + np.asarray(ids[q]).astype(dtype)
+        return key
+
+    def group_ids(self, columns: Sequence[pa.Array]) -> list[np.ndarray]:
+        """Per QI the group id of each released label (-1: a label the recoding never produces)."""
+        out = []
+        for q, column in enumerate(columns):
+            found = pc.index_in(column.cast(pa.string()), value_set=pa.array(self.labels[q], pa.string()))
+            out.append(np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64))
+        return out
+
+    def people(self, keys: np.ndarray) -> np.ndarray:
+        """Census people of groups (0 where the census has none)."""
+        assert self.keys is not None and self.people_sorted is not None
+        if not self.keys.size:
+            return np.zeros(len(keys))
+        at = np.clip(np.searchsorted(self.keys, keys), 0, self.keys.size - 1)
+        return np.where(self.keys[at] == keys, self.people_sorted[at], 0.0)
 
 
 def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool) -> exp.Select:
@@ -120,45 +164,38 @@ def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
     keys = [f"q{i}" for i in range(len(qi_columns))] + (["f"] if flag else [])
     if keys and table.num_rows:
         table = table.sort_by([(k, "ascending") for k in keys])
-    columns = [table.column(f"q{i}").to_pylist() for i in range(len(qi_columns))]
-    m_all = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
-    flags = table.column("f").to_pylist() if flag else [False] * len(m_all)
-    return figures_of(list(zip(*columns)) if columns else [()] * len(m_all), m_all, flags, census, record_risk,
-                      original_risk_sum)
+    columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
+    m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
+    flags = (np.asarray(table.column("f").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool) if flag
+             else np.zeros(m.size, dtype=bool))
+    return figures_of(census.group_ids(columns), m, flags, census, record_risk, original_risk_sum)
 
 
-def figures_of(labels: Sequence[tuple[str | None, ...]], m_all: np.ndarray, flags: Sequence[bool], census: Census,
+def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray, census: Census,
                record_risk: RecordRisk, original_risk_sum: float) -> ReleaseFigures:
-    """The figures from released groups (label tuple, suppressed flag, row count)."""
-    kept_m: list[int] = []
-    kept_g: list[float] = []
-    suppressed = outside = 0
-    extra_m: list[int] = []  # suppressed and outside rows: in the risk, not in k or groups
-    extra_g: list[float] = []
-    for labels_i, m, suppressed_i in zip(labels, m_all, flags):
-        m = int(m)
-        if suppressed_i:
-            suppressed += m
-            extra_m.append(m)
-            extra_g.append(max(census.total, m))
-        elif not census.known(labels_i):
-            outside += m
-            extra_m.append(m)
-            extra_g.append(float(m))
-        else:
-            kept_m.append(m)
-            kept_g.append(census.people(tuple(labels_i)) or 0.0)  # type: ignore[arg-type]
-    m_kept = np.asarray(kept_m, dtype=np.float64)
-    g_kept = m_kept.copy() if census.population is None else np.maximum(np.asarray(kept_g, dtype=np.float64), m_kept)
-    m = np.concatenate([m_kept, np.asarray(extra_m, dtype=np.float64)])
-    g = np.concatenate([g_kept, np.asarray(extra_g, dtype=np.float64)])
+    """The figures from released groups: per QI group ids (-1: outside), row counts, suppressed flags."""
+    m = np.asarray(m, dtype=np.int64)
+    known = np.ones(m.size, dtype=bool)
+    for q in ids:
+        known &= q >= 0
+    kept = known & ~suppressed
+    outside = ~known & ~suppressed
+    m_kept = m[kept].astype(np.float64)
+    if census.population:
+        g_kept = np.maximum(census.people(census.key_of([q[kept] for q in ids])), m_kept)
+    else:
+        g_kept = m_kept.copy()
+    m_all = np.concatenate([m_kept, m[suppressed].astype(np.float64), m[outside].astype(np.float64)])
+    g_all = np.concatenate([g_kept, np.maximum(census.total, m[suppressed].astype(np.float64)),
+                            m[outside].astype(np.float64)])
     records = int(m.sum())
-    r = np.asarray(record_risk(g), dtype=np.float64) if g.size else np.zeros(0)
-    risk_sum = float((m * r).sum())
+    r = np.asarray(record_risk(g_all), dtype=np.float64) if g_all.size else np.zeros(0)
+    risk_sum = float((m_all * r).sum())
     return ReleaseFigures(
         records=records, groups=int(m_kept.size), k=int(m_kept.min()) if m_kept.size else 0,
         sample_unique_records=int((m_kept == 1).sum()), risk_sum=risk_sum,
         risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
-        expected_reidentifications=float((m / g).sum()) if g.size else 0.0,
+        expected_reidentifications=float((m_all / g_all).sum()) if g_all.size else 0.0,
         max_record_risk=float(r.max()) if r.size else 0.0,
-        mean_record_risk=risk_sum / records if records else 0.0, suppressed=suppressed, outside=outside)
+        mean_record_risk=risk_sum / records if records else 0.0, suppressed=int(m[suppressed].sum()),
+        outside=int(m[outside].sum()))

@@ -11,6 +11,7 @@ figures and the limits go into the sidecar (``release.sidecar``) and are printed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -182,8 +183,8 @@ class ReleaseGate:
             "spec": {"path": str(spec_path), "sha256": file_sha256(spec_path) if spec_path.is_file() else None,
                      "name": self.spec.name},
             "policy": self.policy,
-            "source": self.source,
-            "population": self.population,
+            "source": _resolved(self.source),
+            "population": _resolved(self.population),
             "columns": [{"name": n, "role": r} for n, r in self.columns],
             "risk_model": {"risk": self.spec.risk, "gamma": self.spec.gamma,
                            "population": "sample" if self.spec.population is None else "table"},
@@ -213,12 +214,23 @@ def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str]
     out: dict[str, Any] = {"rows": int(rows)}
     if ref.path is not None:
         out |= {"path": str(ref.path), "format": ref.format, "table": ref.table}
-        out["sha256"] = file_sha256(ref.path) if Path(ref.path).is_file() else None
+        # hashed in the background while the release is written (hashlib releases the GIL)
+        out["sha256"] = _HASHING.submit(file_sha256, ref.path) if Path(ref.path).is_file() else None
     else:
         out |= {"engine": spec.backend.engine, "table": ref.table}
     if columns is not None:
         out["schema"] = {name: str(t) for name, t in columns.items()}
     return out
+
+
+_HASHING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deid-sql-hash")
+
+
+def _resolved(value: Any) -> Any:
+    """A description with its background hashes waited for."""
+    if isinstance(value, dict):
+        return {k: (v.result() if isinstance(v, Future) else v) for k, v in value.items()}
+    return value
 
 
 def _reason(reason: str | None) -> str | None:

@@ -1,0 +1,78 @@
+"""Domain guards: the SQL test that a source value lies in its QI's declared (or saved) domain.
+
+Loading refuses source values outside a domain, but compiled SQL outlives the load: a view
+re-reads a file that may since have been replaced, compiled SQL and dbt models run by hand on
+other data.  So every compiled QI tests membership and releases anything else as the outside
+label (``compile.label_expr``) — never as its raw value, and never as a group it is not in (a
+ZIP between two domain ZIPs satisfies a ``BETWEEN``, yet belongs to no group).
+
+The tests are self-contained (literals only), because views and printed SQL must need nothing
+of the session that wrote them.  Integers and dates are tested by range, categories and ZIPs by
+membership: a short ``IN`` list, or for a large domain ``IN (SELECT v FROM (VALUES …))``, which
+every engine plans as a hash lookup (DuckDB: a mark join; PostgreSQL: a hashed subplan; Spark:
+a semi join), so a row costs one probe however large the domain.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .compile import is_integer_type, literal, source_key
+from .domain import Domain, ZipDomain
+from .spec import QISpec
+
+IN_LIST = 64  # domains up to this size are tested with a literal IN list, larger ones with a VALUES subquery
+
+
+def implied_by_groups(domain: Domain, sql_type: str | None) -> bool:
+    """True when a group condition over domain values (an ``IN`` list of them, as categories
+    use) already implies membership, so only the values that pass through as text need the
+    guard: categories, and ZIPs stored as text.  Integers and dates are guarded first, because
+    a file under a view may change type (a CSV re-read with 45.5 or a time of day) and a cast
+    key would then round it into a group; a ZIP stored as a number is ``lpad``-ed."""
+    return domain.kind in ("category", "zip") and not (domain.kind == "zip" and is_integer_type(sql_type))
+
+
+def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+    """TRUE when the value is in ``domain``, FALSE or NULL otherwise (for a ``WHEN``, where NULL
+    is not taken).  ``in_domain`` is the never-NULL form.
+
+    Integers and dates are tested whatever the column's type now is (``TRY_CAST``; PostgreSQL,
+    whose view columns cannot change type, renders a plain ``CAST``): an integer domain holds
+    whole numbers only, so 45.5 or the text '45.5' is outside; a date domain holds days, so a
+    timestamp is in it when its day is (as when it was loaded)."""
+    low, high = literal(domain, 0), literal(domain, domain.size - 1)
+    if domain.kind == "integer":
+        as_int = exp.TryCast(this=column.copy(), to=exp.DataType.build("BIGINT"))
+        as_dbl = exp.TryCast(this=column.copy(), to=exp.DataType.build("DOUBLE"))
+        return exp.and_(as_dbl.eq(as_int.copy()), exp.Between(this=as_int.copy(), low=low, high=high))
+    if domain.kind == "date":
+        as_date = exp.TryCast(this=column.copy(), to=exp.DataType.build("DATE"))
+        return exp.Between(this=as_date, low=low, high=high)
+    key = source_key(qi, domain, column.copy(), sql_type)
+    values = [domain.text(p) for p in range(domain.size)]
+    if domain.size <= IN_LIST:
+        cond: exp.Expression = exp.In(this=key, expressions=[exp.Literal.string(v) for v in values])
+    else:
+        # built node by node: sqlglot's builders deep-copy their arguments, seconds for 30,000 values
+        rows = [exp.Tuple(expressions=[exp.Literal.string(v)]) for v in values]
+        table = exp.Values(expressions=rows, alias=exp.TableAlias(this=exp.to_identifier("deid_domain"),
+                                                                  columns=[exp.to_identifier("v")]))
+        query = exp.Select(expressions=[exp.column("v")]).from_(table, copy=False)
+        cond = exp.In(this=key, query=exp.Subquery(this=query))
+    if isinstance(domain, ZipDomain) and is_integer_type(sql_type):
+        # lpad cuts 123456 to '12345': a number too wide for the ZIP is outside, as is a negative one
+        width = len(domain.text(0))
+        cond = exp.and_(exp.Between(this=column.copy(), low=exp.Literal.number(0),
+                                    high=exp.Literal.number(10 ** width - 1)), cond)
+    return cond
+
+
+def in_domain(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+    """TRUE exactly when the value of ``column`` (of SQL type ``sql_type``, None: the domain's
+    own) lies in ``domain``; never NULL — a NULL is outside unless ``qi.nulls = "category"``
+    makes it the domain's null label."""
+    return exp.func("coalesce", member(qi, domain, column, sql_type), exp.false())
+
+
+__all__ = ["IN_LIST", "implied_by_groups", "in_domain", "member"]
