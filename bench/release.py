@@ -38,11 +38,9 @@ POLICY = "age:cuts=18,30,45,65,90|race:top"
 RATIO_TARGET = 1.3
 ROLES = """
 [columns]
-pseudonymize = ["patient_id"]
-secret_env = "DEID_BENCH_SECRET"
+drop = ["patient_id", "admitted"]
 sensitive = ["diagnosis"]
 keep = ["systolic_bp"]
-drop = ["admitted"]
 
 [release]
 max_risk = 0.05
@@ -112,7 +110,17 @@ def gated(problem: Problem, target: Path) -> float:
     return took
 
 
-def part_gate(spec: Path, folder: Path, runs: int) -> tuple[float, float]:
+def part_pseudonym(spec: Path, folder: Path) -> float:
+    """Information: the same release with patient_id pseudonymized (HMAC-SHA-256 in DuckDB's SQL)."""
+    text = spec.read_text(encoding="utf-8").replace('drop = ["patient_id", "admitted"]', 'drop = ["admitted"]\n'
+                                                    'pseudonymize = ["patient_id"]\nsecret_env = "DEID_BENCH_SECRET"')
+    other = spec.with_name("release-bench-pseudonym.toml")
+    other.write_text(text, encoding="utf-8")
+    with Problem.from_spec(other) as problem:
+        return gated(problem, folder / "pseudonymized.parquet")
+
+
+def part_gate(spec: Path, folder: Path, runs: int) -> tuple[float, float, float]:
     start = time.perf_counter()
     with Problem.from_spec(spec) as problem:
         out(f"  loaded {problem.sample.total:,} rows in {time.perf_counter() - start:.1f} s")
@@ -123,11 +131,12 @@ def part_gate(spec: Path, folder: Path, runs: int) -> tuple[float, float]:
     b, g = statistics.median(base), statistics.median(gate)
     out(f"  baseline (no guards, no gate)   median {b:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in base)})")
     out(f"  gated (roles, guards, gate,     median {g:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in gate)})")
-    out("         read-back, sidecar)")
+    out("         read-back, sidecar; identifiers dropped)")
     ratios = [x / y for x, y in zip(gate, base)]
-    out(f"  ratio gated / baseline          median {statistics.median(ratios):.2f} "
+    ratio = statistics.median(ratios)
+    out(f"  ratio gated / baseline          median {ratio:.2f} "
         f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)}; target <= {RATIO_TARGET})")
-    return b, g
+    return b, g, ratio
 
 
 def part_drift(quick: bool) -> tuple[int, int, int]:
@@ -158,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         out(f"release benchmark: {rows:,} rows, policy {POLICY!r}, {runs} runs each")
         spec = setup(folder, rows, args.seed)
-        b, g = part_gate(spec, folder, runs)
+        b, g, ratio = part_gate(spec, folder, runs)
+        p = part_pseudonym(spec, folder)
+        out(f"  information: with patient_id pseudonymized (HMAC-SHA-256 per row in SQL): {p:.2f} s "
+            f"({p / b:.2f}x baseline)")
         out("drift gate")
         n, alarms, caught = part_drift(args.quick)
-    ok = g / b <= RATIO_TARGET and alarms <= max(1, n // 100) and caught >= n - max(1, n // 100)
-    out(f"summary: gate + guards {g / b:.2f}x baseline; drift false alarms {alarms}/{n}, detections {caught}/{n}"
+    ok = ratio <= RATIO_TARGET and alarms <= max(1, n // 100) and caught >= n - max(1, n // 100)
+    out(f"summary: gate + guards {ratio:.2f}x baseline (median of pairs); drift false alarms {alarms}/{n}, detections {caught}/{n}"
         f" — {'all targets met' if ok else 'a target was missed'}")
     return 0
 

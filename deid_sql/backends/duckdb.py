@@ -283,6 +283,7 @@ class DuckDBBackend(Backend):
         prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
         return exp.cast(exp.DPipe(this=exp.Literal.string("0x"), expression=prefix), "BIGINT")
 
+
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
