@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         out("drift gate")
         n, alarms, caught = part_drift(args.quick)
     ok = ratio <= RATIO_TARGET and alarms <= max(1, n // 100) and caught >= n - max(1, n // 100)
-    out(f"summary: gate + guards {ratio:.2f}x baseline (median of pairs); drift false alarms {alarms}/{n}, detections {caught}/{n}"
-        f" — {'all targets met' if ok else 'a target was missed'}")
+    out(f"summary: gate + guards {ratio:.2f}x baseline (median of pairs); drift false alarms {alarms}/{n}, "
+        f"detections {caught}/{n} — {'all targets met' if ok else 'a target was missed'}")
     return 0
 
 
