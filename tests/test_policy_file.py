@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def test_save_writes_the_policy_file(project, run) -> None:
     assert data["drift"]["measure"] == "mean_record_risk"
     assert data["drift"]["threshold"] == figures["mean_record_risk"]
     assert data["drift"]["threshold_from"] == "saved figure"
+    assert {k: data["drift"][k] for k in ("rule", "false_alarm", "permutations", "seed")} == {
+        "rule": "permutation", "false_alarm": 0.001, "permutations": 999, "seed": 0}
     assert data["fallback"] is None
     rows = data["release"]["groups"]["rows"]
     assert len(rows) == figures["groups"] and sum(r[4] for r in rows) == 500
@@ -103,6 +106,7 @@ def test_save_threshold_and_fallback(project, run) -> None:
     path = save(project, run, "--threshold", "0.01", "--fallback", "other")
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["drift"]["threshold"] == 0.01 and data["drift"]["threshold_from"] == "set at save"
+    assert data["drift"]["rule"] == "exact" and "permutations" not in data["drift"]
     assert data["fallback"] == "other"
     result = run("policy", "save", project.spec_path, "-p", POLICY, "--out", project.dir / "low.json",
                  "--threshold", "1e-9", expect=2)
@@ -165,10 +169,12 @@ def test_apply_a_new_batch_without_the_original_data(project, run) -> None:
     source = project.write_parquet(new, "batch-8.parquet")
     out = project.dir / "release-8.csv"
     assert "wrote 700 rows" in run("apply", policy, "--source", source, "--out", out).stdout
-    got = sorted(read_output(out).to_pylist(), key=lambda r: int(r["patient_id"]))
-    for row, src in zip(got, new.to_pylist(), strict=True):
-        assert {q: row[q] for q in ("age", "sex", "race", "zip")} == expected_labels(src)
-        assert row["diagnosis"] == src["diagnosis"]
+    released = read_output(out)
+    assert "patient_id" not in released.column_names  # dropped by the spec's [columns], as in materialize
+    got = Counter(tuple(sorted(r.items())) for r in released.to_pylist())
+    want = Counter(tuple(sorted((expected_labels(src) | {"diagnosis": src["diagnosis"]}).items()))
+                   for src in new.to_pylist())
+    assert got == want
     report = json.loads(run("check", policy, "--source", source, "--json", expect=None).stdout)
     assert report["new"]["records"] == 700 and report["saved"]["records"] == 500  # no original data needed
 
@@ -266,9 +272,12 @@ def test_apply_spec_hash_mismatch(project, run) -> None:
             assert "was saved for another spec/schema (hash" in line and "deid-sql policy save" in line, line
         assert project.files() == files
     project.spec_path.write_text(before.replace("gamma = 1.0", "gamma = 2.0"), encoding="utf-8")
-    line = one_error_line(run("check", policy, "--source", source, expect=2))
-    assert "risk model" in line and "gamma 1.0 → 2.0" in line
-    run("apply", policy, "--source", source, "--out", project.dir / "r.parquet")  # apply does not depend on gamma
+    files = project.files()
+    for command in (("check", policy, "--source", source),  # apply runs the check first
+                    ("apply", policy, "--source", source, "--out", project.dir / "r.parquet")):
+        line = one_error_line(run(*command, expect=2))
+        assert "risk model" in line and "gamma 1.0 → 2.0" in line
+    assert project.files() == files
 
 
 def test_apply_refuses_bad_targets(project, run) -> None:
@@ -341,21 +350,29 @@ def test_check_new_batch_within_an_explicit_threshold(project, run) -> None:
     policy = save(project, run, "--threshold", "0.001")
     source = project.write_parquet(batch(seed=8, n=500), "b.parquet")
     result = run("check", policy, "--source", source)
-    assert "threshold 0.001 (set at save)" in result.stdout and "ok:" in result.stdout
+    assert "limit 0.001 (set at save, exact)" in result.stdout and "ok:" in result.stdout
 
 
 def test_check_drift_on_a_much_smaller_batch(project, run) -> None:
-    """Sample-based risk: a batch of 40 instead of 500 shrinks every group, so record risks rise."""
+    """Sample-based risk: a batch of 40 instead of 500 shrinks every group, so record risks rise.
+    The default limit compares it with batches of its own size (it passes); an exact threshold at
+    the saved figure flags it."""
     spec = project.spec(population=None)
-    policy = save(project, run, spec=spec)
     source = project.write_parquet(batch(seed=8, n=40), "small.parquet")
+    default = save(project, run, spec=spec, name="default.json")
+    out = run("check", default, "--source", source).stdout
+    assert "batches of 40 records drawn from the saved and new records pooled: 0.25" in out
+    assert out.splitlines()[-1].startswith("ok:")
+    policy = save(project, run, "--threshold", "0.024", spec=spec)  # 12 groups / 500 records
     out = run("check", policy, "--source", source, expect=1).stdout
-    assert out.splitlines()[-1].startswith("drift: mean_record_risk") and "exceeds the threshold" in out
+    assert out.splitlines()[-1].startswith("drift: mean_record_risk") and "exceeds the limit 0.024" in out
+    assert "limit 0.024 (set at save, exact)" in out
     assert "groups that moved: 11 with a higher record risk, 11 smaller than the saved k = 12" in out
     lines = [line for line in out.splitlines() if line.startswith("  [age=")]
     assert len(lines) == 10 and all("records " in line and "record risk " in line for line in lines)
     data = json.loads(run("check", policy, "--source", source, "--json", expect=1).stdout)
-    assert data["exceeded"] is True and data["new"]["mean_record_risk"] > data["threshold"]
+    assert data["exceeded"] is True and data["new"]["mean_record_risk"] > data["threshold"] == 0.024
+    assert data["rule"] == "exact" and data["limit"] is None
     assert data["new"]["records"] == 40 and data["saved"]["records"] == 500
     assert data["groups_rose"] == data["groups_below_saved_k"] == data["new"]["groups"] == 11
     moved = data["moved"]
@@ -369,16 +386,22 @@ def test_check_drift_on_a_much_smaller_batch(project, run) -> None:
 def test_check_drift_when_a_batch_moves_to_thinly_populated_groups(project, run) -> None:
     """Population risk does not grow as a batch shrinks; it grows when records move to groups
     with fewer people: a batch of children only (the age band with the smallest census)."""
-    policy = save(project, run, "--threshold", "6e-5")  # above the saved 4.1e-5: room for ordinary batches
+    policy = save(project, run)  # the default limit: a permutation test against the saved groups
     kids = batch(seed=8, n=300)
     source = project.write_parquet(with_column(kids, "age", [a % 18 for a in kids.column("age").to_pylist()]),
                                    "kids.parquet")
     data = json.loads(run("check", policy, "--source", source, "--json", expect=1).stdout)
-    assert data["new"]["mean_record_risk"] > data["threshold"]
+    assert data["new"]["mean_record_risk"] > data["threshold"] > data["saved"]["mean_record_risk"]
+    assert data["rule"] == "permutation" and data["limit"]["permutations"] == 999 and data["limit"]["p_value"] == 0.001
     assert data["new"]["max_record_risk"] == data["saved"]["max_record_risk"]  # no group got riskier
     assert data["groups_rose"] == 0 and data["groups_gone"] == 8  # …the mix moved to the riskiest ones
-    small = run("check", policy, "--source", project.write_parquet(batch(seed=8, n=40), "small.parquet")).stdout
-    assert "(below the saved k)" in small and small.splitlines()[-1].startswith("ok:")
+    # what moved: every record is a child
+    assert data["shares"]["age"][0] == {"label": "0-17", "saved": 0.118, "new": 1.0, "change": 0.882}
+    assert [c["label"] for c in data["shares"]["age"]] == ["0-17", "18-64", "65-120"]
+    for seed, n in ((8, 500), (9, 300), (8, 40)):  # ordinary batches, a small one too, pass
+        out = run("check", policy, "--source", project.write_parquet(batch(seed=seed, n=n), f"b{seed}-{n}.parquet"))
+        assert out.stdout.splitlines()[-1].startswith("ok:"), out.stdout
+    assert "(below the saved k)" in out.stdout  # the batch of 40: its groups are small, its census is not
 
 
 def test_check_bad_policy_files(project, run) -> None:
@@ -436,8 +459,8 @@ def test_dates_and_null_categories(tmp_path: Path, run) -> None:
     (folder / "spec.toml").write_text(
         'population = "sample"\n[source]\npath = "visits.parquet"\n'
         '[[qi]]\nname = "admitted"\nkind = "date"\nmin = 2020-01-01\nmax = 2021-12-31\n'
-        '[[qi]]\nname = "site"\nkind = "category"\nvalues_from = "source"\nnulls = "category"\nnull_label = "?"\n',
-        encoding="utf-8")
+        '[[qi]]\nname = "site"\nkind = "category"\nvalues_from = "source"\nnulls = "category"\nnull_label = "?"\n'
+        '[columns]\ndrop = ["id"]\n', encoding="utf-8")
     policy_text = "admitted:cuts=2020-07-01,2021-01-01,2021-07-01|site:top"
     run("policy", "save", folder / "spec.toml", "-p", policy_text, "--out", folder / "p.json")
     saved = json.loads((folder / "p.json").read_text(encoding="utf-8"))
@@ -464,7 +487,8 @@ def test_large_domains_in_files_and_views(tmp_path: Path, run) -> None:
     table = pa.table({"id": pa.array(np.arange(400)), "zip": pa.array([zips[i] for i in rng.integers(0, 100, 400)])})
     pq.write_table(table, folder / "source.parquet")
     (folder / "spec.toml").write_text('population = "sample"\n[source]\npath = "source.parquet"\n'
-                                      '[[qi]]\nname = "zip"\nkind = "zip"\n', encoding="utf-8")
+                                      '[[qi]]\nname = "zip"\nkind = "zip"\n[columns]\ndrop = ["id"]\n',
+                                      encoding="utf-8")
     for name, extra in (("strict.json", ()), ("lenient.json", ("--fallback", "other"))):
         run("policy", "save", folder / "spec.toml", "-p", "zip:cuts=37150", "--out", folder / name, *extra)
     batch_path = folder / "batch.parquet"

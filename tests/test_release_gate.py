@@ -313,3 +313,41 @@ def test_a_source_swapped_between_load_and_write_releases_no_raw_value(project) 
     assert sum(r["zip"] == "*" for r in released) == 10 and sum(r["race"] == "*" for r in released) == 10
     assert written.figures is not None and written.figures.outside == 30
     assert read_sidecar(sidecar_path(project.dir / "r.parquet"))["figures"]["outside"] == 30
+
+
+# -- apply: the drift gate first, then the release gate -----------------------------------------------
+
+def test_apply_writes_the_sidecar_with_the_drift_check(project, run) -> None:
+    spec = with_release(project, "max_record_risk = 0.5")
+    policy = project.dir / "policy.json"
+    run("policy", "save", spec, "--policy", POLICY, "--out", policy)
+    out = project.dir / "batch.parquet"
+    result = run("apply", policy, "--source", project.source_parquet, "--out", out)
+    assert "gate: passed" in result.stdout and "sidecar:" in result.stdout
+    record = read_sidecar(sidecar_path(out))
+    assert record["drift"]["exceeded"] is False and record["drift"]["accepted_drift"] is None
+    assert record["policy"]["file_sha256"] == hashlib.sha256(policy.read_bytes()).hexdigest()
+    assert [c["name"] for c in record["columns"]] == pq.read_table(out).column_names
+    assert "patient_id" not in pq.read_table(out).column_names
+    with Problem.from_spec(spec) as problem:
+        m = problem.evaluate(POLICY)
+    assert record["figures"]["risk"] == pytest.approx(m.risk, rel=1e-9)
+    assert record["figures"]["k"] == m.k and record["figures"]["records"] == 500
+
+
+def test_apply_is_refused_by_the_release_criteria(project, run) -> None:
+    policy = project.dir / "policy.json"
+    run("policy", "save", project.spec_path, "--policy", POLICY, "--out", policy)
+    with_release(project, "min_k = 1000")  # the spec tightened after the save: the gate reads it again
+    before = project.files()
+    line = one_line(run("apply", policy, "--source", project.source_parquet, "--out", project.dir / "b.parquet",
+                        expect=2))
+    assert "min_k" in line and "nothing was written" in line
+    line = one_line(run("apply", policy, "--source", project.source_parquet, "--view", "v", "--db",
+                        project.dir / "v.duckdb", expect=2))
+    assert "min_k" in line
+    assert project.files() == before
+    run("apply", policy, "--source", project.source_parquet, "--out", project.dir / "b.parquet",
+        "--accept-risk", "test: tightened after the save")
+    gate = read_sidecar(sidecar_path(project.dir / "b.parquet"))["gate"]
+    assert gate["verdict"] == "accepted" and gate["accepted_risk"] == "test: tightened after the save"

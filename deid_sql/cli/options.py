@@ -54,9 +54,9 @@ def read_policy(text: str) -> str:
     return text
 
 
-def fail(message: str) -> None:
+def fail(message: str, code: int = 2) -> None:
     click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def handles_errors(fn: F) -> F:
@@ -67,9 +67,9 @@ def handles_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except SpecError as e:
-            fail("; ".join(e.problems))
+            fail("; ".join(e.problems), e.exit_code)
         except DeidError as e:
-            fail(str(e))
+            fail(str(e), e.exit_code)  # 2; a drifted batch (DriftRefused) is 1, as check's verdict
 
     return wrapper  # type: ignore[return-value]
 

@@ -10,10 +10,17 @@ import click
 from ..errors import DataError
 from ..policyfile import DriftReport, MovedGroup, apply_policy, check_policy, save_policy
 from ..policyfile.batch import batch_ref, engine_ref
-from ..policyfile.drift import DriftRefused
 from ..policyfile.format import MEASURE
 from ..spec import TableRef
-from .options import echo_json, handles_errors, policy_option, read_policy, spec_argument
+from .options import (
+    accept_risk_option,
+    echo_json,
+    echo_release,
+    handles_errors,
+    policy_option,
+    read_policy,
+    spec_argument,
+)
 
 policy_file_argument = click.argument("policy_file", type=click.Path(path_type=Path, dir_okay=False))
 source_option = click.option("--source", "-s", default=None, type=click.Path(path_type=Path, dir_okay=False),
@@ -98,34 +105,32 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
 @click.option("--accept-drift", default=None, metavar="REASON",
               help="Release even though the batch drifted (the check exits 1 and nothing is written without it); "
                    "REASON is printed and kept with the release.")
+@accept_risk_option
 @handles_errors
 def apply_(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, out: Path | None,
            out_table: str | None, view: str | None, db: Path | None, overwrite: bool,
-           accept_drift: str | None) -> None:
+           accept_drift: str | None, accept_risk: str | None) -> None:
     """Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no
     original data needed. A drifted batch is refused (exit 1, nothing written) unless --accept-drift.
 
     Example: deid-sql apply policy.json --source batch-2025-06.parquet --out release-2025-06.parquet
     """
-    try:
-        done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
-                            overwrite, accept_drift)
-    except DriftRefused as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(e.exit_code)
+    done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
+                        overwrite, accept_drift, accept_risk)
     d = done.drift
     if d.exceeded:
         click.echo(f"drift accepted: {MEASURE} {d.new.mean_record_risk:.6g} exceeds the limit {d.threshold:.6g} "
                    f"({d.moved_briefly()}); reason: {done.accepted_drift}")
     else:
         click.echo(f"drift check ok: {MEASURE} {d.new.mean_record_risk:.6g} within the limit {d.threshold:.6g}")
-    if done.written is not None:
+    if done.view is None and done.written is not None:
         w = done.written
         where = (f"{w.path}" + (f" table {w.table}" if w.table else "")) if w.path is not None else f"table {w.table}"
         click.echo(f"wrote {w.rows:,} rows to {where} ({w.format})")
     else:
         where = f"in {done.db}" if done.db is not None else "in the engine"
         click.echo(f"created view {done.view} {where} over {done.batch} ({done.records:,} rows now)")
+    echo_release(done.written)
     if done.outside.records:
         click.echo(f"fallback: {done.outside.records:,} record(s) had values outside the saved domain and were "
                    f"released as {done.policy.fallback!r} ({done.outside.summary()})")

@@ -1,20 +1,24 @@
 """Policies as code: save a chosen policy to a file, re-apply it to new batches, check drift.
 
 - ``save_policy(spec, policy, out)`` writes the policy file (``format.py``: JSON, version 1);
-- ``apply_policy(policy_file, source, out=… | view=…, db=…)`` releases a new batch without the
-  data the policy was chosen on (``apply.py``, over ``batch.py``);
-- ``check_policy(policy_file, source)`` recomputes the risk on the batch and compares it with
-  the saved threshold (``drift.py``).
+- ``check_policy(policy_file, source)`` recomputes the risk on the batch and holds it to the
+  policy's drift limit (``drift.py``; the default limit is a permutation test against the saved
+  groups, ``tolerance.py``);
+- ``apply_policy(policy_file, source, out=… | view=… | out_table=…)`` runs that check, refuses a
+  drifted batch (``DriftRefused``) unless ``accept_drift`` gives a reason, and releases the batch
+  without the data the policy was chosen on (``apply.py``, over ``batch.py``).  A batch is a file,
+  or (``engine_ref``) a table of the spec's PostgreSQL or Spark engine.
 """
 
 from .apply import Applied, apply_policy
-from .batch import Batch, Outside, batch_ref, open_batch
-from .drift import DriftReport, Measured, MovedGroup, check_policy, measure
+from .batch import Batch, Outside, batch_ref, engine_ref, open_batch
+from .drift import DriftRefused, DriftReport, Measured, MovedGroup, ShareChange, check_policy, drift_report, measure
 from .format import MEASURE, VERSION, Figures, Groups, PolicyFile, PolicyFileError
 from .save import save_policy
+from .tolerance import Limit, Tolerance
 
 __all__ = [
-    "MEASURE", "VERSION", "Applied", "Batch", "DriftReport", "Figures", "Groups", "Measured", "MovedGroup",
-    "Outside", "PolicyFile", "PolicyFileError", "apply_policy", "batch_ref", "check_policy", "measure",
-    "open_batch", "save_policy",
+    "MEASURE", "VERSION", "Applied", "Batch", "DriftRefused", "DriftReport", "Figures", "Groups", "Limit", "Measured",
+    "MovedGroup", "Outside", "PolicyFile", "PolicyFileError", "ShareChange", "Tolerance", "apply_policy", "batch_ref",
+    "check_policy", "drift_report", "engine_ref", "measure", "open_batch", "save_policy",
 ]

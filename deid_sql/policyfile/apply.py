@@ -1,71 +1,183 @@
-"""``apply_policy``: release a new batch under a saved policy, without the data it was chosen on."""
+"""``apply_policy``: release a new batch under a saved policy, without the data it was chosen on.
+
+The drift check runs first, on the same connection: a batch that ``check`` would flag is
+refused (``DriftRefused``, exit 1) before anything is written, unless ``accept_drift`` gives the
+reason to release it anyway; the report and the reason come back in ``Applied``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import OutputError
+from ..errors import OutputError, PolicyError
+from ..evaluate.riskmodel import risk_model
 from ..output import FORMATS, Written, view_source, write_query
+from ..release.figures import Census, measure
+from ..release.gate import ReleaseGate, describe_table
+from ..release.sidecar import as_table, file_sha256, recoding_sha256, sidecar_table
 from ..spec import TableRef
-from .batch import Outside, batch_ref, open_batch
+from .batch import Batch, Outside, batch_ref, engine_of, open_batch, spec_for_batch
+from .drift import DriftRefused, DriftReport, drift_report
 from .format import PolicyFile
 
 
 @dataclass(frozen=True)
 class Applied:
-    """What ``apply_policy`` wrote: a file or table (``written``) or a view, and the fallback count."""
+    """What ``apply_policy`` wrote — a file or table (``written``) or a view — with the drift
+    report it passed (or that ``accepted_drift`` overrode) and the fallback count."""
 
     policy: PolicyFile
     batch: str
     records: int
     outside: Outside
+    drift: DriftReport
     written: Written | None = None
     view: str | None = None
-    db: Path | None = None
+    db: Path | None = None  # the DuckDB file of the view; None for a view in the engine
+    accepted_drift: str | None = None  # the --accept-drift reason (given, whether or not drift was found)
 
 
 def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
                  out: str | Path | None = None, view: str | None = None, db: str | Path | None = None,
-                 out_table: str | None = None, overwrite: bool = False) -> Applied:
-    """Generalize a batch with a saved policy into ``out`` (Parquet, CSV or a DuckDB table,
-    atomic and row-count checked) or into view ``view`` of the DuckDB file ``db``.
+                 out_table: str | None = None, overwrite: bool = False,
+                 accept_drift: str | None = None, accept_risk: str | None = None) -> Applied:
+    """Generalize a batch with a saved policy into ``out`` (Parquet, CSV or a DuckDB table, atomic
+    and row-count checked), into view ``view`` (of the DuckDB file ``db``, or of the engine), or —
+    on PostgreSQL or Spark — into table ``out_table`` of the engine.
 
     The batch must have the saved columns (same names, same kinds of type) and the spec must
     still declare the saved QIs (the spec hash); values outside the saved domains are refused,
-    or given the policy's fallback label when it has one.
+    or given the policy's fallback label when it has one.  A batch that drifted (see
+    ``check_policy``) is refused with ``DriftRefused`` unless ``accept_drift`` says why it may go.
+    Then the release gate: the spec's column roles, and its ``[release]`` criteria judged on the
+    rows written (``accept_risk`` overrides a failure); the sidecar records both reasons.
     """
-    if (out is None) == (view is None):
-        raise OutputError("give --out FILE, or --view NAME with --db FILE.duckdb (one of them)")
-    if view is not None and db is None:
-        raise OutputError("--view needs --db FILE.duckdb: the DuckDB file to create the view in")
-    if out is None and out_table is not None:
-        raise OutputError("--out-table names the table inside a .duckdb --out; it does not go with --view")
+    reason = _reason(accept_drift)
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
-    target = Path(out) if out is not None else Path(str(db))
-    _check_target(pf, target, out is not None, overwrite)
+    engine = engine_of(spec_for_batch(pf.spec, ref)[1])
+    target = _check_target(pf, engine, out, view, db, out_table, overwrite)
     with open_batch(pf, ref) as batch:
-        for protected in (batch.original,):
-            if protected is not None and target.resolve() == protected:
-                raise OutputError(f"output {target} is the source the policy was saved on; write elsewhere")
-        if out is not None:
-            written = write_query(batch.backend, batch.spec, batch.release_query(), target, batch.records,
-                                  None, out_table, overwrite)
-            return Applied(pf, batch.describe(), batch.records, batch.outside, written=written)
-        source_sql = view_source(batch.spec, batch.relation, target)
-        batch.backend.create_view(target, str(view), batch.release_query(source_sql, persistent=True), overwrite)
-        return Applied(pf, batch.describe(), batch.records, batch.outside, view=view, db=target)
+        name = view if view is not None else out_table
+        if out is None and name is not None and name in batch.inputs:
+            raise OutputError(f"{name} is an input (the batch, or the spec's source or population); write the "
+                              f"release elsewhere")
+        if target is not None and batch.original is not None and target.resolve() == batch.original:
+            raise OutputError(f"output {target} is the source the policy was saved on; write elsewhere")
+        drift = drift_report(batch)
+        if drift.exceeded and reason is None:
+            raise DriftRefused(drift)
+        done = Applied(pf, batch.describe(), batch.records, batch.outside, drift, accepted_drift=reason)
+        call = (f"deid_sql.policyfile.apply_policy({str(pf.path)!r}, {str(ref.path or ref.table)!r}, "
+                + ", ".join(f"{k}={v!r}" for k, v in (("out", out and str(out)), ("view", view), ("db", db and str(db)),
+                                                       ("out_table", out_table)) if v) + ")")
+        gate = batch_gate(batch, drift, call, accept_risk, reason)
+        gate.precheck()
+        if view is None:
+            written = write_query(batch.backend, batch.spec, batch.release_query(), target, batch.records, None,
+                                  out_table, overwrite, gate=gate)
+            return replace(done, written=written)
+        query = batch.release_query(view_source(batch.spec, batch.relation, target), persistent=True)
+        figures = measure(batch.backend.execute, batch.release_query(), gate.qi_columns, gate.census,
+                          gate.record_risk, gate.original_risk_sum)
+        verdict = gate.judge(figures)
+        where = {"kind": "view", "name": view, "database": str(target.resolve()) if target else engine,
+                 "rows": figures.records}
+        batch.backend.create_view(target, view, query, overwrite,
+                                  companions={sidecar_table(view): as_table(gate.record(figures, verdict, where))})
+        return replace(done, view=view, db=target, written=Written(target, "view", figures.records, view,
+                                                                     figures=figures, verdict=verdict,
+                                                                     sidecar=sidecar_table(view)))
 
 
-def _check_target(pf: PolicyFile, target: Path, is_file: bool, overwrite: bool) -> None:
-    """Refuse the policy file itself, and an existing output file, before reading the batch."""
+def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | None,
+               accept_drift: str | None) -> ReleaseGate:
+    """The release gate of a batch: the spec's criteria and roles, the census people of the
+    batch's released groups (from the drift check's census query), and the drift check's record."""
+    spec, pf = batch.spec, batch.policy
+    recoding = pf.recoding()
+    measured = drift.groups
+    people = (None if measured is None or measured.population is None else
+              {labels: float(n) for labels, n in zip(measured.labels, measured.population)})
+    new = drift.new
+    census = Census.from_mapping([q.labels for q in recoding.qis], people, new.population_total)
+    qi_columns = [q.column for q in spec.qis]
+    names = [c.name for c in pf.columns]
+    reference = None
+    if spec.release.no_riskier_than == "safe-harbor":
+        from ..problem import Problem
+        from ..safe_harbor import safe_harbor
+
+        with Problem.from_spec(spec) as problem:  # the batch as the source
+            reference = problem.evaluate(safe_harbor(problem).recoding).risk
+    ref = batch.ref
+    source = describe_table(spec, ref, batch.records, {n: batch.columns[n] for n in names})
+    population = "sample" if spec.population is None else describe_table(spec, spec.population,
+                                                                          int(new.population_total), None)
+    policy = {"text": pf.policy, "readable": pf.readable, "sha256": recoding_sha256(recoding, spec.qi_names),
+              "file": str(pf.path) if pf.path else None,
+              "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None}
+    return ReleaseGate(
+        spec=spec, recoding=recoding, policy=policy, qi_columns=qi_columns,
+        columns=spec.columns.released(names, qi_columns, f"batch {batch.describe()}"), census=census,
+        record_risk=risk_model(spec, new.population_total),
+        original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0, source=source, population=population,
+        call=call, reference_risk=reference, accept_risk=_risk_reason(accept_risk),
+        extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}})
+
+
+def _risk_reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise PolicyError('--accept-risk needs a reason in words, e.g. --accept-risk "IRB 2026-114 approved k=3"')
+    return reason.strip()
+
+
+def _reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    if not reason.strip():
+        raise PolicyError('--accept-drift needs a reason in words, e.g. --accept-drift "new clinic joined in June"')
+    return reason.strip()
+
+
+def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,
+                  out_table: str | None, overwrite: bool) -> Path | None:
+    """Which output was asked for, refused before the batch is read when it cannot be written:
+    the policy file or its spec, an existing file, a combination the engine does not have.
+    Returns the output file or the view's DuckDB file (None: a table or view in the engine)."""
+    in_engine = engine != "duckdb"
+    if out is not None and view is not None:
+        raise OutputError("give --out FILE or --view NAME (one of them), not both")
+    if view is not None and out_table is not None:
+        raise OutputError("--out-table names the table of a release, not of a view; give one of them")
+    if out is None and view is None and (out_table is None or not in_engine):
+        if out_table is not None:
+            raise OutputError("--out-table names the table inside a .duckdb --out (the spec runs on DuckDB); "
+                              "add --out FILE.duckdb")
+        raise OutputError("give --out FILE, or --view NAME with --db FILE.duckdb (one of them)" if not in_engine else
+                          f"give --out FILE, --out-table NAME (a table in {engine}) or --view NAME (a view in "
+                          f"{engine})")
+    if view is not None:
+        if not in_engine and db is None:
+            raise OutputError("--view needs --db FILE.duckdb: the DuckDB file to create the view in")
+        if in_engine and db is not None:
+            raise OutputError(f"the spec runs on {engine}: the view goes into its catalog, not into {db}; "
+                              f"leave out --db")
+    target = Path(out) if out is not None else Path(db) if db is not None else None
+    if target is None:
+        return None
     if pf.path is not None and target.resolve() == pf.path.resolve():
         raise OutputError(f"output {target} is the policy file; write the release elsewhere")
     if target.resolve() == pf.spec:
         raise OutputError(f"output {target} is the policy's spec; write the release elsewhere")
     fmt = FORMATS.get(target.suffix.lower())
-    if is_file and fmt is None:
+    if out is not None and fmt is None:
         raise OutputError(f"cannot tell the output format of {target}; use .parquet, .csv or .duckdb")
-    if is_file and fmt != "duckdb" and target.exists() and not overwrite:
+    if out is not None and out_table is not None and fmt != "duckdb":
+        raise OutputError(f"--out-table names the table inside a .duckdb --out; {target} is a {fmt} file")
+    if out is not None and fmt != "duckdb" and target.exists() and not overwrite:
         raise OutputError(f"output {target} already exists; pass --overwrite to replace it")
+    return target

@@ -1,8 +1,10 @@
 """A new batch opened against a policy file: read, checked, and ready to be released.
 
 ``open_batch`` reads the policy's spec with its ``[source]`` replaced by the batch (so the
-original data is never read), checks the batch's schema and the spec hash, and counts the
-values outside the saved domains.  ``Batch.release_query`` is the compiler's generalizing
+original data is never read), connects to the spec's ``[backend]`` engine (DuckDB reads batch
+files; PostgreSQL and Spark read batches that are tables of theirs, Spark also Parquet and CSV
+files), checks the batch's schema and the spec hash, and counts the values outside the saved
+domains.  ``Batch.release_query`` is the compiler's generalizing
 ``SELECT`` with one guard per QI: a value outside the saved domain becomes the fallback
 label, or — without one — fails the query, so no out-of-domain value can pass through (a
 view re-reads its file on every query).
@@ -19,10 +21,11 @@ from sqlglot import exp
 from ..backends import Backend, connect
 from ..compile import col, generalize, is_integer_type, literal, source_key
 from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain
-from ..errors import BackendError, DataError, SpecError
+from ..errors import BackendError, DataError, OutputError, SpecError
 from ..hierarchy import Hierarchy
 from ..loading import read_problem
 from ..recoding import Recoding
+from ..release.roles import apply_roles
 from ..spec import QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 
@@ -48,23 +51,42 @@ def batch_ref(source: str | Path, table: str | None = None) -> TableRef:
     return TableRef(path.resolve(), fmt, table)
 
 
+def engine_ref(name: str) -> TableRef:
+    """The batch as a table of the spec's engine (PostgreSQL ``schema.table``, a Spark catalog table)."""
+    if not name or not name.strip():
+        raise DataError("--source-table needs a table name, e.g. --source-table staging.batch_2025_06")
+    return TableRef(None, "table", name.strip())
+
+
 def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, object]]:
     """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML."""
     raw = read_toml(spec_path, missing=f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}")
-    backend = raw.get("backend")
-    engine = backend.get("engine", "duckdb") if isinstance(backend, dict) else "duckdb"
-    if engine != "duckdb":
-        raise SpecError(f"spec {spec_path} runs on engine {engine!r}; policy files read their batches from "
-                        f"files with DuckDB only")
+    engine = engine_of(raw)
+    if ref.format == "table" and engine == "duckdb":
+        raise SpecError(f"--source-table {ref.table} names a table of the spec's engine, but spec {spec_path} runs "
+                        f"on DuckDB, which reads batch files: pass --source FILE (with --table for a .duckdb file)")
+    if ref.format != "table" and engine == "postgres":
+        raise SpecError(f"spec {spec_path} runs on PostgreSQL, which reads tables of its database, not the file "
+                        f"{ref.path}: load the batch into a table and pass --source-table SCHEMA.TABLE")
+    if ref.format == "duckdb" and engine == "spark":
+        raise SpecError(f"spec {spec_path} runs on Spark, which cannot read the DuckDB file {ref.path}: export the "
+                        f"table to Parquet, or load it into a Spark table and pass --source-table DB.TABLE")
     data = dict(raw)
     old = raw.get("source") if isinstance(raw.get("source"), dict) else {}
-    source: dict[str, object] = {"path": str(ref.path), "format": ref.format}
-    if ref.table:
+    source: dict[str, object] = {"table": ref.table} if ref.format == "table" else {"path": str(ref.path),
+                                                                                    "format": ref.format}
+    if ref.table and ref.format != "table":
         source["table"] = ref.table
     if ref.format == "csv" and isinstance(old, dict) and old.get("delimiter"):
         source["delimiter"] = old["delimiter"]  # a batch is read like the spec's source
     data["source"] = source
     return Spec.from_dict(data, base=spec_path.resolve().parent, path=spec_path), raw
+
+
+def engine_of(raw: dict[str, object]) -> str:
+    """The engine a spec's raw TOML names (DuckDB unless ``[backend] engine`` says otherwise)."""
+    backend = raw.get("backend")
+    return str(backend.get("engine", "duckdb")) if isinstance(backend, dict) else "duckdb"
 
 
 def original_source(spec_path: Path, raw: dict[str, object]) -> Path | None:
@@ -73,6 +95,16 @@ def original_source(spec_path: Path, raw: dict[str, object]) -> Path | None:
     if isinstance(old, dict) and isinstance(old.get("path"), str):
         return (spec_path.resolve().parent / str(old["path"])).resolve()
     return None
+
+
+def engine_tables(raw: dict[str, object]) -> set[str]:
+    """Tables of the engine the spec's own ``[source]`` and ``[population]`` name (never written)."""
+    out = set()
+    for key in ("source", "population"):
+        table = raw.get(key)
+        if isinstance(table, dict) and table.get("path") is None and isinstance(table.get("table"), str):
+            out.add(str(table["table"]))
+    return out
 
 
 def declarations(spec: Spec, policy: PolicyFile) -> list[dict[str, object]]:
@@ -159,6 +191,7 @@ class Batch:
         self.ref = ref
         self.spec = spec
         self.original = original_source(policy.spec, raw)
+        self.inputs = engine_tables(raw) | ({ref.table} if ref.format == "table" and ref.table else set())
         self.backend = backend
         self.domains = policy.domains
         self.value_tables: dict[int, str] = {}  # large category domains, registered for session queries
@@ -258,10 +291,16 @@ class Batch:
         return in_domain(q, self.domains[i], sql_type, None if persistent else self.value_tables.get(i))
 
     def release_query(self, source: exp.Expression | None = None, recoding: Recoding | None = None,
-                      persistent: bool = False) -> exp.Select:
-        """The release: every column in the saved order, QIs generalized; a value outside the
-        saved domain becomes the fallback label or (without one) fails the query.
-        ``persistent``: SQL that needs nothing of this session (a view)."""
+                      persistent: bool = False, roles: bool = True) -> exp.Select:
+        """The release: the saved columns with the spec's column roles applied (dropped ones out,
+        pseudonymized ones replaced), QIs generalized; a value outside the saved domain becomes the
+        fallback label or (without one) fails the query.  ``persistent``: SQL that needs nothing
+        of this session (a view: refused when a column is pseudonymized, its SQL would hold the
+        key); ``roles`` False: every saved column (the drift check reads only the QIs)."""
+        if persistent and roles and self.spec.columns.pseudonymize:
+            raise OutputError(f"a view's SQL would hold the secret key of the pseudonymized column(s) "
+                              f"{', '.join(map(repr, self.spec.columns.pseudonymize))}; write the release with "
+                              f"--out instead, or list the column(s) under drop")
         columns = {c.name: self.columns[c.name] for c in self.policy.columns}
         query = generalize(recoding or self.policy.recoding(), self.spec.qis, self.domains,
                            source if source is not None else self.relation.copy(), columns)
@@ -272,18 +311,37 @@ class Batch:
             if i is not None:
                 q = self.spec.qis[i]
                 otherwise = (exp.Literal.string(self.policy.fallback) if self.policy.fallback is not None else
-                             exp.func("error", exp.Literal.string(
-                                 f"deid-sql: column {q.column!r} holds a value outside the domain of QI {q.name!r} "
-                                 f"saved in the policy file; run deid-sql check")))
+                             fail_query(self.backend.dialect, q.column,
+                                        f"deid-sql: column {q.column!r} holds a value outside the domain of QI "
+                                        f"{q.name!r} saved in the policy file; run deid-sql check"))
                 p = exp.alias_(exp.Case().when(self.ok(i, persistent), p.this).else_(otherwise), p.args["alias"])
             projections.append(p)
-        return query.select(*projections, append=False)
+        query = query.select(*projections, append=False)
+        if not roles:
+            return query
+        return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
+                           f"batch {self.describe()}")
+
+
+def fail_query(dialect: str, column: str, message: str) -> exp.Expression:
+    """An expression that fails the query with ``message`` when a row reaches it (a text value
+    otherwise).  DuckDB has ``error``, Spark ``raise_error``; PostgreSQL has neither, so the message
+    is cast to an integer (which fails naming it) — made to depend on the row's column so that the
+    planner cannot fold the constant and fail a query no row of which reaches it."""
+    text = exp.Literal.string(message)
+    if dialect == "spark":
+        return exp.func("raise_error", text)
+    if dialect == "postgres":
+        empty = exp.func("left", exp.func("coalesce", exp.cast(col(column), "TEXT"), exp.Literal.string("")),
+                         exp.Literal.number(0))
+        return exp.cast(exp.cast(exp.DPipe(this=text, expression=empty), "INTEGER"), "TEXT")
+    return exp.func("error", text)
 
 
 def open_batch(policy: PolicyFile, ref: TableRef) -> Batch:
-    """Open ``ref`` as a batch of ``policy``; raises one ``DeidError`` for bad input."""
+    """Open ``ref`` as a batch of ``policy`` on the spec's engine; raises one ``DeidError`` for bad input."""
     spec, raw = spec_for_batch(policy.spec, ref)
-    backend = connect("duckdb")
+    backend = connect(spec.backend.engine, **spec.backend.options())
     try:
         return Batch(policy, ref, spec, raw, backend)
     except BaseException:
@@ -308,4 +366,4 @@ def _difference(saved: list[dict[str, object]], now: list[dict[str, object]]) ->
     return ""
 
 
-__all__ = ["Batch", "Outside", "batch_ref", "in_domain", "open_batch", "spec_for_batch"]
+__all__ = ["Batch", "Outside", "batch_ref", "engine_ref", "in_domain", "open_batch", "spec_for_batch"]

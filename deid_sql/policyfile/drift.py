@@ -1,5 +1,11 @@
 """Risk of a saved policy on a batch, and drift against the figures saved with it.
 
+``check_policy`` (and ``apply_policy`` before it writes) measures the batch and holds its
+``mean_record_risk`` to the limit of the policy file's drift rule (``tolerance.py``: by default
+a permutation test against the saved groups, at most 0.1 % false alarms; an explicit threshold
+is an exact limit), and says what moved: the groups whose record risk rose, and per QI the label
+shares that changed most.
+
 ``measure`` computes a release's figures from its generalized groups — the groups an
 analyst sees, counted by one ``GROUP BY`` over the release query itself, so records given
 the fallback label are counted as released.  Each group's population size g is
@@ -20,16 +26,18 @@ import numpy as np
 from sqlglot import exp
 
 from ..compile import col, generalize
-from ..errors import BackendError, DataError
-from ..evaluate.riskmodel import risk_model
+from ..errors import BackendError, DataError, ReleaseRefused
+from ..evaluate.riskmodel import RecordRisk, risk_model
 from ..loading import read_problem
 from ..recoding import Recoding
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
+from .tolerance import Limit, permutation_limit
 
 POPULATION_VIEW = "deid_batch_population"
 SHOWN = 10  # groups named by check
+SHARES = 3  # labels per QI whose share changed most, named by check
 TOLERANCE = 1e-12  # relative: the same data gives the same figure; this only absorbs float noise
 
 
@@ -44,7 +52,7 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     labels are kept only with ``keep_groups`` (the original data's groups are many)."""
     rec = recoding or batch.policy.recoding()
     labels = [f"l{i}" for i in range(len(batch.domains))]
-    release = batch.release_query(recoding=rec).subquery("deid_release")
+    release = batch.release_query(recoding=rec, roles=False).subquery("deid_release")
     sample = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(batch.spec.qis)],
                          exp.alias_(exp.func("count", exp.Star()), "m"))
               .from_(release).group_by(*[exp.column(c) for c in labels]))
@@ -148,8 +156,27 @@ class MovedGroup:
 
 
 @dataclass(frozen=True)
+class ShareChange:
+    """One label of a QI: its share of the records in the saved release and in the batch's."""
+
+    label: str
+    saved: float
+    new: float
+
+    @property
+    def change(self) -> float:
+        return self.new - self.saved
+
+    def describe(self) -> str:
+        return f"{self.label} {self.saved:.1%} → {self.new:.1%}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "saved": self.saved, "new": self.new, "change": self.change}
+
+
+@dataclass(frozen=True)
 class DriftReport:
-    """What ``check`` found: saved vs new figures, the verdict, and the groups that moved."""
+    """What ``check`` found: saved vs new figures, the limit and verdict, and what moved."""
 
     policy: PolicyFile
     batch: str
@@ -162,45 +189,120 @@ class DriftReport:
     below_k: int = 0  # groups smaller than the saved k
     new_groups: int = 0  # groups not in the saved release
     gone: int = 0  # saved groups absent from the batch
+    limit: Limit | None = None  # None: the policy's threshold, exact
+    shares: dict[str, list[ShareChange]] = field(default_factory=dict)  # per QI, largest change first
+    groups: Groups | None = field(default=None, repr=False)  # the batch's released groups (the gate's census)
 
     @property
     def threshold(self) -> float:
-        return self.policy.threshold
+        """The limit the batch's figure was held to."""
+        return self.limit.value if self.limit is not None else self.policy.threshold
+
+    @property
+    def rule(self) -> str:
+        """Where the limit comes from, in words."""
+        pf = self.policy
+        if pf.without_tolerance:
+            return "the saved figure, exact: this policy file was saved without a drift tolerance; re-save it"
+        if self.limit is None or self.limit.rule == "exact":
+            return f"{pf.threshold_from}, exact"
+        return self.limit.describe()
+
+    def moved_briefly(self, count: int = 3) -> str:
+        """The label shares that changed most over all QIs, for a one-line message."""
+        top = sorted(((abs(c.change), qi, c) for qi, changes in self.shares.items() for c in changes[:1]),
+                     key=lambda x: (-x[0], x[1]))
+        return "; ".join(f"{qi} {c.describe()}" for _, qi, c in top[:count]) or "no label share changed"
 
     def to_dict(self) -> dict[str, Any]:
         names = self.policy.names
         return {
             "policy_file": str(self.policy.path), "policy": self.policy.policy, "batch": self.batch,
             "measure": MEASURE, "threshold": self.threshold, "threshold_from": self.policy.threshold_from,
+            "rule": self.policy.tolerance.rule, "limit": self.limit.to_dict() if self.limit else None,
+            "without_tolerance": self.policy.without_tolerance,
             "saved": self.saved.to_dict(), "new": self.new.to_dict(), "exceeded": self.exceeded,
             "fallback": self.policy.fallback, "fallback_records": self.outside.records,
             "groups_rose": self.rose, "groups_below_saved_k": self.below_k, "groups_new": self.new_groups,
             "groups_gone": self.gone, "moved": [g.to_dict(names) for g in self.moved],
+            "shares": {qi: [c.to_dict() for c in changes] for qi, changes in self.shares.items()},
         }
+
+
+class DriftRefused(ReleaseRefused):
+    """``apply`` found drift and no ``--accept-drift`` reason was given; nothing was written (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, report: DriftReport) -> None:
+        self.report = report
+        super().__init__(
+            f"drift: {MEASURE} {report.new.mean_record_risk:.6g} of batch {report.batch} exceeds the limit "
+            f"{report.threshold:.6g} ({report.rule}; saved {report.saved.mean_record_risk:.6g}); moved: "
+            f"{report.moved_briefly()}; nothing was written — run deid-sql check for the details, or pass "
+            f"--accept-drift \"REASON\" to release anyway")
 
 
 def check_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
                  shown: int = SHOWN) -> DriftReport:
-    """Recompute the saved policy's risk on a batch and compare it with the saved threshold."""
+    """Recompute the saved policy's risk on a batch and hold it to the policy's drift limit."""
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
     with open_batch(pf, ref) as batch:
-        now = risk_model_of(batch.spec)
-        if now != pf.risk_model:
-            changed = ", ".join(f"{k} {pf.risk_model.get(k)!r} → {v!r}" for k, v in now.items()
-                                if pf.risk_model.get(k) != v)
-            raise PolicyFileError(f"the risk model of spec {pf.spec} changed since {pf.describe()} was saved "
-                                  f"({changed}), so the saved and new risks would not compare; {RESAVE}")
-        measured = measure_with_risk(batch)
-        outside = batch.outside
-        description = batch.describe()
+        return drift_report(batch, shown)
+
+
+def drift_report(batch: Batch, shown: int = SHOWN) -> DriftReport:
+    """``check`` on an open batch (``apply`` runs it before writing, on the same connection)."""
+    pf = batch.policy
+    now = risk_model_of(batch.spec)
+    if now != pf.risk_model:
+        changed = ", ".join(f"{k} {pf.risk_model.get(k)!r} → {v!r}" for k, v in now.items()
+                            if pf.risk_model.get(k) != v)
+        raise PolicyFileError(f"the risk model of spec {pf.spec} changed since {pf.describe()} was saved "
+                              f"({changed}), so the saved and new risks would not compare; {RESAVE}")
+    measured = measure_with_risk(batch)
     new = measured.figures
-    exceeded = new.mean_record_risk > pf.threshold * (1 + TOLERANCE)
-    return _compare(pf, description, new, measured.groups, exceeded, outside, shown)
+    limit, exceeded = judge(pf, new, measured.groups, risk_model(batch.spec, new.population_total))
+    report = _compare(pf, batch.describe(), new, measured.groups, exceeded, batch.outside, shown, limit)
+    return replace(report, groups=measured.groups)
+
+
+def judge(pf: PolicyFile, new: Figures, groups: Groups, risk: RecordRisk) -> tuple[Limit | None, bool]:
+    """The limit for a batch with these figures and released groups (None: the policy's exact
+    threshold), and whether its ``mean_record_risk`` exceeds it; ``risk`` is the batch's r(g)."""
+    limit = None
+    if pf.tolerance.rule == "permutation":
+        limit = permutation_limit(pf.tolerance, pf.groups, groups, pf.figures.mean_record_risk,
+                                  new.mean_record_risk, risk)
+    bound = limit.value if limit is not None else pf.threshold
+    return limit, new.mean_record_risk > bound * (1 + TOLERANCE)
+
+
+def label_shares(groups: Groups, qi: int) -> dict[str, float]:
+    """Each label's share of the records of a release, for QI number ``qi``."""
+    total = float(groups.records.sum())
+    out: dict[str, float] = {}
+    for labels, m in zip(groups.labels, groups.records):
+        out[labels[qi]] = out.get(labels[qi], 0.0) + float(m)
+    return {label: m / total for label, m in out.items()} if total > 0 else out
+
+
+def share_changes(saved: Groups, new: Groups, count: int = SHARES) -> dict[str, list[ShareChange]]:
+    """Per QI, the ``count`` labels whose share of the records changed most (saved → new)."""
+    out = {}
+    for i, name in enumerate(saved.names):
+        before, after = label_shares(saved, i), label_shares(new, i)
+        changes = [ShareChange(label, before.get(label, 0.0), after.get(label, 0.0))
+                   for label in sorted(set(before) | set(after))]
+        changes = [c for c in changes if abs(c.change) > 1e-12]
+        changes.sort(key=lambda c: (-abs(c.change), c.label))
+        out[name] = changes[:count]
+    return out
 
 
 def _compare(pf: PolicyFile, batch: str, new: Figures, groups: Groups, exceeded: bool, outside: Outside,
-             shown: int) -> DriftReport:
+             shown: int, limit: Limit | None) -> DriftReport:
     before = pf.groups.index()
     saved_k = pf.figures.k
     moved: list[tuple[float, MovedGroup]] = []
@@ -224,4 +326,4 @@ def _compare(pf: PolicyFile, batch: str, new: Figures, groups: Groups, exceeded:
     present = set(groups.labels)
     gone = sum(1 for labels in pf.groups.labels if labels not in present)
     return DriftReport(pf, batch, pf.figures, new, exceeded, outside, [g for _, g in moved[:shown]], rose, below,
-                       fresh, gone)
+                       fresh, gone, limit, share_changes(pf.groups, groups))

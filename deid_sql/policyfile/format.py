@@ -3,7 +3,9 @@
 It holds what a new batch needs without the data the policy was chosen on: every QI's full
 domain (ordered values, or min/max), the policy's intervals with their labels, the source's
 schema, a hash that ties both to the spec, the figures at save time (with the release's groups
-and their sizes) and the drift threshold.  ``PolicyFile.read`` checks all of it and refuses a
+and their sizes) and the drift rule (``tolerance.py``: a permutation test against the saved
+groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
+exact limit it was saved with).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
 
@@ -27,6 +29,7 @@ from ..lattice import Lattice
 from ..policy import Policy
 from ..recoding import Recoding
 from ..spec import Spec
+from .tolerance import RULES, Tolerance
 
 FORMAT = "deid-sql policy"
 VERSION = 1
@@ -218,6 +221,8 @@ class PolicyFile:
     threshold_from: str  # "saved figure" (the default) or "set at save" (--threshold)
     figures: Figures
     groups: Groups
+    tolerance: Tolerance = Tolerance()  # the drift rule; "exact" for --threshold and for files saved before it
+    source_table: bool = False  # ``source`` names a table of the spec's engine, not a file
     saved_at: str = ""
     saved_with: str = ""
     path: Path | None = None
@@ -243,6 +248,14 @@ class PolicyFile:
     def describe(self) -> str:
         return str(self.path) if self.path is not None else "(unsaved policy)"
 
+    def saved_on(self) -> str:
+        return f"table {self.source}" if self.source_table else self.source
+
+    @property
+    def without_tolerance(self) -> bool:
+        """A file saved before the drift rule: its limit is the saved figure exactly."""
+        return self.tolerance.rule == "exact" and self.threshold_from == "saved figure"
+
     # -- JSON ---------------------------------------------------------------------------
     def to_json(self, folder: Path) -> str:
         """The file's text; the spec and source paths are written relative to ``folder``."""
@@ -250,14 +263,16 @@ class PolicyFile:
             "format": FORMAT, "version": VERSION, "saved_with": self.saved_with, "saved_at": self.saved_at,
             "policy": self.policy, "readable": self.readable,
             "spec": {"path": relative(self.spec, folder), "sha256": self.spec_sha256},
-            "source": {"path": self.source, "records": self.figures.records,
+            "source": {**({"table": self.source} if self.source_table else {"path": self.source}),
+                       "records": self.figures.records,
                        "columns": [{"name": c.name, "type": c.type, "class": c.kind} for c in self.columns]},
             "qis": [q.to_json() for q in self.qis],
             "fallback": self.fallback,
             "risk_model": self.risk_model,
             "metrics": self.metrics,
             "drift": {"measure": MEASURE, "meaning": MEASURE_MEANING, "saved": self.figures.mean_record_risk,
-                      "threshold": self.threshold, "threshold_from": self.threshold_from},
+                      "threshold": self.threshold, "threshold_from": self.threshold_from,
+                      **self.tolerance.to_json()},
             "release": {"figures": self.figures.to_dict(), "groups": self.groups.to_json()},
         }
         return _pretty(data) + "\n"
@@ -389,23 +404,50 @@ class _Reader:
         threshold = self.number(drift, "threshold", "drift")
         if threshold <= 0:
             raise self.fail("drift.threshold", "must be > 0")
+        threshold_from = self.get(drift, "threshold_from", str, "drift")
+        tolerance = self.tolerance(drift, threshold_from)
         release = self.get(data, "release", dict, "")
         fallback = self.get(data, "fallback", str, "", optional=True)
         if fallback == "":
             raise self.fail("fallback", "is empty (use null for none)")
+        table = self.get(source, "table", str, "source", optional=True)
+        source_table = table is not None
+        source_name = table if source_table else self.get(source, "path", str, "source")
         spec_ref = self.get(spec, "path", str, "spec")
         spec_path = Path(spec_ref)
         if not spec_path.is_absolute():
             spec_path = self.path.resolve().parent / spec_path
+        figures = self.figures(self.get(release, "figures", dict, "release"))
+        if tolerance.rule != "exact" and threshold != figures.mean_record_risk:
+            raise self.fail("drift.threshold", "must be the saved figure (release.figures.mean_record_risk) with "
+                                               f"rule {tolerance.rule!r}")
         return PolicyFile(
             policy=parsed.text(), readable=self.get(data, "readable", str, ""), spec=spec_path.resolve(),
-            spec_sha256=digest, source=self.get(source, "path", str, "source"), columns=columns, qis=qis,
+            spec_sha256=digest, source=source_name, columns=columns, qis=qis,
             fallback=fallback, risk_model=self.get(data, "risk_model", dict, ""),
-            metrics=self.get(data, "metrics", dict, ""), threshold=threshold,
-            threshold_from=self.get(drift, "threshold_from", str, "drift"),
-            figures=self.figures(self.get(release, "figures", dict, "release")),
+            metrics=self.get(data, "metrics", dict, ""), threshold=threshold, threshold_from=threshold_from,
+            figures=figures,
             groups=self.groups(self.get(release, "groups", dict, "release"), tuple(names)),
+            tolerance=tolerance, source_table=source_table,
             saved_at=str(data.get("saved_at", "")), saved_with=str(data.get("saved_with", "")), path=self.path)
+
+    def tolerance(self, drift: dict[str, Any], threshold_from: str) -> Tolerance:
+        """The drift rule; a file without ``rule`` (saved before it) keeps the exact limit."""
+        rule = self.get(drift, "rule", str, "drift", optional=True)
+        if rule is None or rule == "exact":
+            return Tolerance()
+        if rule not in RULES:
+            raise self.fail("drift.rule", f"{rule!r} is not one of {', '.join(RULES)}")
+        if threshold_from != "saved figure":
+            raise self.fail("drift.rule", f"{rule!r} goes with threshold_from \"saved figure\" only")
+        false_alarm = self.number(drift, "false_alarm", "drift")
+        if not 0 < false_alarm < 1:
+            raise self.fail("drift.false_alarm", "must be between 0 and 1")
+        permutations = self.get(drift, "permutations", int, "drift")
+        seed = self.get(drift, "seed", int, "drift")
+        if permutations < 1 or seed < 0:
+            raise self.fail("drift.permutations", "and drift.seed must be a positive count and a seed >= 0")
+        return Tolerance(rule, false_alarm, permutations, seed)
 
     def qi(self, raw: Any, i: int) -> SavedQI:
         where = f"qis[{i}]"

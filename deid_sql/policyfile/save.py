@@ -18,14 +18,16 @@ from ..spec import Spec
 from .batch import declarations, open_batch, spec_for_batch
 from .drift import measure_with_risk
 from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of, spec_sha256
+from .tolerance import DEFAULT, Tolerance
 
 
 def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold: float | None = None,
                 fallback: str | None = None, overwrite: bool = False) -> PolicyFile:
     """Evaluate ``policy`` on the spec's data and write the policy file ``out`` (JSON, atomic).
 
-    ``threshold`` is the drift threshold on ``mean_record_risk`` (default: the saved batch's
-    own figure, so ``check`` flags any batch riskier than the one the policy was chosen on);
+    ``threshold`` is an exact drift limit on ``mean_record_risk``; by default the limit is the
+    saved figure plus the tolerance of a permutation test against the saved groups
+    (``tolerance.py``), so a batch from the same population passes but a riskier mix does not.
     ``fallback`` labels values of later batches that are outside the saved domains.
     """
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
@@ -44,9 +46,11 @@ def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold
         columns = tuple(Column(name, str(t)) for name, t in problem.columns.items())
     metrics["mean_record_risk"] = metrics["risk_sum"] / metrics["records"]
     names = tuple(q.name for q in qis)
+    on_table = parsed.source.format == "table"
     draft = PolicyFile(
         policy=chosen.text(), readable=chosen.readable(), spec=parsed.path.resolve(), spec_sha256="",
-        source=relative(Path(str(parsed.source.path)), target.parent),
+        source=str(parsed.source.table) if on_table else relative(Path(str(parsed.source.path)), target.parent),
+        source_table=on_table,
         columns=columns, qis=qis, fallback=fallback, risk_model=risk_model_of(parsed), metrics=metrics,
         threshold=1.0, threshold_from="saved figure", figures=_empty_figures(),
         groups=Groups(names, (), np.zeros(0, dtype=np.int64), None, np.zeros(0)),
@@ -61,7 +65,8 @@ def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold
                           f"threshold or a more general policy")
     saved = replace(draft, spec_sha256=_hash(draft, parsed), figures=figures, groups=measured.groups,
                     threshold=figures.mean_record_risk if threshold is None else float(threshold),
-                    threshold_from="saved figure" if threshold is None else "set at save")
+                    threshold_from="saved figure" if threshold is None else "set at save",
+                    tolerance=DEFAULT if threshold is None else Tolerance())
     write_text(target, saved.to_json(target.parent), overwrite)
     return saved
 
