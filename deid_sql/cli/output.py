@@ -56,6 +56,10 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
                  suppress_below: int | None, accept_risk: str | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
+    Only the columns the spec declares leave, and the rows written are checked against the spec's
+    release criteria before anyone can see them (without criteria, the original data is refused).
+    A record of the release, OUT.release.json (or table TABLE__release), is written with it.
+
     Example: deid-sql materialize study.toml --policy 'zip:cuts=372,373' --out release.parquet
     """
     with open_problem(spec) as problem:
@@ -80,6 +84,10 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
 def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None,
          accept_risk: str | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
+
+    The rows the view shows now are checked against the spec's release criteria; a record of the
+    release is written beside it as the table NAME__release. Values that later fall outside a
+    QI's declared domain show as * (or the spec's outside_label), never as themselves.
 
     Example: deid-sql view study.toml --policy 'age:cuts=18,65' --db analysts.duckdb --name patients_deid
     """
