@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -351,3 +352,26 @@ def test_apply_is_refused_by_the_release_criteria(project, run) -> None:
         "--accept-risk", "test: tightened after the save")
     gate = read_sidecar(sidecar_path(project.dir / "b.parquet"))["gate"]
     assert gate["verdict"] == "accepted" and gate["accepted_risk"] == "test: tightened after the save"
+
+
+def test_anonymize_release_is_gated_and_recorded(tmp_path: Path) -> None:
+    """The optimum's release: suppressed records measured as suppressed, k over the rest, sidecar written."""
+    from deid_sql.anonymize import anonymize, privacy_models, write_release
+    from tests.test_fulldomain import small_spec
+
+    spec = small_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8") + "\n[release]\nmin_k = 3\n", encoding="utf-8")
+    out = tmp_path / "anon.parquet"
+    with Problem.from_spec(spec) as problem:
+        run = anonymize(problem, privacy_models(k=3), suppression=0.1)
+        assert run.result.optimum is not None
+        written = write_release(problem, run, out)
+        suppressed = run.result.optimum.suppressed
+        problem.spec = replace(problem.spec, release=parse_release({"min_k": 1000}, []))  # a stricter spec
+        with pytest.raises(ReleaseRefused, match="min_k"):
+            write_release(problem, anonymize(problem, privacy_models(k=2)), tmp_path / "strict.parquet")
+    assert not (tmp_path / "strict.parquet").exists()
+    record = read_sidecar(sidecar_path(out))
+    assert record["figures"]["suppressed"] == suppressed and record["figures"]["k"] >= 3
+    assert record["columns"][-1] == {"name": "deid_suppressed", "role": "flag"}
+    assert written.verdict is not None and written.verdict.status == "passed"
