@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import OutputError, PolicyError
+from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..output import FORMATS, Written, view_source, write_query
 from ..release.figures import Census, measure
-from ..release.gate import ReleaseGate, describe_table
+from ..release.gate import ReleaseGate, describe_table, override_reason
 from ..release.sidecar import as_table, file_sha256, recoding_sha256, sidecar_table
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, engine_of, open_batch, spec_for_batch
@@ -53,7 +53,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     Then the release gate: the spec's column roles, and its ``[release]`` criteria judged on the
     rows written (``accept_risk`` overrides a failure); the sidecar records both reasons.
     """
-    reason = _reason(accept_drift)
+    reason = override_reason(accept_drift, "--accept-drift", "new clinic joined in June")
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
     engine = engine_of(spec_for_batch(pf.spec, ref)[1])
@@ -123,24 +123,9 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
         columns=spec.columns.released(names, qi_columns, f"batch {batch.describe()}"), census=census,
         record_risk=risk_model(spec, new.population_total),
         original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0, source=source, population=population,
-        call=call, reference_risk=reference, accept_risk=_risk_reason(accept_risk),
+        call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
         extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}})
 
-
-def _risk_reason(reason: str | None) -> str | None:
-    if reason is None:
-        return None
-    if not reason.strip():
-        raise PolicyError('--accept-risk needs a reason in words, e.g. --accept-risk "IRB 2026-114 approved k=3"')
-    return reason.strip()
-
-
-def _reason(reason: str | None) -> str | None:
-    if reason is None:
-        return None
-    if not reason.strip():
-        raise PolicyError('--accept-drift needs a reason in words, e.g. --accept-drift "new clinic joined in June"')
-    return reason.strip()
 
 
 def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,

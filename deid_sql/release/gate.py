@@ -131,7 +131,8 @@ class ReleaseGate:
             source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
             population=("sample" if spec.population is None else
                         describe_table(spec, spec.population, problem.population_total, None)),
-            call=call, reference_risk=reference, accept_risk=_reason(accept_risk), suppress_below=suppress_below)
+            call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
+            suppress_below=suppress_below)
 
     # -- judging ------------------------------------------------------------------------
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
@@ -233,10 +234,13 @@ def _resolved(value: Any) -> Any:
     return value
 
 
-def _reason(reason: str | None) -> str | None:
+def override_reason(reason: str | None, option: str = "--accept-risk",
+                    example: str = "IRB 2026-114 approved k=3") -> str | None:
+    """The reason given to override a gate (stripped), or None; a blank reason is refused, since
+    the record must say why."""
     if reason is None:
         return None
     if not reason.strip():
-        raise PolicyError('--accept-risk needs a reason in words, e.g. --accept-risk "IRB 2026-114 approved k=3"')
+        raise PolicyError(f'{option} needs a reason in words, e.g. {option} "{example}"')
     return reason.strip()
 
