@@ -375,3 +375,14 @@ def test_anonymize_release_is_gated_and_recorded(tmp_path: Path) -> None:
     assert record["figures"]["suppressed"] == suppressed and record["figures"]["k"] >= 3
     assert record["columns"][-1] == {"name": "deid_suppressed", "role": "flag"}
     assert written.verdict is not None and written.verdict.status == "passed"
+
+
+def test_readme_worked_example_shows_the_released_columns(tmp_path: Path, run) -> None:
+    from deid_sql.demo import build_demo
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    shown = text.split("`validate` ends with what a release holds, in order:\n\n```\n", 1)[1].split("```")[0]
+    spec = build_demo(tmp_path / "demo")
+    out = run("validate", spec).stdout
+    for line in shown.strip("\n").splitlines():
+        assert line in out.splitlines(), (line, out)
