@@ -213,6 +213,25 @@ def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str) ->
     return rows
 
 
+def compile_release(problem: Problem, item: Policy | Recoding | str, dialect: str = "duckdb",
+                    table: str | None = None, suppress_below: int | None = None,
+                    accept_risk: str | None = None) -> tuple[str, Written]:
+    """The release as SQL text for ``dialect``, judged like any release: compiled SQL leaves the
+    system too (it runs elsewhere), so its rows are measured on the spec's data now and the text is
+    only given when the gate passes (or ``accept_risk`` says why).  It holds no raw value outside
+    the domain (the guards) and only declared columns; a pseudonymizing spec is refused (the text
+    would hold the key)."""
+    call = (f"deid_sql.output.compile_release(problem, {_policy_repr(problem, item)}, {dialect!r}"
+            + (f", table={table!r}" if table else "") + ")")
+    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    gate.precheck()
+    sql = problem.compile(item, dialect=dialect, suppress_below=suppress_below, table=table)
+    figures = measure(problem.backend.execute, problem.query(item, suppress_below), gate.qi_columns, gate.census,
+                      gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
+    verdict = gate.judge(figures)
+    return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
+
+
 def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path | None, name: str,
                 replace: bool = False, suppress_below: int | None = None,
                 accept_risk: str | None = None) -> Written:

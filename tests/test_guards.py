@@ -213,7 +213,7 @@ def test_compiled_sql_run_by_hand_on_an_altered_file(project: Project, run) -> N
     spec = project.write_spec(spec_text(f'path = "{source.name}"'), "guards.toml")
     with Problem.from_spec(spec) as problem:
         expected = {p: expected_rows(problem, p, altered_table(), SUPPRESSED) for p in POLICIES}
-    sql = {p: run("compile", spec, "-p", p).stdout for p in POLICIES}
+    sql = {p: run("compile", spec, "-p", p, "--accept-risk", "test: SQL run by hand").stdout for p in POLICIES}
     pq.write_table(altered_table(), source)
     con = duckdb.connect()
     try:

@@ -128,8 +128,11 @@ def test_each_failed_criterion_names_the_figure_and_limit(project, run, criterio
     for args in (("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.parquet"),
                  ("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.duckdb"),
                  ("view", spec, "--policy", POLICY, "--db", project.dir / "v.duckdb", "--name", "v"),
-                 ("safe-harbor", spec, "--materialize", project.dir / "sh.parquet")):
-        line = one_line(run(*args, expect=2))
+                 ("safe-harbor", spec, "--materialize", project.dir / "sh.parquet"),
+                 ("compile", spec, "--policy", POLICY, "--dialect", "postgres")):
+        result = run(*args, expect=2)
+        assert result.stdout == "" or args[0] == "safe-harbor"  # it prints Safe Harbor's figures first
+        line = one_line(result)
         assert f"{figure} " in line and f"limit {key} = " in line and "nothing was written" in line, line
     assert project.files() == before
 
@@ -149,6 +152,18 @@ def test_no_riskier_than_safe_harbor(project, run) -> None:
     run("materialize", spec, "--policy", "top", "--out", project.dir / "b.parquet")
     gate = read_sidecar(sidecar_path(project.dir / "b.parquet"))["gate"]
     assert gate["verdict"] == "passed" and gate["reference_risk"] == pytest.approx(reference)
+
+
+def test_compile_prints_only_sql_and_judges_it(project, run) -> None:
+    spec = with_release(project, "min_k = 1", name="gated.toml")
+    result = run("compile", spec, "--policy", POLICY, "--dialect", "postgres")
+    sqlglot = pytest.importorskip("sqlglot")
+    sqlglot.parse_one(result.stdout.strip().rstrip(";"), read="postgres")  # stdout is the SQL alone
+    assert "gate: passed" in result.stderr and "k 1 >= 1" in result.stderr
+    line = one_line(run("compile", project.spec_path, "--policy", "bottom", expect=2))
+    assert "original data" in line
+    accepted = run("compile", project.spec_path, "--policy", "bottom", "--accept-risk", "test: reviewed")
+    assert "released anyway" in accepted.stderr and accepted.stdout.startswith("SELECT")
 
 
 def test_stale_sidecar_blocks_the_write(project, run) -> None:

@@ -95,24 +95,29 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def echo_release(written: Any) -> None:
-    """What the gate measured and decided, and where the sidecar went (after a write)."""
+def echo_release(written: Any, err: bool = False) -> None:
+    """What the gate measured and decided, and where the sidecar went (after a write); ``err``:
+    on stderr (``compile``, whose stdout is the SQL)."""
     f, verdict = getattr(written, "figures", None), getattr(written, "verdict", None)
     if f is None or verdict is None:
         return
-    click.echo(f"  released {f.records:,} rows: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
-               f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
-               + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
-               + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
+
+    def echo(line: str) -> None:
+        click.echo(line, err=err)
+
+    echo(f"  released {f.records:,} rows: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
+         f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
+         + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
+         + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
     checks = "; ".join(f"{c.figure} {c.value:.6g} {'<=' if c.at_most else '>='} {c.limit:.6g}"
                        + (" (safe harbor)" if c.key.startswith("no_riskier_than") else "")
                        + ("" if c.passed else " FAILED") for c in verdict.checks)
     if verdict.accepted_risk and not verdict.passed:
-        click.echo(f"  gate: FAILED ({'; '.join(verdict.failures)}) — released anyway, reason recorded: "
-                   f"{verdict.accepted_risk}")
+        echo(f"  gate: FAILED ({'; '.join(verdict.failures)}) — released anyway, reason recorded: "
+             f"{verdict.accepted_risk}")
     elif verdict.declared:
-        click.echo(f"  gate: passed ({checks})")
+        echo(f"  gate: passed ({checks})")
     else:
-        click.echo("  gate: passed (no [release] criteria in the spec: only the original data is refused)")
+        echo("  gate: passed (no [release] criteria in the spec: only the original data is refused)")
     if written.sidecar:
-        click.echo(f"  sidecar: {written.sidecar}")
+        echo(f"  sidecar: {written.sidecar}")

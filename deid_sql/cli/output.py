@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..compile import DIALECTS
-from ..output import create_view, materialize
+from ..output import compile_release, create_view, materialize
 from .options import (
     accept_risk_option,
     echo_release,
@@ -28,15 +28,22 @@ from .options import (
               help=f"Target SQL dialect ({', '.join(DIALECTS)}, or any sqlglot dialect).")
 @click.option("--table", default=None, help="Source table name for non-DuckDB dialects.")
 @suppress_option
+@accept_risk_option
 @handles_errors
-def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_below: int | None) -> None:
+def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_below: int | None,
+             accept_risk: str | None) -> None:
     """Print the SELECT that applies a policy, in any SQL dialect.
+
+    The SQL releases data wherever it runs, so it is judged like a release first: only declared
+    columns, values outside a QI's domain as *, and the rows it gives on the spec's data checked
+    against the spec's release criteria (what was checked goes to stderr; stdout is only the SQL).
 
     Example: deid-sql compile study.toml --policy 'age:cuts=18,65' --dialect postgres --table patients
     """
     with open_problem(spec) as problem:
-        click.echo(problem.compile(read_policy(policy), dialect=dialect, table=table,
-                                   suppress_below=suppress_below) + ";")
+        sql, judged = compile_release(problem, read_policy(policy), dialect, table, suppress_below, accept_risk)
+        click.echo(sql + ";")
+        echo_release(judged, err=True)
 
 
 @click.command(name="materialize")
