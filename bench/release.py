@@ -36,11 +36,12 @@ from deid_sql.problem import Problem
 
 POLICY = "age:cuts=18,30,45,65,90|race:top"
 RATIO_TARGET = 1.3
+# every column kept, so the gated release writes what the baseline writes: the ratio is the cost of
+# the guards and the gate alone (dropping identifiers only makes the release smaller)
 ROLES = """
 [columns]
-drop = ["patient_id", "admitted"]
+keep = ["patient_id", "admitted", "systolic_bp"]
 sensitive = ["diagnosis"]
-keep = ["systolic_bp"]
 
 [release]
 max_risk = 0.05
@@ -112,8 +113,9 @@ def gated(problem: Problem, target: Path) -> float:
 
 def part_pseudonym(spec: Path, folder: Path) -> float:
     """Information: the same release with patient_id pseudonymized (HMAC-SHA-256 in DuckDB's SQL)."""
-    text = spec.read_text(encoding="utf-8").replace('drop = ["patient_id", "admitted"]', 'drop = ["admitted"]\n'
-                                                    'pseudonymize = ["patient_id"]\nsecret_env = "DEID_BENCH_SECRET"')
+    text = spec.read_text(encoding="utf-8").replace('keep = ["patient_id", "admitted", "systolic_bp"]',
+                                                    'keep = ["admitted", "systolic_bp"]\npseudonymize = ["patient_id"]'
+                                                    '\nsecret_env = "DEID_BENCH_SECRET"')
     other = spec.with_name("release-bench-pseudonym.toml")
     other.write_text(text, encoding="utf-8")
     with Problem.from_spec(other) as problem:
@@ -131,7 +133,7 @@ def part_gate(spec: Path, folder: Path, runs: int) -> tuple[float, float, float]
     b, g = statistics.median(base), statistics.median(gate)
     out(f"  baseline (no guards, no gate)   median {b:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in base)})")
     out(f"  gated (roles, guards, gate,     median {g:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in gate)})")
-    out("         read-back, sidecar; identifiers dropped)")
+    out("         read-back, sidecar; same columns)")
     ratios = [x / y for x, y in zip(gate, base)]
     ratio = statistics.median(ratios)
     out(f"  ratio gated / baseline          median {ratio:.2f} "
