@@ -37,10 +37,12 @@ def col(name: str, table: str | None = None) -> exp.Column:
     return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
-def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False) -> str:
-    """Render for ``dialect``; anything the dialect cannot express raises ``DialectError``."""
+def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False, copy: bool = True) -> str:
+    """Render for ``dialect``; anything the dialect cannot express raises ``DialectError``.
+    ``copy=False`` lets the generator's dialect transforms alter ``expression`` in place instead of
+    a deep copy (seconds for a large domain's query): for a caller that built it to render once."""
     try:
-        return expression.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE, pretty=pretty)
+        return expression.sql(dialect=dialect, copy=copy, unsupported_level=ErrorLevel.RAISE, pretty=pretty)
     except UnsupportedError as e:
         raise DialectError(f"dialect {dialect!r} cannot express this query: {e}") from None
     except ValueError as e:  # unknown dialect
@@ -119,19 +121,28 @@ def label_expr(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Exp
 
     key = label_key(qi, domain, column, sql_type)
     outside = exp.Literal.string(outside_label)
-    inside = member(qi, domain, column, sql_type)
     if recoding.n_groups == 1:
-        return _case([(inside, exp.Literal.string(recoding.labels[0]))], outside)
+        return _case([(member(qi, domain, column, sql_type), exp.Literal.string(recoding.labels[0]))], outside)
     text = exp.cast(key.copy(), "VARCHAR") if domain.kind in ("integer", "date") else key.copy()
+    members = _members(recoding)  # one pass: members(g) per group scans the domain k times
+    labels = recoding.labels
     wide = [g for g in range(recoding.n_groups)
-            if recoding.widths[g] > 1 or recoding.labels[g] != domain.text(int(recoding.members(g)[0]))]
-    whens = [(group_condition(domain, key, recoding.members(g)), exp.Literal.string(recoding.labels[g]))
-             for g in wide]
+            if recoding.widths[g] > 1 or labels[g] != domain.text(int(members[g][0]))]
+    whens = [(group_condition(domain, key, members[g]), exp.Literal.string(labels[g])) for g in wide]
     if implied_by_groups(domain, sql_type) and not any(isinstance(cond, exp.Between) for cond, _ in whens):
         if len(wide) < recoding.n_groups:  # some values pass through as text: only they are tested
-            whens.append((inside, text))
+            passing = (np.setdiff1d(np.arange(domain.size), np.concatenate([members[g] for g in wide]))
+                       if wide else None)
+            whens.append((member(qi, domain, column, sql_type, passing), text))
         return _case(whens, outside)
-    return _case([(inside, _case(whens, text) if whens else text)], outside)
+    return _case([(member(qi, domain, column, sql_type), _case(whens, text) if whens else text)], outside)
+
+
+def _members(recoding: QIRecoding) -> list[np.ndarray]:
+    """The domain positions of every group, ascending, in one sort (``QIRecoding.members`` per group
+    scans the whole domain each time: quadratic for a random policy over a large domain)."""
+    order = np.argsort(recoding.group_of, kind="stable")
+    return np.split(order, np.cumsum(recoding.widths)[:-1])
 
 
 def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.Expression) -> exp.Case:
@@ -161,7 +172,7 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
             projections.append(exp.alias_(label, ident(name), copy=False))
         else:
             projections.append(col(name))
-    inner = exp.select(*projections, copy=False).from_(_from(source))
+    inner = exp.select(*projections, copy=False).from_(_from(source), copy=False)  # no deep copy of the CASEs
     if suppress_below is None:
         return inner
     qi_cols = [q.column for q in qis]
@@ -176,7 +187,8 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
         else:
             outer.append(col(name))
     outer.append(exp.alias_(small, ident(flag)))
-    return exp.select(*outer).from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized"))))
+    generalized = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized")))
+    return exp.select(*outer, copy=False).from_(generalized, copy=False)
 
 
 def _from(source: exp.Expression) -> exp.Expression:
@@ -187,8 +199,12 @@ def _from(source: exp.Expression) -> exp.Expression:
 
 def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table: str | None) -> exp.Expression:
     """What compiled SQL reads: for DuckDB and a CSV/Parquet source, the file in place;
-    otherwise ``table`` (default: the source's table inside its DuckDB file, else ``source``)."""
+    otherwise ``table`` (default: the source's table inside its DuckDB file, else ``source``),
+    parsed strictly (``names.table_name``: ``NAME`` or ``SCHEMA.NAME``, never by a SQL parser)."""
+    from .names import table_name
+
     if dialect == "duckdb" and table is None and ref.format != "duckdb":
         return relation.copy()
-    name = table or ref.table or "source"
-    return exp.to_table(name) if "." in name else exp.Table(this=exp.to_identifier(name, quoted=True))
+    if table is not None:
+        return table_name(table, "--table")
+    return exp.Table(this=exp.to_identifier(ref.table or "source", quoted=True))

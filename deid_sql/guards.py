@@ -15,6 +15,9 @@ a semi join), so a row costs one probe however large the domain.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 from sqlglot import exp
 
 from .compile import is_integer_type, literal, source_key
@@ -33,9 +36,12 @@ def implied_by_groups(domain: Domain, sql_type: str | None) -> bool:
     return domain.kind in ("category", "zip") and not (domain.kind == "zip" and is_integer_type(sql_type))
 
 
-def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None,
+           positions: Sequence[int] | np.ndarray | None = None) -> exp.Expression:
     """TRUE when the value is in ``domain``, FALSE or NULL otherwise (for a ``WHEN``, where NULL
-    is not taken).  ``in_domain`` is the never-NULL form.
+    is not taken).  ``in_domain`` is the never-NULL form.  ``positions`` (categories and ZIPs
+    only) tests membership of those domain values alone: ``label_expr`` guards only the values
+    that pass through as text, the others being matched by their groups' ``IN`` lists.
 
     Integers and dates are tested whatever the column's type now is (``TRY_CAST``; PostgreSQL,
     whose view columns cannot change type, renders a plain ``CAST``): an integer domain holds
@@ -50,8 +56,8 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
         as_date = exp.TryCast(this=column.copy(), to=exp.DataType.build("DATE"))
         return exp.Between(this=as_date, low=low, high=high)
     key = source_key(qi, domain, column.copy(), sql_type)
-    values = [domain.text(p) for p in range(domain.size)]
-    if domain.size <= IN_LIST:
+    values = [domain.text(int(p)) for p in (range(domain.size) if positions is None else positions)]
+    if len(values) <= IN_LIST:
         cond: exp.Expression = exp.In(this=key, expressions=[exp.Literal.string(v) for v in values])
     else:
         # built node by node: sqlglot's builders deep-copy their arguments, seconds for 30,000 values

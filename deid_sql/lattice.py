@@ -16,6 +16,7 @@ import numpy as np
 from .domain import Domain
 from .errors import PolicyError
 from .hierarchy import Hierarchy
+from .limits import require_sizes
 from .policy import Policy
 
 
@@ -51,10 +52,12 @@ class Lattice:
         self.names = tuple(names)
         self.domains = tuple(domains)
         self.hierarchies = dict(hierarchies or {})
+        # sized before anything is allocated: a domain of 10^9 values would need GBs per array
+        require_sizes(self.names, [d.size for d in self.domains], [d.kind for d in self.domains])
         sizes = [d.size - 1 for d in self.domains]
         self.offsets = tuple(int(x) for x in np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))))
         self.nbits = self.offsets[-1]
-        self.qi_of_bit = np.repeat(np.arange(len(self.names)), sizes)
+        self.qi_of_bit = np.repeat(np.arange(len(self.names), dtype=np.int32), sizes)
         self._index = {n: i for i, n in enumerate(self.names)}
 
     # -- construction -----------------------------------------------------------------

@@ -20,6 +20,7 @@ from .compile import col, ident, is_integer_type, literal, source_key
 from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError
 from .hierarchy import Hierarchy
+from .limits import resolved_problems, value_cap
 from .spec import QISpec, Spec, TableRef
 
 SOURCE_VIEW = "deid_source"
@@ -51,6 +52,10 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
         if columns is None:
             problems.append(read_problem(which, ref.describe(), str(e)))
             return None
+    misread = _misread_csv(ref, columns, [getattr(q, attr) for q in spec.qis])
+    if misread:
+        problems.append(f"{which} {ref.describe()} {misread}")
+        return None
     for q in spec.qis:
         name = getattr(q, attr)
         if name not in columns:
@@ -61,6 +66,29 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     if which == "population" and spec.count_column not in columns:
         problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
     return Table(view, columns, which)
+
+
+def _misread_csv(ref: TableRef, columns: dict[str, str], wanted: Sequence[str]) -> str | None:
+    """Why a CSV file's columns are not what its header says, when the reader gave up on it.
+
+    DuckDB reads an empty file as one column ``column0`` and a file whose rows are ragged (or
+    whose delimiter is not the one given) as one text column named after the whole header line;
+    "no column 'age'; its columns are age,zip,race,sex" would hide the real problem."""
+    if ref.format != "csv" or ref.path is None or ref.glob or not ref.path.is_file() or len(columns) != 1:
+        return None
+    (only,) = columns
+    if only in wanted:
+        return None
+    size = ref.path.stat().st_size
+    if size == 0 or (size <= 4096 and not ref.path.read_bytes().strip()):
+        return "is empty (no header, no rows); write the file again, or point path at the right file"
+    found = [d for d in (",", ";", "\t", "|") if d in only]
+    if not found:
+        return None
+    given = ref.delimiter or "auto-detected"
+    return (f"was read as one column named after its whole header line {only[:60]!r}: its rows are ragged (some "
+            f"have more or fewer fields than the header) or the delimiter ({given}) is wrong; fix the rows, or set "
+            f"delimiter = {found[0]!r} in the spec")
 
 
 def _open_view(backend: Backend, view: str, ref: TableRef, text_cols: dict[str, bool]) -> dict[str, str]:
@@ -108,6 +136,7 @@ def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Tab
         except BackendError as e:
             problems.append(f"QI {q.name!r}: {e}")
             domains.append(None)
+    problems.extend(resolved_problems(spec.qis, domains))  # before anything is sized by a domain
     for q, d in zip(spec.qis, domains):
         h = hierarchies.get(q.name)
         if d is not None and h is not None:
@@ -139,7 +168,7 @@ def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Ta
             return cls(("?",))  # the missing column is reported by open_table
         key = exp.cast(col(name), "VARCHAR")
         query = (exp.select(exp.alias_(key, "v")).distinct().from_(table.view)
-                 .where(exp.Not(this=exp.Is(this=col(name), expression=exp.null()))).order_by("v"))
+                 .where(exp.Not(this=exp.Is(this=col(name), expression=exp.null()))).order_by("v").limit(value_cap()))
         values = [str(v) for v in backend.execute(query).column("v").to_pylist()]
         if not values:
             raise SpecError(f"no values found in the {table.label} to build the domain from")
@@ -210,6 +239,8 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
         if table.label != "source":
             found = len(problems)
             _check_counts(backend, table, count, problems)
+            if ref.duplicates != "sum":
+                _check_duplicates(backend, table, str(spec.count_column), problems)
             if len(problems) > found:  # bad counts are reported; summing them is pointless
                 return None
         result = backend.execute(query)
@@ -235,16 +266,34 @@ def _flag_sum(condition: exp.Expression, alias: str) -> exp.Expression:
     return exp.alias_(exp.func("sum", case), alias)
 
 
+INT64_LIMIT = 2.0 ** 63  # the first value a 64-bit integer (BIGINT, numpy int64) cannot hold
+
+
 def _check_counts(backend: Backend, table: Table, count: exp.Expression, problems: list[str]) -> None:
-    """Census counts must be whole, non-negative and present."""
+    """Census counts must be whole, non-negative, present and small enough to add up.
+
+    Counts are summed as DOUBLE and kept as int64 cells: a count of 1e30 (a DOUBLE column)
+    would wrap to a negative number of people, so counts and their total must stay below
+    2^63.  NaN sorts above every number in DuckDB, PostgreSQL and Spark, so it is caught as
+    too large too."""
     c = exp.cast(count.copy(), "DOUBLE")
+    limit = exp.Literal.number(repr(INT64_LIMIT))
     q = exp.select(
         _flag_sum(c.copy() < 0, "neg"),
         _flag_sum(c.copy().neq(exp.func("round", c.copy())), "frac"),
         _flag_sum(exp.Is(this=c.copy(), expression=exp.null()), "nulls"),
+        _flag_sum(c.copy() >= limit.copy(), "big"),
+        exp.alias_(exp.func("max", c.copy()), "largest"),
+        exp.alias_(exp.func("sum", exp.Case().when(c.copy() >= 0, c.copy()).else_(exp.Literal.number(0))), "total"),
     ).from_(exp.alias_(exp.to_table(table.view), "t", table=True))
     row = backend.execute(q).to_pylist()[0]
     name = count.name
+    if row["big"]:
+        problems.append(f"population count column {name!r} has {row['big']} count(s) too large for a 64-bit "
+                        f"integer (e.g. {row['largest']:g}); counts are people: fix the wrong values (or unit)")
+    elif row["total"] is not None and not row["total"] < INT64_LIMIT:
+        problems.append(f"population count column {name!r} sums to {row['total']:g} people, more than a 64-bit "
+                        f"integer holds ({int(INT64_LIMIT) - 1:,}); fix the wrong counts (or unit)")
     if row["neg"]:
         problems.append(f"population count column {name!r} has {row['neg']} negative count(s); "
                         f"counts are people, >= 0")
@@ -254,6 +303,35 @@ def _check_counts(backend: Backend, table: Table, count: exp.Expression, problem
     if row["nulls"]:
         problems.append(f"population count column {name!r} has {row['nulls']} NULL count(s); "
                         f"use 0 or drop those rows")
+
+
+def _check_duplicates(backend: Backend, table: Table, count: str, problems: list[str]) -> None:
+    """A census row is one cell: rows equal in every column but the count would be added up
+    without a word (a file appended twice doubles the population and understates risk), so
+    they are a problem unless the spec declares ``duplicates = "sum"``.  Rows that differ in a
+    column the QIs do not use (e.g. county) are not duplicates: summing them is the intended
+    marginalization."""
+    keys = [c for c in table.columns if c != count]
+    if not keys:
+        return
+    repeated = (exp.select(*[exp.alias_(col(c, "t"), f"k{i}") for i, c in enumerate(keys)],
+                           exp.alias_(exp.func("count", exp.Star()), "n"))
+                .from_(exp.alias_(exp.to_table(table.view), "t", table=True))
+                .group_by(*[col(c, "t") for c in keys])
+                .having(exp.func("count", exp.Star()) > exp.Literal.number(1)))
+    sub = exp.Subquery(this=repeated, alias=exp.TableAlias(this=ident("d")))
+    total = backend.execute(exp.select(exp.alias_(exp.func("count", exp.Star()), "cells"),
+                                       exp.alias_(exp.func("sum", exp.column("n")), "rows")).from_(sub.copy()))
+    row = total.to_pylist()[0]
+    if not row["cells"]:
+        return
+    order = [exp.Ordered(this=exp.column("n"), desc=True), *[exp.column(f"k{i}") for i in range(len(keys))]]
+    examples = backend.execute(exp.select("*").from_(sub).order_by(*order).limit(5)).to_pylist()
+    shown = "; ".join(", ".join(f"{c}={r[f'k{i}']!r}" for i, c in enumerate(keys)) + f" ({r['n']} rows)"
+                      for r in examples)
+    problems.append(f"population has {row['cells']:,} cell(s) given by more than one row ({row['rows']:,} rows; "
+                    f"e.g. {shown}); their counts would be added up: remove the repeated rows, or add "
+                    f"duplicates = \"sum\" to [population] if the rows are parts of one cell")
 
 
 def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,

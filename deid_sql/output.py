@@ -18,6 +18,7 @@ from .atomic import replacing, replacing_together
 from .backends.base import Backend
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
+from .names import check_name, table_name
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
@@ -97,6 +98,8 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
     """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically,
     or (``out`` None) to table ``table`` of the engine itself.  With ``gate``, the written rows are
     measured and judged before they become visible, and the sidecar lands with them."""
+    if table is not None:
+        check_name(table, "--table")
     if out is None:
         if spec.backend.engine == "duckdb":
             raise OutputError("name the output file with --out (.parquet, .csv or .duckdb)")
@@ -239,6 +242,7 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
     None) in the engine's own catalog.  The gate judges the rows the view shows now; values
     that later fall outside the domain show as the outside label.  The sidecar is the table
     ``<name>__release`` beside the view, created with it."""
+    check_name(name, "--name")
     db = Path(database) if database is not None else None
     call = (f"deid_sql.output.create_view(problem, {_policy_repr(problem, item)}, "
             f"{str(db) if db else None!r}, {name!r})")
@@ -284,7 +288,7 @@ def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object
 
     con = duckdb.connect(str(database), read_only=True)
     try:
-        query = exp.select("*").from_(exp.Table(this=exp.to_identifier(name, quoted=True))).limit(rows)
+        query = exp.select("*").from_(table_name(name, "--name")).limit(rows)
         return con.execute(query.sql(dialect="duckdb")).fetchall()
     finally:
         con.close()

@@ -104,6 +104,7 @@ class Problem:
             raise_if(problems + roles)
         assert source is not None
         domains, hierarchies = resolve_domains(backend, spec, source, population, problems)
+        problems += outside_label_problems(spec, domains)
         if problems:
             raise_if(problems + roles)
         resolved = [d for d in domains if d is not None]
@@ -191,7 +192,13 @@ class Problem:
         and applies the roles to its own outer select (``release.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
-        query = generalize(self.recoding(item), self.spec.qis, self.domains,
+        recoding = self.recoding(item)
+        outside = self.spec.release.outside_label
+        for q, r in zip(self.spec.qis, recoding.qis):
+            if r.n_groups > 1 and outside in r.labels:  # one group (a hierarchy's "*" top) tells nothing apart
+                raise PolicyError(f"QI {q.name}: a group is labelled {outside!r}, the label of values outside the "
+                                  f"domain; set [release] outside_label to a text no group has")
+        query = generalize(recoding, self.spec.qis, self.domains,
                            source if source is not None else self.source.copy(),
                            self.columns, suppress_below, outside_label=self.spec.release.outside_label)
         if not roles:
@@ -200,7 +207,7 @@ class Problem:
             self.refuse_persistent()
         self.check_pseudonym_types()
         return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
-                           self.source_label)
+                           self.source_label, copy=False)  # the query was built here
 
     @property
     def released_columns(self) -> list[tuple[str, str]]:
@@ -235,7 +242,8 @@ class Problem:
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
         source = compile_source(self.spec.source, self.source, dialect, table)
-        return to_sql(self.query(item, suppress_below, source, persistent=True), dialect, pretty=pretty)
+        query = self.query(item, suppress_below, source, persistent=True)  # built here, rendered once: no copy
+        return to_sql(query, dialect, pretty=pretty, copy=False)
 
     @property
     def source_view(self) -> str:
@@ -260,3 +268,13 @@ def _type_problems(spec: Spec, columns: dict[str, str]) -> list[str]:
         return []
     present = [c for c in spec.columns.pseudonymize if c in columns]
     return type_problems(present, columns, f"source {spec.source.describe()}")
+
+
+def outside_label_problems(spec: Spec, domains: list[Domain | None]) -> list[str]:
+    """A category equal to ``[release] outside_label`` would make its records look suppressed (or
+    out-of-domain records look like it): refused, since the release could not tell them apart."""
+    outside = spec.release.outside_label
+    return [f"QI {q.name}: the category {outside!r} is also the label of values outside the domain; "
+            f"set [release] outside_label to a text that is not a category, e.g. \"(outside)\""
+            for q, d in zip(spec.qis, domains)
+            if d is not None and d.kind in ("category", "zip") and outside in d.values]  # type: ignore[attr-defined]

@@ -8,9 +8,11 @@ against the data happen when a ``Problem`` loads (see ``problem.py``).
 from __future__ import annotations
 
 import datetime as dt
+import glob as globlib
+import math
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,16 @@ from .adversary.params import RISKS, AdversaryParams
 from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
 from .errors import SpecError
+from .limits import domain_problems
 from .release.criteria import ReleaseCriteria, parse_release
 from .release.roles import ColumnRoles, parse_columns
 
 TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend", "release",
              "columns"}
-SOURCE_KEYS = {"path", "table", "delimiter", "format"}
-POPULATION_KEYS = {"path", "table", "delimiter", "format", "count"}
+SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
+POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
+DUPLICATES = ("error", "sum")
+GLOB_CHARS = "*?[]{}"  # pattern characters of DuckDB's and Hadoop's (Spark's) file globs
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
            "hierarchy", "nulls", "null_label", "role"}
 ROLES = ("zip", "age", "date")
@@ -42,10 +47,16 @@ class TableRef:
     format: str
     table: str | None = None
     delimiter: str | None = None
+    glob: bool = False  # ``glob = true``: path is a pattern; otherwise a literal file name, whatever it holds
+    matches: tuple[Path, ...] = ()  # the files the pattern matched when the spec was read
+    duplicates: str = "error"  # [population] rows repeating a cell: "error", or "sum" (declared as expected)
 
     def describe(self) -> str:
         if self.path is None:
             return f"table {self.table!r}"
+        if self.glob:
+            shown = ", ".join(m.name for m in self.matches[:3]) + (", …" if len(self.matches) > 3 else "")
+            return f"{self.path} (glob = true: {len(self.matches)} file(s): {shown})"
         return f"{self.path}" + (f" table {self.table!r}" if self.table else "")
 
 
@@ -120,7 +131,7 @@ class Spec:
         backend = _backend(data.get("backend"), problems)
         engine_tables = backend.engine != "duckdb"
         source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True,
-                        engine_tables=engine_tables)
+                        engine_tables=engine_tables, engine=backend.engine)
         pop_raw = data.get("population", "sample")
         population = count = None
         if pop_raw != "sample":
@@ -131,18 +142,25 @@ class Spec:
                 )
             else:
                 population = _table(pop_raw, "[population]", base, POPULATION_KEYS, problems,
-                                     required=True, engine_tables=engine_tables)
+                                     required=True, engine_tables=engine_tables, engine=backend.engine)
                 count = pop_raw.get("count") if isinstance(pop_raw, dict) else None
+                duplicates = pop_raw.get("duplicates", "error") if isinstance(pop_raw, dict) else "error"
+                if duplicates not in DUPLICATES:
+                    problems.append(f'[population]: duplicates = {duplicates!r} must be "sum" (rows repeating a '
+                                    f'cell are added up, e.g. a census split over files) or "error" (the default)')
+                elif population is not None:
+                    population = replace(population, duplicates=str(duplicates))
                 if not isinstance(count, str) or not count:
                     problems.append("[population] needs count = \"<column with census counts>\"")
         gamma = data.get("gamma", 1.0)
-        if isinstance(gamma, bool) or not isinstance(gamma, int | float) or gamma <= 0:
-            problems.append(f"gamma = {gamma!r} must be a positive number (1 is the papers' choice)")
+        if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not math.isfinite(gamma) or gamma <= 0:
+            problems.append(f"gamma = {gamma!r} must be a finite positive number (1 is the papers' choice)")
             gamma = 1.0
         channels = parse_channels(data["channels"], problems) if "channels" in data else None
         # a channel-expansion spec needs no quasi-identifiers; every other job does
         qis = ([] if "channels" in data and "qi" not in data
                else _qis(data.get("qi"), base, population is not None, problems))
+        problems.extend(domain_problems(qis))  # refused before any structure is sized by a domain
         risk = data.get("risk", "population")
         if risk not in RISKS:
             problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
@@ -237,7 +255,7 @@ def _backend(raw: Any, problems: list[str]) -> BackendSpec:
 
 
 def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[str],
-           required: bool, engine_tables: bool = False) -> TableRef | None:
+           required: bool, engine_tables: bool = False, engine: str = "duckdb") -> TableRef | None:
     if raw is None:
         if required:
             problems.append(f"the spec needs a {where} table with a path")
@@ -252,7 +270,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
         if not isinstance(table, str) or not table:
             problems.append(f'{where} needs table = "<schema.table>" (a table in the engine) or path = "<file>"')
             return None
-        for key in ("delimiter", "format"):
+        for key in ("delimiter", "format", "glob"):
             if key in raw:
                 problems.append(f"{where}: {key} is only for files; remove it")
         return TableRef(None, "table", table)
@@ -260,15 +278,40 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
         problems.append(f"{where} needs path = \"<csv, parquet or duckdb file>\"")
         return None
     p = (base / path).resolve()
-    fmt = raw.get("format") or _format_of(p)
+    given = raw.get("format")
+    if given is not None and given not in FORMATS:
+        problems.append(f"{where}: format = {given!r} is not one of {', '.join(FORMATS)}; fix it (or remove it to "
+                        f"tell the format from the extension)")
+        return None
+    fmt = given or _format_of(p)
     if fmt not in FORMATS:
         problems.append(
             f"{where} path {path!r}: cannot tell the format from the extension; "
             f"add format = \"csv\", \"parquet\" or \"duckdb\""
         )
         return None
-    if not p.exists():
-        problems.append(f"{where} file {p} does not exist; fix path (relative to the spec file)")
+    is_glob = raw.get("glob", False)
+    matches: tuple[Path, ...] = ()
+    if not isinstance(is_glob, bool):
+        problems.append(f"{where}: glob = {is_glob!r} must be true (path is a pattern such as \"parts/*.parquet\") "
+                        f"or false (a file name)")
+        is_glob = False
+    if is_glob:
+        # the files read are listed by validate (``describe``): a pattern that also matched a stray
+        # file would double the population silently
+        matches = tuple(Path(m) for m in sorted(globlib.glob(str(p), recursive=True)) if Path(m).is_file())
+        if fmt == "duckdb":
+            problems.append(f"{where}: glob = true is for CSV and Parquet files, not a DuckDB file; remove it")
+        elif not matches:
+            problems.append(f"{where} path {path!r} (glob = true) matches no file; fix the pattern "
+                            f"(relative to the spec file)")
+    elif not p.exists():
+        hint = ("; it is read as a file name: if it is a pattern, add glob = true"
+                if any(c in path for c in GLOB_CHARS) and globlib.glob(str(p)) else "")
+        problems.append(f"{where} file {p} does not exist; fix path (relative to the spec file){hint}")
+    elif engine == "spark" and any(c in str(p) for c in GLOB_CHARS + "\\"):
+        problems.append(f"{where} path {str(p)!r} holds a character Spark reads as a file pattern "
+                        f"({GLOB_CHARS}\\); rename the file (or set glob = true if it is meant as a pattern)")
     table = raw.get("table")
     if fmt == "duckdb" and not table:
         problems.append(f"{where} is a DuckDB file: add table = \"<table name>\"")
@@ -278,7 +321,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
     if delimiter is not None and (fmt != "csv" or not isinstance(delimiter, str) or len(delimiter) != 1):
         problems.append(f"{where}: delimiter must be one character and only for CSV files")
         delimiter = None
-    return TableRef(p, fmt, table, delimiter)
+    return TableRef(p, fmt, table, delimiter, glob=is_glob, matches=matches)
 
 
 def _format_of(p: Path) -> str | None:
@@ -310,17 +353,50 @@ def _qis(raw: Any, base: Path, has_population: bool, problems: list[str]) -> lis
             problems.append(f"{where} needs name = \"...\"")
             continue
         _unknown(q, QI_KEYS, where, problems)
+        bad = qi_name_problem(name)
+        if bad:
+            problems.append(f"{where}: the name {bad}, so policy texts naming it could not be read back; give a "
+                            f"plain name = \"...\" and the real column as column = {q.get('column', name)!r}")
         if name in names:
             problems.append(f"{where} is declared twice; give each QI once")
         names.add(name)
         qi = _qi(q, name, where, base, has_population, problems)
         if qi is not None:
             out.append(qi)
+    by_column: dict[str, list[str]] = {}
+    for q in out:
+        by_column.setdefault(q.column, []).append(q.name)
+    for column, qi_names in by_column.items():
+        if len(qi_names) > 1:  # the release would apply only the last QI's generalization to the column
+            problems.append(f"QIs {', '.join(repr(n) for n in qi_names)} all read source column {column!r}; a column "
+                            f"is generalized once, so declare it as one QI (or copy the column first)")
     roles = [q.role for q in out if q.role]
     for role in set(roles) - {"date"}:  # several dates (birth, admission, …) may all become years
         if roles.count(role) > 1:
             problems.append(f"role {role!r} is given to more than one QI; give it to one")
     return out
+
+
+def qi_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a QI name in policy texts (None when it can).
+
+    ``Lattice.parse`` splits a policy text at ``|``, each segment at its first ``:``, and strips
+    whitespace around names; ``--policy @FILE`` reads a file.  A name with ``|`` or ``:``, spaces
+    at either end, a leading ``@`` or a control character would print a policy text that reads
+    back as another policy (or not at all).  ``=`` and ``,`` only separate inside the part after
+    ``:``, so names may hold them (and quotes, unicode, inner spaces, SQL keywords)."""
+    if not name:
+        return "is empty"
+    for ch in "|:":
+        if ch in name:
+            return f"{name!r} contains {ch!r} (the policy text separator)"
+    if name != name.strip():
+        return f"{name!r} starts or ends with whitespace (policy texts strip it)"
+    if name.startswith("@"):
+        return f"{name!r} starts with '@' (--policy @FILE reads a file)"
+    if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in name):
+        return f"{name!r} contains a control character"
+    return None
 
 
 def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bool,

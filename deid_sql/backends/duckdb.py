@@ -15,6 +15,7 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from ..atomic import clean_stale, place, temporary_sibling
 from ..errors import BackendError, OutputError
 from ..spec import TableRef
 from .base import Backend, Finish
@@ -29,6 +30,13 @@ def render(query: exp.Expression, dialect: str = "duckdb") -> str:
 
 def _quoted(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
+
+
+def _target(name: str) -> exp.Table:
+    """An output table or view: ``NAME`` or ``SCHEMA.NAME`` (``names.table_name``), quoted parts."""
+    from ..names import table_name
+
+    return table_name(name, "table or view name")
 
 
 class DuckDBBackend(Backend):
@@ -99,7 +107,11 @@ class DuckDBBackend(Backend):
         return alias
 
     def relation(self, ref: TableRef, text_columns: Mapping[str, bool]) -> exp.Expression:
-        path = exp.Literal.string(str(ref.path))
+        # DuckDB reads every file path as a glob: a literal name such as ``p*p.parquet`` would also
+        # read ``pXp.parquet``, so its pattern characters are escaped as one-character classes
+        # (``[*]``), unless the spec says the path is a pattern (``glob = true``)
+        text = str(ref.path) if ref.glob else "".join(f"[{c}]" if c in "*?[" else c for c in str(ref.path))
+        path = exp.Literal.string(text)
         if ref.format == "duckdb":
             assert ref.table is not None
             alias = self._attach(ref.path)
@@ -189,9 +201,25 @@ class DuckDBBackend(Backend):
 
     def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
                     companions: Mapping[str, pa.Table] | None = None) -> None:
-        stmt = exp.Create(this=exp.Table(this=_quoted(name)), kind="VIEW", replace=replace,
+        stmt = exp.Create(this=_target(name), kind="VIEW", replace=replace,
                           expression=query)
-        with self._writing(database) as con:
+        database = _file(database)
+        if not database.exists() and database.parent.exists():
+            # a new database file: built under a hidden name and linked into place when complete
+            clean_stale(database)
+            work = temporary_sibling(database, create=False)
+            try:
+                self._create_view(work, database, name, stmt, replace, companions)
+                place(work, database, overwrite=False)
+            finally:
+                for p in (work, work.with_name(work.name + ".wal")):
+                    p.unlink(missing_ok=True)
+            return
+        self._create_view(database, database, name, stmt, replace, companions)
+
+    def _create_view(self, work: Path, database: Path, name: str, stmt: exp.Create, replace: bool,
+                     companions: Mapping[str, pa.Table] | None) -> None:
+        with self._writing(work) as con:
             if not replace and _exists(con, name):
                 raise OutputError(
                     f"{database} already has a table or view named {name!r}; pick another --name "
@@ -214,14 +242,21 @@ class DuckDBBackend(Backend):
 
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         with self._writing(database) as con:
-            con.execute(render(exp.Drop(tables=[exp.Table(this=_quoted(name))], kind=kind, exists=True)))
+            con.execute(render(exp.Drop(tables=[_target(name)], kind=kind, exists=True)))
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         database = _file(database)
+        target = _target(name)
         created = not database.exists()
+        # a new database file is written as a hidden sibling and linked into place when complete, so a
+        # killed run leaves no empty database at the target (and a racing run cannot be replaced)
+        work = database
+        if created and database.parent.exists():
+            clean_stale(database)
+            work = temporary_sibling(database, create=False)
         rel = self._sql(render(query))
-        con = _connect(database)
+        con = _connect(work)
         ok = False
         try:
             if not replace and _exists(con, name):
@@ -230,7 +265,6 @@ class DuckDBBackend(Backend):
                 )
             reader = rel.to_arrow_reader(1_000_000)
             con.register("deid_incoming", reader)
-            target = exp.Table(this=_quoted(name))
             con.execute("BEGIN TRANSACTION")
             if replace:
                 con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
@@ -252,14 +286,18 @@ class DuckDBBackend(Backend):
                     raise
             con.execute("COMMIT")
             ok = True
-            return rows
         except duckdb.Error as e:
             raise BackendError(_one_line(e)) from None
         finally:
             con.close()
-            if not ok and created:
-                for p in (database, database.with_name(database.name + ".wal")):
-                    p.unlink(missing_ok=True)
+            if work != database:
+                try:
+                    if ok:
+                        place(work, database, overwrite=False)
+                finally:
+                    for p in (work, work.with_name(work.name + ".wal")):
+                        p.unlink(missing_ok=True)
+        return rows
 
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
@@ -296,7 +334,7 @@ def _write_companions(con: duckdb.DuckDBPyConnection, database: Path, tables: Ma
     for name, table in tables.items():
         if not replace and _exists(con, name):
             raise OutputError(f"{database} already has a table named {name!r}; pick another name or pass --overwrite")
-        target = exp.Table(this=_quoted(name))
+        target = _target(name)
         con.register("deid_companion", table)
         try:
             con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
@@ -325,10 +363,17 @@ def _connect(database: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """A table or view ``NAME`` (in any schema of the file's own catalog) or ``SCHEMA.NAME`` exists."""
+    from ..names import split_name
+
+    schema, bare = split_name(name, "table or view name")
+    where = exp.column("database_name").eq(exp.func("current_database"))
+    if schema is not None:
+        where = exp.and_(where, exp.column("schema_name").eq(exp.Literal.string(schema)))
     q = exp.select(exp.func("count", exp.Star())).from_("duckdb_tables").where(
-        exp.column("table_name").eq(exp.Literal.string(name)))
+        exp.and_(where.copy(), exp.column("table_name").eq(exp.Literal.string(bare))))
     v = exp.select(exp.func("count", exp.Star())).from_("duckdb_views").where(
-        exp.column("view_name").eq(exp.Literal.string(name)))
+        exp.and_(where.copy(), exp.column("view_name").eq(exp.Literal.string(bare))))
     # fetchall, not fetchone: DuckDB 2 refuses con.register() while a result is unfinished
     n1 = con.execute(render(q)).fetchall()
     n2 = con.execute(render(v)).fetchall()

@@ -7,6 +7,7 @@ NULLs) happen when the source is read (``inputs.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,8 +81,8 @@ def parse_channels(raw: Any, problems: list[str]) -> ChannelSpec | None:
     if none in thresholds:
         problems.append(f"{where}.thresholds: {none!r} is the none value v^0, which has no threshold")
     b = raw.get("b")
-    if b is not None and (isinstance(b, bool) or not isinstance(b, int | float) or b <= 0):
-        problems.append(f"{where}: b = {b!r} must be a positive number (the weighted-risk bound of eq. 4)")
+    if b is not None and (isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0):
+        problems.append(f"{where}: b = {b!r} must be a positive number, finite (the weighted-risk bound of eq. 4)")
     weights = _numbers(raw.get("weights", {}), f"{where}.weights", problems)
     if weights and b is None:
         problems.append(f"{where}: weights (c_k) only matter with b (eq. 4); add b = … or remove weights")
@@ -109,8 +110,9 @@ def parse_channels(raw: Any, problems: list[str]) -> ChannelSpec | None:
         seed = 0
     integer = _choice(raw, "integer", INTEGER_MODES, "auto", problems)
     time_limit = raw.get("time_limit", 10.0)
-    if isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or time_limit <= 0:
-        problems.append(f"{where}: time_limit must be a positive number of seconds")
+    if (isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or not math.isfinite(time_limit)
+            or time_limit <= 0):
+        problems.append(f"{where}: time_limit = {time_limit!r} must be a finite positive number of seconds")
         time_limit = 10.0
     label_column = raw.get("label_column", "output_channel")
     if not isinstance(label_column, str) or not label_column:
@@ -143,8 +145,8 @@ def _numbers(raw: Any, where: str, problems: list[str]) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     for key, value in raw.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            problems.append(f"{where}: {key!r} = {value!r} is not a number")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            problems.append(f"{where}: {key!r} = {value!r} is not a finite number")
         else:
             out[str(key)] = float(value)
     return out

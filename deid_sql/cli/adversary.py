@@ -17,22 +17,22 @@ from ..adversary.solvers import SOLVERS
 from ..errors import OutputError
 from ..problem import Problem
 from ..recoding import Recoding
-from .options import handles_errors, read_policy, spec_argument
+from .options import FiniteFloat, handles_errors, read_policy, spec_argument
 
 # CLI option → AdversaryParams field, type, help
 PARAMETERS: tuple[tuple[str, str, Any, str], ...] = (
-    ("--access-cost", "access_cost", float, "C_d: cost of obtaining the external dataset ($)."),
-    ("--link-cost", "link_cost", float, "C_l: cost of linking a record to it ($)."),
-    ("--exploit-cost", "exploit_cost", float, "C_e: cost of exploiting one candidate ($)."),
-    ("--gain", "gain", float, "G: the adversary's gain from a re-identification ($)."),
-    ("--penalty", "penalty", float, "C_p: the penalty when an exploit is detected ($)."),
+    ("--access-cost", "access_cost", FiniteFloat(), "C_d: cost of obtaining the external dataset ($)."),
+    ("--link-cost", "link_cost", FiniteFloat(), "C_l: cost of linking a record to it ($)."),
+    ("--exploit-cost", "exploit_cost", FiniteFloat(), "C_e: cost of exploiting one candidate ($)."),
+    ("--gain", "gain", FiniteFloat(), "G: the adversary's gain from a re-identification ($)."),
+    ("--penalty", "penalty", FiniteFloat(), "C_p: the penalty when an exploit is detected ($)."),
     ("--max-penalties", "max_penalties", str, "n_f: penalties levied at most (an integer or 'unbounded')."),
-    ("--h0", "h0", float, "Detection: sigmoid(h0) for the first exploit (-4.59 ≈ 0.01)."),
-    ("--h1", "h1", float, "Detection growth per earlier exploit (0 = constant)."),
-    ("--prior", "prior", float, "Share of the population in the external dataset (0, 1]."),
-    ("--discount", "discount", float, "Discount per step (0, 1]; 1 = none."),
+    ("--h0", "h0", FiniteFloat(), "Detection: sigmoid(h0) for the first exploit (-4.59 ≈ 0.01)."),
+    ("--h1", "h1", FiniteFloat(), "Detection growth per earlier exploit (0 = constant)."),
+    ("--prior", "prior", FiniteFloat(), "Share of the population in the external dataset (0, 1]."),
+    ("--discount", "discount", FiniteFloat(), "Discount per step (0, 1]; 1 = none."),
     ("--external-size", "external_size", int, "n: people in the external dataset (unknown-group belief)."),
-    ("--loss", "loss", float, "The publisher's loss per re-identification (risk = P_reid × loss)."),
+    ("--loss", "loss", FiniteFloat(), "The publisher's loss per re-identification (risk = P_reid × loss)."),
 )
 BUCKETS = ((0.0, 0.0, "0"), (0.0, 0.01, "(0, 0.01]"), (0.01, 0.1, "(0.01, 0.1]"), (0.1, 0.5, "(0.1, 0.5]"),
            (0.5, np.inf, "> 0.5"))

@@ -9,6 +9,7 @@ import click
 from ..anonymize import METRICS, anonymize, privacy_models, write_release
 from ..search.bfs import STORES
 from .options import (
+    FiniteFloat,
     accept_risk_option,
     echo_release,
     handles_errors,
@@ -23,13 +24,14 @@ from .options import (
 @click.option("--k", "k", type=int, default=None, help="k-anonymity: every group has at least K records.")
 @click.option("--l", "l", type=int, default=None, help="Distinct ℓ-diversity on --sensitive: L distinct values.")
 @click.option("--sensitive", default=None, help="The sensitive column for --l (not a QI).")
-@click.option("--risk", type=float, default=None,
+@click.option("--risk", type=FiniteFloat(0.0), default=None,
               help="Average re-identification risk at most R (record risk from --risk-model / the spec's risk).")
-@click.option("--suppression", type=float, default=0.0, show_default=True,
+@click.option("--suppression", type=FiniteFloat(), default=0.0, show_default=True,
               help="Share of records that may be suppressed (0.04 = 4 %).")
 @click.option("--metric", type=click.Choice(sorted(METRICS)), default="loss", show_default=True,
               help="Quality model to optimize: loss, nue (non-uniform entropy), dm (discernibility), kl.")
-@click.option("--time-limit", type=float, default=None, help="Stop after S seconds with the best found so far.")
+@click.option("--time-limit", type=FiniteFloat(0.0), default=None,
+              help="Stop after S seconds with the best found so far.")
 @click.option("--store", type=click.Choice(sorted(STORES)), default="tree", show_default=True,
               help="How predictive properties are kept (seed 004 Table 1).")
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,

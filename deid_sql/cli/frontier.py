@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, run_frontier
-from .options import handles_errors, open_problem, risk_model_option, spec_argument
+from .options import FiniteFloat, handles_errors, open_problem, risk_model_option, spec_argument
 
 
 @click.command()
@@ -18,7 +18,7 @@ from .options import handles_errors, open_problem, risk_model_option, spec_argum
 @click.option("--budget", "-n", type=int, default=DEFAULT_BUDGET, show_default=True,
               help="Policies to evaluate (chains count their length, skipped sublattices 2).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--th", "threshold", type=float, default=DEFAULT_THRESHOLD, show_default=True,
+@click.option("--th", "threshold", type=FiniteFloat(), default=DEFAULT_THRESHOLD, show_default=True,
               help="SHS: search a sublattice when its H (chance to update the frontier) exceeds this.")
 @click.option("--out", "-o", "folder", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="Folder for frontier.csv, searched.csv, frontier.png, frontier.html and the checkpoint.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from .. import __version__
@@ -42,5 +44,15 @@ for command in COMMANDS:
     cli.add_command(command)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (and SIGHUP) as an exception, like Ctrl-C's KeyboardInterrupt: the ``finally`` blocks of
+    the writes run and remove their temporary files (``atomic``), where the default action would kill
+    the process on the spot and leave them (hundreds of MB beside a Parquet output)."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _terminated)
     cli()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,38 @@ from ..errors import DeidError, SpecError
 from ..problem import Problem
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that must be finite and in a range: click's ``float`` takes ``nan`` and
+    ``inf``, which then pass every ``<`` comparison and turn risks into NaN or 0 silently."""
+
+    name = "number"
+
+    def __init__(self, low: float | None = None, high: float | None = None, low_open: bool = False,
+                 high_open: bool = False) -> None:
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def describe(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '≥'} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '≤'} {self.high:g}"
+        return ""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number; give a finite number {self.describe()}".rstrip(), param, ctx)
+        below = self.low is not None and (number <= self.low if self.low_open else number < self.low)
+        above = self.high is not None and (number >= self.high if self.high_open else number > self.high)
+        if not math.isfinite(number) or below or above:
+            self.fail(f"{value!r} is not a finite number {self.describe()}".rstrip() + "; give one", param, ctx)
+        return number
+
 
 spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 policy_option = click.option(

@@ -13,6 +13,7 @@ from ..policyfile.batch import batch_ref, engine_ref
 from ..policyfile.format import MEASURE
 from ..spec import TableRef
 from .options import (
+    FiniteFloat,
     accept_risk_option,
     echo_json,
     echo_release,
@@ -53,7 +54,7 @@ def policy_group() -> None:
 @policy_option
 @click.option("--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The policy file to write (JSON).")
-@click.option("--threshold", type=float, default=None, metavar="R",
+@click.option("--threshold", type=FiniteFloat(0.0), default=None, metavar="R",
               help=f"Exact drift limit on {MEASURE} (expected re-identifications per record) for 'deid-sql check' "
                    "and 'apply'; default: the saved figure plus a tolerance for chance (see 'deid-sql check --help').")
 @click.option("--fallback", default=None, metavar="LABEL",

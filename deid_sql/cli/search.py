@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -94,6 +95,9 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
                 value = float(threshold)
             except ValueError:
                 raise DeidError(f"--threshold {threshold!r} is neither 'safe-harbor' nor a number") from None
+            if not math.isfinite(value):  # refused here, before the progress bar starts, in one line
+                raise DeidError(f"--threshold {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
+                                f"in (0, 1]")
         with click.progressbar(length=iterations, label=f"{method} iterations", file=sys.stderr) as bar:
             result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=bar.update)
         if out is not None:

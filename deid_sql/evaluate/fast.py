@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..cells import Cells
+from ..limits import require_sizes
 from ..recoding import Recoding
 from .metrics import RawSums
 from .riskmodel import PopulationRisk, RecordRisk
@@ -32,6 +33,7 @@ class FastEvaluator:
         self.record_risk: RecordRisk = record_risk or PopulationRisk(gamma)
         self.population = population
         self.sizes = tuple(int(s) for s in sizes)
+        require_sizes([f"#{q + 1}" for q in range(len(self.sizes))], self.sizes)  # before the marginals
         self.gamma = float(gamma)
         self.marginals = [sample.marginal(q, n).astype(np.float64) for q, n in enumerate(self.sizes)]
         self.cube: np.ndarray | None = None

@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from ..backends.base import Backend
 from ..cells import Cells
+from ..limits import require_sizes
 from ..recoding import Recoding
 from ..sql import template
 from ..udfs.terms import record_risk_udf
@@ -55,6 +56,7 @@ class SQLEvaluator:
                  sizes: Sequence[int], gamma: float = 1.0, record_risk: RecordRisk | None = None) -> None:
         self.backend = backend
         self.sizes = tuple(int(s) for s in sizes)
+        require_sizes([f"#{q + 1}" for q in range(len(self.sizes))], self.sizes)  # lookup lists per value
         self.gamma = float(gamma)
         backend.register_udfs()
         self.record_risk = record_risk or PopulationRisk(gamma)

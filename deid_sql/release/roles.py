@@ -195,18 +195,19 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
 
 
 def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Backend,
-                where: str = "source") -> exp.Select:
+                where: str = "source", copy: bool = True) -> exp.Select:
     """The outermost projections of a generalizing query with the roles applied: dropped
     columns removed, pseudonymized ones replaced by the backend's HMAC (same name), QIs and
     ``deid_suppressed`` untouched.  Raises ``SpecError`` for a column without a role.
 
     ``select`` projects every source column once, by name (``compile.generalize``, the
-    anonymize and batch release queries); it is not changed — a new select is returned.
+    anonymize and batch release queries); it is not changed — a new select is returned — unless
+    ``copy=False`` (a caller that built it for this call: a large domain's copy costs seconds).
     """
     names = [p.alias_or_name for p in select.expressions]
     qis = set(qi_columns)
     roles.check([n for n in names if n != FLAG], qi_columns, where)
-    out = select.copy()
+    out = select.copy() if copy else select
     key: bytes | None = None
     projections: list[exp.Expression] = []
     for name, projection in zip(names, out.expressions):
