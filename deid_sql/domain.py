@@ -4,6 +4,13 @@ A domain maps every admissible value of a QI to a position ``0..n-1``; policies
 cut that order into consecutive intervals.  Domains also know how to *name* a
 group of positions (``20-29``, ``372**``, ``Asian|Other``), because every output
 (SQL labels, readable policies, reports) must name groups the same way.
+
+Labels are unambiguous whatever the values contain.  A group of one value shows the value
+itself unless it holds a character of the label grammar (``|`` between the values of a
+merged group, and for ZIPs also ``-`` of a range and ``*`` of a prefix); then, like every
+value inside a merged label, it is written with ``\\`` before each such character and
+before ``\\`` itself.  So ``Asian|Other`` (two values) and ``A\\|B`` (the value ``A|B``)
+differ, and ``split_label`` reads a category label back into its values.
 """
 
 from __future__ import annotations
@@ -17,6 +24,35 @@ from dataclasses import dataclass, field
 from .errors import SpecError
 
 KINDS = ("integer", "category", "zip", "date")
+ESCAPE = "\\"
+SEPARATOR = "|"
+
+
+def escape(value: str, specials: str = SEPARATOR) -> str:
+    """``value`` as written inside a label: ``\\`` before itself and each of ``specials``."""
+    if not any(c in value for c in specials + ESCAPE):
+        return value
+    return "".join(ESCAPE + c if c in specials or c == ESCAPE else c for c in value)
+
+
+def split_label(label: str) -> list[str]:
+    """The values of a category label (``set_label``/``interval_label`` of a category domain):
+    a label without ``|`` is one value as it is; otherwise its escaped values joined by ``|``."""
+    if SEPARATOR not in label:
+        return [label]
+    parts: list[str] = []
+    current: list[str] = []
+    chars = iter(label)
+    for c in chars:
+        if c == ESCAPE:
+            current.append(next(chars, ""))
+        elif c == SEPARATOR:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+    parts.append("".join(current))
+    return parts
 
 
 @dataclass(frozen=True)
@@ -39,18 +75,26 @@ class Domain:
         """The value at ``pos`` as the text a generalized column shows for it."""
         return str(self.value(pos))
 
+    def label_text(self, pos: int) -> str:
+        """The value at ``pos`` as written inside a merged label (escaped where it holds label syntax)."""
+        return self.text(pos)
+
+    def single_label(self, pos: int) -> str:
+        """Label of the group of the one value at ``pos``: the value, escaped only if it holds label syntax."""
+        return self.text(pos)
+
     def interval_label(self, lo: int, hi: int) -> str:
         """Label of the consecutive group of positions ``lo..hi`` (inclusive)."""
         if lo == hi:
-            return self.text(lo)
+            return self.single_label(lo)
         return f"{self.text(lo)}-{self.text(hi)}"
 
     def set_label(self, positions: Sequence[int]) -> str:
         """Label of an arbitrary (possibly non-consecutive) group of positions."""
         ps = sorted(positions)
-        if ps == list(range(ps[0], ps[-1] + 1)):
+        if ps[-1] - ps[0] + 1 == len(ps) == len(set(ps)):  # consecutive (no range built: quadratic)
             return self.interval_label(ps[0], ps[-1])
-        return "|".join(self.text(p) for p in ps)
+        return SEPARATOR.join(self.label_text(p) for p in ps)
 
     def readable_group(self, lo: int, hi: int) -> str:
         """Human form used by ``Policy.readable`` (seed 001 Table 3 style)."""
@@ -159,8 +203,19 @@ class CategoryDomain(Domain):
     def position(self, value: object) -> int | None:
         return self._index.get(value) if isinstance(value, str) else None
 
+    specials = SEPARATOR  # characters of the label grammar (ZIPs add range and prefix marks)
+
+    def label_text(self, pos: int) -> str:
+        return escape(self.values[pos], self.specials)
+
+    def single_label(self, pos: int) -> str:
+        value = self.values[pos]
+        return escape(value, self.specials) if any(c in value for c in self.specials) else value
+
     def interval_label(self, lo: int, hi: int) -> str:
-        return "|".join(self.values[lo : hi + 1])
+        if lo == hi:
+            return self.single_label(lo)
+        return SEPARATOR.join(self.label_text(p) for p in range(lo, hi + 1))
 
     def readable_group(self, lo: int, hi: int) -> str:
         return "[" + ", ".join(self.values[lo : hi + 1]) + "]"
@@ -183,9 +238,11 @@ class ZipDomain(CategoryDomain):
             self.values
         ) == sorted(self.values)
 
+    specials = SEPARATOR + "-*"
+
     def interval_label(self, lo: int, hi: int) -> str:
         if lo == hi:
-            return self.values[lo]
+            return self.single_label(lo)
         first, last = self.values[lo], self.values[hi]
         common = 0
         while common < min(len(first), len(last)) and first[common] == last[common]:
@@ -193,10 +250,10 @@ class ZipDomain(CategoryDomain):
         prefix = first[:common]
         inside = self._prefix_count(prefix)
         if common and inside == hi - lo + 1 and len(first) == len(last):
-            return prefix + "*" * (len(first) - common)
+            return escape(prefix, self.specials) + "*" * (len(first) - common)
         if common == 0 and lo == 0 and hi == self.size - 1:
             return "*" * len(first)
-        return f"{first}-{last}"
+        return f"{self.label_text(lo)}-{self.label_text(hi)}"
 
     def readable_group(self, lo: int, hi: int) -> str:
         return f"[{self.interval_label(lo, hi)}]"

@@ -62,7 +62,13 @@ class QIRecoding:
                 first, last = self.bounds()
                 names = tuple(self.domain.interval_label(int(a), int(b)) for a, b in zip(first, last))
             else:
-                names = tuple(self.domain.set_label(list(self.members(g))) for g in range(self.n_groups))
+                # plain ints: a date domain's ``value`` adds them to a timedelta, which refuses numpy ints
+                names = tuple(self.domain.set_label([int(p) for p in self.members(g)]) for g in range(self.n_groups))
+            if len(set(names)) < len(names):  # escaping makes this impossible; a release must never merge groups
+                seen: set[str] = set()
+                twice = next(n for n in names if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+                raise PolicyError(f"two groups of one QI would both be labelled {twice!r}, so the release could not "
+                                  f"tell them apart; rename the values that make the labels equal")
             object.__setattr__(self, "given_labels", names)
         return self.given_labels  # type: ignore[return-value]
 

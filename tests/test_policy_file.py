@@ -102,6 +102,16 @@ def test_save_writes_the_policy_file(project, run) -> None:
     assert min(r[4] for r in rows) == figures["k"]
 
 
+@pytest.mark.parametrize("fallback", ["18-64", "Female", "372**", "White|Black|Asian|Other"])
+def test_save_refuses_a_fallback_equal_to_a_label(project, run, fallback: str) -> None:
+    """Out-of-domain records labelled ``18-64`` would pose as members of that group (issue 19)."""
+    out = project.dir / "policy.json"
+    result = run("policy", "save", project.spec_path, "-p", POLICY, "--out", out,
+                 "--fallback", fallback, expect=2)
+    assert "also a label of QI" in one_error_line(result) and fallback in result.output
+    assert not out.exists()
+
+
 def test_save_threshold_and_fallback(project, run) -> None:
     path = save(project, run, "--threshold", "0.01", "--fallback", "other")
     data = json.loads(path.read_text(encoding="utf-8"))

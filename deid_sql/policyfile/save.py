@@ -13,6 +13,7 @@ from .. import __version__
 from ..atomic import write_text
 from ..errors import OutputError, PolicyError
 from ..output import check_not_input
+from ..policy import Policy
 from ..problem import Problem
 from ..spec import Spec
 from .batch import declarations, open_batch, spec_for_batch
@@ -40,6 +41,8 @@ def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold
     spec_for_batch(parsed.path, parsed.source)  # refuses what a batch could not be read with, before loading
     with Problem.from_spec(parsed) as problem:
         chosen = problem.policy(policy)
+        if fallback is not None:
+            _check_fallback(fallback, problem, chosen)
         metrics = problem.evaluate(chosen).to_dict()
         qis = tuple(SavedQI.from_policy(q.name, q.column, q.kind, q.nulls, d, chosen, i)
                     for i, (q, d) in enumerate(zip(parsed.qis, problem.domains)))
@@ -73,6 +76,16 @@ def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold
 
 def _hash(draft: PolicyFile, spec: Spec) -> str:
     return spec_sha256(declarations(spec, draft), [(c.name, c.kind) for c in draft.columns])
+
+
+def _check_fallback(fallback: str, problem: Problem, policy: Policy) -> None:
+    """Out-of-domain records labelled like a real group would pose as its members (and be
+    counted with them): the fallback must differ from every label the policy produces."""
+    recoding = problem.recoding(policy)
+    for q, rec in zip(problem.spec.qis, recoding.qis):
+        if fallback in rec.labels:
+            raise PolicyError(f"--fallback {fallback!r} is also a label of QI {q.name} under this policy, so records "
+                              f"outside the saved domains would pose as that group; choose another, e.g. 'other'")
 
 
 def _check_target(spec: Spec, out: Path, overwrite: bool) -> None:
