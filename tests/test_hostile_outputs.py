@@ -146,26 +146,15 @@ def test_two_writers_racing_to_a_new_file_never_replace_each_other(tmp_path: Pat
     import threading
 
     from deid_sql.atomic import replacing
-    from deid_sql.errors import OutputError
 
     target = tmp_path / "out.csv"
-    barrier = threading.Barrier(2)
-    outcomes: dict[str, str] = {}
 
-    def write(who: str) -> None:
-        try:
-            with replacing(target) as tmp:
-                tmp.write_text(who)
-                barrier.wait(timeout=10)  # both have passed the "does it exist" check
-            outcomes[who] = "written"
-        except OutputError as e:
-            outcomes[who] = str(e)
+    def write(who: str, barrier: threading.Barrier) -> None:
+        with replacing(target) as tmp:
+            tmp.write_text(who)
+            barrier.wait(timeout=10)  # both have passed the "does it exist" check
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in ("first", "second")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = _race(write)
     written = [w for w, o in outcomes.items() if o == "written"]
     assert len(written) == 1, outcomes
     loser = "second" if written == ["first"] else "first"
@@ -174,31 +163,44 @@ def test_two_writers_racing_to_a_new_file_never_replace_each_other(tmp_path: Pat
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
 
 
-def test_a_release_and_its_sidecar_racing_land_together_or_not_at_all(tmp_path: Path) -> None:
+def _race(write) -> dict[str, str]:  # noqa: ANN001
+    """Run ``write(who, barrier)`` in two threads held at a barrier: "written" or the refusal, per writer."""
     import threading
 
-    from deid_sql.atomic import replacing_together
     from deid_sql.errors import OutputError
 
-    paths = [tmp_path / "r.csv", tmp_path / "r.csv.release.json"]
     barrier = threading.Barrier(2)
     outcomes: dict[str, str] = {}
 
-    def write(who: str) -> None:
+    def run(who: str) -> None:
         try:
-            with replacing_together(paths) as tmps:
-                for tmp in tmps:
-                    tmp.write_text(who)
-                barrier.wait(timeout=10)
+            write(who, barrier)
             outcomes[who] = "written"
         except OutputError as e:
             outcomes[who] = str(e)
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in ("first", "second")]
+    threads = [threading.Thread(target=run, args=(w,)) for w in ("first", "second")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return outcomes
+
+
+def test_a_release_and_its_sidecar_racing_land_together_or_not_at_all(tmp_path: Path) -> None:
+    import threading
+
+    from deid_sql.atomic import replacing_together
+
+    paths = [tmp_path / "r.csv", tmp_path / "r.csv.release.json"]
+
+    def write(who: str, barrier: threading.Barrier) -> None:
+        with replacing_together(paths) as tmps:
+            for tmp in tmps:
+                tmp.write_text(who)
+            barrier.wait(timeout=10)
+
+    outcomes = _race(write)
     written = [w for w, o in outcomes.items() if o == "written"]
     assert len(written) == 1, outcomes
     assert {p.read_text() for p in paths} == set(written)
