@@ -249,7 +249,8 @@ def _start_slow_write(project, out: Path, slow: str, command: str = "materialize
 
     flag = project.dir / "writing.flag"
     args = _output_args(project, out, command)
-    proc = subprocess.Popen([sys.executable, "-c", slow + RUN_CLI, str(flag), *args],
+    # cwd: not the repository, whose deid_sql/ (without the sql/ and udfs/ it ships) would shadow the installed one
+    proc = subprocess.Popen([sys.executable, "-c", slow + RUN_CLI, str(flag), *args], cwd=project.dir,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not flag.exists():
