@@ -201,25 +201,9 @@ class DuckDBBackend(Backend):
 
     def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
                     companions: Mapping[str, pa.Table] | None = None) -> None:
-        stmt = exp.Create(this=_target(name), kind="VIEW", replace=replace,
-                          expression=query)
+        stmt = exp.Create(this=_target(name), kind="VIEW", replace=replace, expression=query)
         database = _file(database)
-        if not database.exists() and database.parent.exists():
-            # a new database file: built under a hidden name and linked into place when complete
-            clean_stale(database)
-            work = temporary_sibling(database, create=False)
-            try:
-                self._create_view(work, database, name, stmt, replace, companions)
-                place(work, database, overwrite=False)
-            finally:
-                for p in (work, work.with_name(work.name + ".wal")):
-                    p.unlink(missing_ok=True)
-            return
-        self._create_view(database, database, name, stmt, replace, companions)
-
-    def _create_view(self, work: Path, database: Path, name: str, stmt: exp.Create, replace: bool,
-                     companions: Mapping[str, pa.Table] | None) -> None:
-        with self._writing(work) as con:
+        with _building(database) as work, self._writing(work) as con:
             if not replace and _exists(con, name):
                 raise OutputError(
                     f"{database} already has a table or view named {name!r}; pick another --name "
@@ -248,57 +232,41 @@ class DuckDBBackend(Backend):
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         database = _file(database)
         target = _target(name)
-        created = not database.exists()
-        # a new database file is written as a hidden sibling and linked into place when complete, so a
-        # killed run leaves no empty database at the target (and a racing run cannot be replaced)
-        work = database
-        if created and database.parent.exists():
-            clean_stale(database)
-            work = temporary_sibling(database, create=False)
         rel = self._sql(render(query))
-        con = _connect(work)
-        ok = False
-        try:
-            if not replace and _exists(con, name):
-                raise OutputError(
-                    f"{database} already has a table named {name!r}; pick another name or pass --overwrite"
-                )
-            reader = rel.to_arrow_reader(1_000_000)
-            con.register("deid_incoming", reader)
-            con.execute("BEGIN TRANSACTION")
-            if replace:
-                con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
-            con.execute(render(exp.Create(this=target, kind="TABLE",
-                                          expression=exp.select("*").from_("deid_incoming"))))
-            count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
-            rows = int(count[0][0]) if count else -1
-            if rows != expected_rows:
-                con.execute("ROLLBACK")
-                raise OutputError(
-                    f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
-                )
-            if finish is not None:
-                try:
-                    extra = finish(lambda q: _arrow(con.execute(render(q))), target.copy())
-                    _write_companions(con, database, extra, replace)
-                except BaseException:
+        with _building(database) as work:
+            con = _connect(work)
+            try:
+                if not replace and _exists(con, name):
+                    raise OutputError(
+                        f"{database} already has a table named {name!r}; pick another name or pass --overwrite"
+                    )
+                reader = rel.to_arrow_reader(1_000_000)
+                con.register("deid_incoming", reader)
+                con.execute("BEGIN TRANSACTION")
+                if replace:
+                    con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
+                con.execute(render(exp.Create(this=target, kind="TABLE",
+                                              expression=exp.select("*").from_("deid_incoming"))))
+                count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
+                rows = int(count[0][0]) if count else -1
+                if rows != expected_rows:
                     con.execute("ROLLBACK")
-                    raise
-            con.execute("COMMIT")
-            ok = True
-        except duckdb.Error as e:
-            raise BackendError(_one_line(e)) from None
-        finally:
-            con.close()
-            if work != database:
-                try:
-                    if ok:
-                        place(work, database, overwrite=False)
-                finally:
-                    for p in (work, work.with_name(work.name + ".wal")):
-                        p.unlink(missing_ok=True)
+                    raise OutputError(
+                        f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
+                    )
+                if finish is not None:
+                    try:
+                        extra = finish(lambda q: _arrow(con.execute(render(q))), target.copy())
+                        _write_companions(con, database, extra, replace)
+                    except BaseException:
+                        con.execute("ROLLBACK")
+                        raise
+                con.execute("COMMIT")
+            except duckdb.Error as e:
+                raise BackendError(_one_line(e)) from None
+            finally:
+                con.close()
         return rows
-
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of
@@ -320,6 +288,24 @@ class DuckDBBackend(Backend):
             return digest
         prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
         return exp.cast(exp.DPipe(this=exp.Literal.string("0x"), expression=prefix), "BIGINT")
+
+
+@contextmanager
+def _building(database: Path) -> Iterator[Path]:
+    """Where a write into ``database`` goes: the file itself when it exists; a new database is built
+    as a hidden sibling and linked into place only when the block completes, so a killed run leaves
+    no empty database at the target and a racing run cannot be replaced (``atomic.place``)."""
+    if database.exists() or not database.parent.exists():  # (a missing folder: _connect says so)
+        yield database
+        return
+    clean_stale(database)
+    work = temporary_sibling(database, create=False)
+    try:
+        yield work
+        place(work, database, overwrite=False)
+    finally:
+        for p in (work, work.with_name(work.name + ".wal")):
+            p.unlink(missing_ok=True)
 
 
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:
