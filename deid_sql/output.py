@@ -22,9 +22,9 @@ from .names import check_name, table_name
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
-from .release.figures import FLAG, ReleaseFigures, measure
+from .release.figures import ReleaseFigures
 from .release.gate import ReleaseGate, Verdict
-from .release.sidecar import as_table, file_sha256, sidecar_path, sidecar_table, to_json
+from .release.sidecar import file_sha256, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
@@ -140,21 +140,16 @@ def _write_table(backend: Backend, database: Path | None, name: str, query: exp.
     done: dict[str, object] = {}
 
     def finish(run, target: exp.Expression) -> dict[str, object]:  # inside the writing transaction
-        figures = measure(run, target, gate.qi_columns, gate.census, gate.record_risk, gate.original_risk_sum,
-                          flag=_flagged(gate))
+        figures = gate.measure(run, target)
         verdict = gate.judge(figures)
         where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
                  "rows": figures.records}
         done.update(figures=figures, verdict=verdict)
-        return {sidecar_table(name): as_table(gate.record(figures, verdict, where))}
+        return gate.record_table(name, figures, verdict, where)
 
     rows = backend.create_table(database, name, query, expected, overwrite, finish=finish)
     return Written(database, kind, rows, name, figures=done["figures"], verdict=done["verdict"],  # type: ignore[arg-type]
                    sidecar=sidecar_table(name))
-
-
-def _flagged(gate: ReleaseGate) -> bool:
-    return any(name == FLAG for name, _ in gate.columns)
 
 
 def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
@@ -164,8 +159,7 @@ def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
     local = connect("duckdb")
     try:
         relation = local.relation(TableRef(path, kind), {c: True for c in gate.qi_columns})
-        return measure(local.execute, relation, gate.qi_columns, gate.census, gate.record_risk,
-                       gate.original_risk_sum, flag=_flagged(gate))
+        return gate.measure(local.execute, relation)
     finally:
         local.close()
 
@@ -229,8 +223,7 @@ def compile_release(problem: Problem, item: Policy | Recoding | str, dialect: st
     gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
     gate.precheck()
     sql = problem.compile(item, dialect=dialect, suppress_below=suppress_below, table=table)
-    figures = measure(problem.backend.execute, problem.query(item, suppress_below), gate.qi_columns, gate.census,
-                      gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
+    figures = gate.measure(problem.backend.execute, problem.query(item, suppress_below))
     verdict = gate.judge(figures)
     return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
 
@@ -249,14 +242,12 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
     gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
     gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    figures = measure(problem.backend.execute, problem.query(item, suppress_below, persistent=True),
-                      gate.qi_columns, gate.census, gate.record_risk, gate.original_risk_sum, flag=_flagged(gate))
+    figures = gate.measure(problem.backend.execute, problem.query(item, suppress_below, persistent=True))
     verdict = gate.judge(figures)
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
              "rows": figures.records}
-    companions = {sidecar_table(name): as_table(gate.record(figures, verdict, where))}
     problem.backend.create_view(db, name, problem.query(item, suppress_below, source, persistent=True), replace,
-                                companions=companions)
+                                companions=gate.record_table(name, figures, verdict, where))
     return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..errors import DeidError, ReleaseRefused
 from ..policy import Policy
 from ..problem import Problem
-from ..release.figures import ReleaseFigures, measure
+from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, Verdict
 from ..release.sidecar import SUFFIX as SIDECAR
 from ..release.sidecar import to_json
@@ -102,8 +102,7 @@ def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model
     call = f"deid_sql.dbt.write_dbt(problem, {pol.text()!r}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
     gate = ReleaseGate.for_problem(problem, pol, call, accept_risk)
     gate.precheck()
-    figures = measure(problem.backend.execute, problem.query(pol, persistent=True), gate.qi_columns, gate.census,
-                      gate.record_risk, gate.original_risk_sum)
+    figures = gate.measure(problem.backend.execute, problem.query(pol, persistent=True))
     if k is not None and figures.k < k:
         raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
                              + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")

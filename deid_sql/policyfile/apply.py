@@ -13,9 +13,9 @@ from pathlib import Path
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..output import FORMATS, Written, view_source, write_query
-from ..release.figures import Census, measure
+from ..release.figures import Census
 from ..release.gate import ReleaseGate, describe_table, override_reason
-from ..release.sidecar import as_table, file_sha256, recoding_sha256, sidecar_table
+from ..release.sidecar import file_sha256, recoding_sha256, sidecar_table
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, engine_of, open_batch, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
@@ -79,13 +79,12 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
                                   out_table, overwrite, gate=gate)
             return replace(done, written=written)
         query = batch.release_query(view_source(batch.spec, batch.relation, target), persistent=True)
-        figures = measure(batch.backend.execute, batch.release_query(), gate.qi_columns, gate.census,
-                          gate.record_risk, gate.original_risk_sum)
+        figures = gate.measure(batch.backend.execute, batch.release_query())
         verdict = gate.judge(figures)
         where = {"kind": "view", "name": view, "database": str(target.resolve()) if target else engine,
                  "rows": figures.records}
         batch.backend.create_view(target, view, query, overwrite,
-                                  companions={sidecar_table(view): as_table(gate.record(figures, verdict, where))})
+                                  companions=gate.record_table(view, figures, verdict, where))
         return replace(done, view=view, db=target, written=Written(target, "view", figures.records, view,
                                                                      figures=figures, verdict=verdict,
                                                                      sidecar=sidecar_table(view)))

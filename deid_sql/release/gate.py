@@ -10,19 +10,31 @@ figures and the limits go into the sidecar (``release.sidecar``) and are printed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from sqlglot import exp
 
 from .. import __version__
 from ..errors import PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
 from .criteria import ReleaseCriteria
-from .figures import FLAG, Census, ReleaseFigures
-from .sidecar import FORMAT, INVOCATION, VERSION, file_sha256, recoding_sha256, utc_now
+from .figures import FLAG, Census, ReleaseFigures, measure
+from .sidecar import (
+    FORMAT,
+    INVOCATION,
+    VERSION,
+    as_table,
+    file_sha256,
+    recoding_sha256,
+    sidecar_table,
+    utc_now,
+)
 
 if TYPE_CHECKING:
     from ..policy import Policy
@@ -134,7 +146,18 @@ class ReleaseGate:
             call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
             suppress_below=suppress_below)
 
-    # -- judging ------------------------------------------------------------------------
+    # -- measuring and judging -----------------------------------------------------------
+    @property
+    def flagged(self) -> bool:
+        """Whether the release carries the suppression flag column."""
+        return any(name == FLAG for name, _ in self.columns)
+
+    def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression) -> ReleaseFigures:
+        """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
+        executes a query: a backend's ``execute``, or the transaction writing the rows."""
+        return measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
+                       flag=self.flagged)
+
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
         """Whether the release keeps every value of every QI: the recoding keeps them all and no
         record is suppressed (before measuring: no suppression is asked for)."""
@@ -171,6 +194,11 @@ class ReleaseGate:
                 f"beside the release); nothing was written")
 
     # -- the record -----------------------------------------------------------------------
+    def record_table(self, name: str, figures: ReleaseFigures, verdict: Verdict,
+                     release: dict[str, Any]) -> dict[str, pa.Table]:
+        """The sidecar as the companion table ``<name>__release`` of a table or view in a database."""
+        return {sidecar_table(name): as_table(self.record(figures, verdict, release))}
+
     def record(self, figures: ReleaseFigures, verdict: Verdict, release: dict[str, Any]) -> dict[str, Any]:
         """The sidecar: hashes, columns and roles, figures, criteria and verdict, how to reproduce."""
         spec_path = self.spec.path
@@ -199,12 +227,7 @@ class ReleaseGate:
 
 def released_columns(problem: Problem, flag: bool = False) -> list[tuple[str, str]]:
     """The released columns with their roles, in release order (the suppression flag last)."""
-    released = getattr(problem, "released_columns", None)
-    if released is not None:
-        cols = list(released)
-    else:  # before column roles: every source column, QIs marked
-        qi = {q.column for q in problem.spec.qis}
-        cols = [(c, "qi" if c in qi else "keep") for c in problem.columns]
+    cols = list(problem.released_columns)
     if flag:
         cols.append((FLAG, "flag"))
     return cols
