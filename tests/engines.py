@@ -22,6 +22,18 @@ import pytest
 ENGINES = ("duckdb", "postgres", "spark")
 
 
+def read_duckdb(path: Path, name: str) -> pa.Table:
+    """A table or view of a DuckDB file (outputs of the DuckDB engine), any name, as Arrow."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        quoted = '"' + name.replace('"', '""') + '"'
+        return con.sql(f"SELECT * FROM {quoted}").to_arrow_table()
+    finally:
+        con.close()
+
+
 def unavailable(reason: str) -> None:
     """Skip locally, fail under CI."""
     if os.environ.get("CI"):

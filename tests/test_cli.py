@@ -19,6 +19,7 @@ from sqlglot import exp
 from deid_sql.backends.duckdb import DuckDBBackend
 from deid_sql.cli import cli
 from deid_sql.problem import Problem
+from tests.engines import read_duckdb
 
 POLICY = "age:cuts=18,65|race:top|zip:cuts=37301"
 RACE_TOP = "White|Black|Asian|Other"
@@ -46,14 +47,6 @@ def read_output(path: Path) -> pa.Table:
         return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
             column_types={n: pa.string() for n in names if n != "patient_id"}))
     return pq.read_table(path)
-
-
-def read_duckdb(path: Path, name: str) -> pa.Table:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
-    finally:
-        con.close()
 
 
 def assert_policy_labels(project, table: pa.Table) -> None:

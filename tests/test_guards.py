@@ -31,6 +31,7 @@ from deid_sql.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, Z
 from deid_sql.guards import IN_LIST, in_domain
 from deid_sql.recoding import QIRecoding, Recoding
 from deid_sql.spec import QISpec
+from tests.engines import read_duckdb
 
 from .conftest import Project
 from .engines import PostgresEngine, open_engine
@@ -160,14 +161,6 @@ def assert_guarded(got: list[tuple[str, ...]], expected: list[tuple[str, ...]], 
     assert sum(outside in row for row in got) >= len([b for b in BAD if b[0] != "payer" or b[1] is not None])
 
 
-def read_view(db: Path, name: str) -> pa.Table:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
-    finally:
-        con.close()
-
-
 # -- DuckDB views over a file replaced later ------------------------------------------------------
 
 @pytest.mark.parametrize("outside", [None, "other"])
@@ -182,10 +175,10 @@ def test_a_view_over_a_replaced_parquet_file_shows_no_raw_value(project: Project
         before = {p: expected_rows(problem, p, source_table(), label) for p in POLICIES}
     for i, policy in enumerate(POLICIES):
         run("view", spec, "-p", policy, "--db", db, "--name", f"v{i}", "--accept-risk", "guard test")
-        assert released(read_view(db, f"v{i}")) == before[policy]
+        assert released(read_duckdb(db, f"v{i}")) == before[policy]
     pq.write_table(altered_table(), source)  # the data changes after the views were reviewed
     for i, policy in enumerate(POLICIES):
-        assert_guarded(released(read_view(db, f"v{i}")), expected[policy], label)
+        assert_guarded(released(read_duckdb(db, f"v{i}")), expected[policy], label)
 
 
 def test_a_view_over_a_csv_that_changes_type(project: Project, run, tmp_path: Path) -> None:
@@ -200,7 +193,7 @@ def test_a_view_over_a_csv_that_changes_type(project: Project, run, tmp_path: Pa
                       "45.5,2020-03-04 13:45:00,Black,37202,Medicare\n"
                       "45.0,2020-03-05 00:00:00,White,37204,\n"
                       "150,2021-03-05 08:00:00,Asian,37206,Private\n", encoding="utf-8")
-    rows = read_view(db, "v").to_pylist()
+    rows = read_duckdb(db, "v").to_pylist()
     assert [tuple(r[c] for c in COLUMNS) for r in rows] == [
         ("*", "2020-03-04", "Black", "37202", "Medicare"),
         ("45", "2020-03-05", "White", "37204", "NULL"),

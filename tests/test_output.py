@@ -20,6 +20,8 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from tests.engines import read_duckdb
+
 SELECT_VALUES = ["O'Brien", "a;b", "Zoë", "DROP TABLE x"]
 QUOTE_VALUES = ['"quoted"', "back\\slash", "日本", "--comment", "/* c */", "'; DROP TABLE t; --"]
 FREE_TEXT = ["Robert'); DROP TABLE students;--", 'say "hi"', "naïve café", "tab\there", "semi;colon", "",
@@ -86,15 +88,6 @@ def read_back_csv(path: Path, names: list[str]) -> pa.Table:
     types["id"] = pa.int64()
     return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
         column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False))
-
-
-def read_duckdb(path: Path, name: str) -> pa.Table:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        quoted = '"' + name.replace('"', '""') + '"'
-        return con.sql(f"SELECT * FROM {quoted}").to_arrow_table()
-    finally:
-        con.close()
 
 
 def test_validate_weird_names(weird, run) -> None:

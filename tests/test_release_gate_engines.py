@@ -16,7 +16,7 @@ import pytest
 from deid_sql import Problem
 from deid_sql.errors import ReleaseRefused
 from deid_sql.output import create_view, materialize
-from tests.engines import ENGINES, Engine, engine_fixture
+from tests.engines import ENGINES, Engine, engine_fixture, read_duckdb
 
 CATEGORIES = ["O'Brien", 'say "hi"', "a;b", "--x", "DROP TABLE t; --", "two\nlines", "naïve ✓", "SELECT"]
 AGE, CAT, NOTE, ID = "it's \"age\"; --", "select", "from", "patient id"
@@ -78,7 +78,7 @@ def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> Non
         record = sidecar_of(engine, problem, name, database)
         assert [c["name"] for c in record["columns"]] == [AGE, CAT, NOTE]
         assert record["figures"]["records"] == 240 and record["figures"]["outside"] == 0
-        got = engine.read(name) if in_engine else _read_duckdb(database, name)
+        got = engine.read(name) if in_engine else read_duckdb(database, name)
         assert got.column_names == [AGE, CAT, NOTE]
         assert sorted(got.column(CAT).to_pylist()) == sorted(table.column(CAT).to_pylist())
         assert set(got.column(AGE).to_pylist()) == {"0-19", "20-39", "40-59", "60-120"}
@@ -99,15 +99,6 @@ def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> Non
         materialize(problem, policy, database, table=name, accept_risk="test: 'quoted'; -- reason")
         gate = sidecar_of(engine, problem, name, database)["gate"]
         assert gate["verdict"] == "accepted" and gate["accepted_risk"] == "test: 'quoted'; -- reason"
-
-
-def _read_duckdb(database: Path | None, name: str) -> pa.Table:
-    assert database is not None
-    con = duckdb.connect(str(database), read_only=True)
-    try:
-        return con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
-    finally:
-        con.close()
 
 
 def test_hostile_file_release_round_trips(tmp_path: Path) -> None:
