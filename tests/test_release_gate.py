@@ -401,3 +401,19 @@ def test_readme_worked_example_shows_the_released_columns(tmp_path: Path, run) -
     out = run("validate", spec).stdout
     for line in shown.strip("\n").splitlines():
         assert line in out.splitlines(), (line, out)
+
+
+def test_readme_columns_table_is_the_demos_roles() -> None:
+    """The README's [columns] example parses and declares exactly the roles the demo's spec gives."""
+    import tomllib
+
+    from deid_sql.demo import DEMO_SPEC
+    from deid_sql.release.roles import parse_columns
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = text.split("```toml\n[columns]\n", 1)[1].split("```", 1)[0]
+    problems: list[str] = []
+    shown = parse_columns(tomllib.loads(block), problems)
+    demo = parse_columns(tomllib.loads(DEMO_SPEC)["columns"], problems)
+    assert problems == []
+    assert (shown.keep, shown.sensitive, sorted(shown.drop)) == (demo.keep, demo.sensitive, sorted(demo.drop))
