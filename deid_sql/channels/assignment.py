@@ -86,19 +86,26 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Repairs:
-    """What the repair after rounding had to do (all zero when rounding kept (7) and (9))."""
+    """What the repair after rounding had to do (all zero when rounding kept (7) and (9)).
+
+    ``Repairs()`` — ``rounded`` False — is the MILP route's: its solution is whole subjects
+    already, nothing was rounded, so nothing can be said about rounding either.
+    """
 
     safe_added: int = 0
     risky_moved: int = 0
     merged: int = 0
     channels: tuple[int, ...] = field(default_factory=tuple)
     rehomed: int = 0  # risky subjects moved to another output channel with room (not d_0)
+    rounded: bool = False  # True: the whole subjects came from rounding the LP (``whole_subjects``)
 
     @property
     def clean(self) -> bool:
         return not (self.safe_added or self.risky_moved or self.merged or self.rehomed)
 
     def describe(self) -> str:
+        if not self.rounded:
+            return "whole subjects from the MILP; no rounding"
         if self.clean:
             return "rounding kept (7) and (9); no repair"
         return (f"repaired {len(self.channels)} output channel(s) after rounding: {self.safe_added:,} spare safe "
@@ -197,7 +204,7 @@ def _repair(program: Program, n: np.ndarray) -> tuple[Assignment, Repairs]:
             merged += 1
         else:
             raise DeidError(f"repair of output channel {w} did not converge; please report it")
-    return Assignment(program, n), Repairs(added, moved, merged, tuple(sorted(touched)), rehomed)
+    return Assignment(program, n), Repairs(added, moved, merged, tuple(sorted(touched)), rehomed, rounded=True)
 
 
 def _room(program: Program, n: np.ndarray, offsets: np.ndarray, w: int, v: int) -> int:

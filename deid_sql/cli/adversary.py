@@ -12,7 +12,7 @@ import numpy as np
 
 from ..adversary.assess import Assessment, assess
 from ..adversary.params import SCENARIOS, AdversaryParams
-from ..adversary.risk import thresholds
+from ..adversary.risk import Thresholds, thresholds
 from ..adversary.solvers import SOLVERS
 from ..errors import OutputError
 from ..problem import Problem
@@ -73,19 +73,20 @@ def resolve(problem: Problem, text: str) -> tuple[str, Recoding]:
 @click.option("--policy", "-p", "policy_text", default="bottom", show_default=True, metavar="P",
               help="The release to assess: a policy text, 'bottom' (the data as is) or 'safe-harbor'.")
 @click.option("--scenario", type=click.Choice(SCENARIOS), default=None,
-              help="Known group (the attacker knows its group size) or unknown (a Binomial belief, eq. 3.6). "
+              help="Known group (the attacker knows its group size) or unknown (a Binomial belief about it). "
                    "Default: the spec's [adversary] scenario, else known.")
 @click.option("--solver", type=click.Choice(SOLVERS), default="dp", show_default=True,
               help="Dynamic programming (exact, fast), the Two-Level LP or the plain LP (HiGHS).")
 @adversary_options
 @click.option("--sensitivity", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.csv",
-              help="Also sweep access cost, exploit cost, penalty and detection one at a time (Fig. 3.9): "
+              help="Also sweep access cost, exploit cost, penalty and detection one at a time: "
                    "writes FILE.csv and the plot of the thresholds as FILE.png.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --sensitivity outputs.")
 @handles_errors
 def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, sensitivity: Path | None,
               overwrite: bool, **given: Any) -> None:
-    """Risk of a release under the economic adversary of seed 002 (a Markov decision process).
+    """Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov decision
+    process; see docs/adversary.md).
 
     Example: deid-sql adversary study.toml --policy safe-harbor --scenario unknown --external-size 500000
     """
@@ -119,6 +120,19 @@ def _check_outputs(path: Path, overwrite: bool) -> None:
         raise OutputError(f"output folder {path.parent} does not exist; create it first")
 
 
+def _planned_exploits(t: Thresholds) -> str:
+    """The X:exploits pairs for k ≤ X < k′ once D_e is held; the sizes from k′ on are said apart: an
+    attacker who still has to buy the external data does not attack them at all (k′ is where
+    buying it stops paying), so their exploits assume the data is already bought."""
+    pairs = list(zip(range(t.k, t.k_prime_sunk), t.planned[t.k - 1:].tolist()))
+    paying = ", ".join(f"{x}:{n}" for x, n in pairs if x < t.k_prime)
+    sunk = ", ".join(f"{x}:{n}" for x, n in pairs if x >= t.k_prime)
+    if not sunk:
+        return paying
+    return (f"{paying}; " if paying else "") + (f"at k′ = {t.k_prime} and above, assuming the external data is "
+                                                 f"already bought: {sunk}")
+
+
 def _report(label: str, a: Assessment) -> None:
     p = a.params
     risk = np.repeat(a.record_risk, a.m.astype(np.int64))
@@ -131,8 +145,8 @@ def _report(label: str, a: Assessment) -> None:
     click.echo(f"thresholds  k = {t.k} (every candidate exploited below it), k′ = {t.k_prime} (no attack at or "
                f"above it), k′ = {t.k_prime_sunk} once D_e is held — external group sizes")
     if t.k < t.k_prime_sunk:  # Fig. 3.7: partly exploited groups
-        part = ", ".join(f"{x}:{n}" for x, n in zip(range(t.k, t.k_prime_sunk), t.planned[t.k - 1:].tolist()))
-        click.echo(f"exploits    planned per external group size (X:exploits, all failing unnoticed): {part}")
+        click.echo(f"exploits    planned per external group size (X:exploits, all failing unnoticed): "
+                   f"{_planned_exploits(t)}")
     click.echo(f"records     {a.records:,}; at risk (P_reid > 0): {a.records_at_risk:,} "
                f"({a.records_at_risk / a.records:.1%})")
     click.echo("record risk distribution")

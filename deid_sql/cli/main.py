@@ -15,6 +15,7 @@ from .dbt import dbt_
 from .demo import demo
 from .frontier import frontier
 from .inspect import evaluate, validate
+from .options import error_boundary
 from .output import compile_, materialize_, view
 from .policy import apply_, check, policy_group
 from .search import alternatives, safe_harbor_
@@ -27,6 +28,12 @@ class _Group(click.Group):
         set_invocation(args)
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> object:
+        """Every command inside the error boundary, also one without ``handles_errors``: no
+        exception leaves deid-sql as a traceback and exit code 1, the code of ``check``'s verdict."""
+        with error_boundary():
+            return super().invoke(ctx)
+
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="deid-sql")
@@ -35,6 +42,15 @@ def cli() -> None:
 
     Start with 'deid-sql demo'; then write a spec (see the README) and run
     'deid-sql validate SPEC'.
+
+    \b
+    Exit codes:
+      0    success
+      1    'check' found drift, or 'apply' refused a drifted batch
+      2    bad input or a refused release: one line on stderr, nothing written
+      3    internal error (a bug): one line naming it; set DEID_SQL_TRACEBACK=1
+           to see the traceback, and report it
+      130  interrupted (Ctrl-C); 143 terminated: temporary files removed
     """
 
 

@@ -7,9 +7,12 @@ imports click.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
+import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,22 +90,61 @@ def read_policy(text: str) -> str:
     return text
 
 
+INTERNAL_ERROR = 3  # an unexpected exception: a bug, not the user's input (2) nor check's verdict (1)
+INTERRUPTED = 130  # Ctrl-C, as a shell reports a process killed by SIGINT
+BROKEN_PIPE = 141  # 128 + SIGPIPE: stdout's reader closed the pipe
+TRACEBACK_VARIABLE = "DEID_SQL_TRACEBACK"
+
+
 def fail(message: str, code: int = 2) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
+@contextmanager
+def error_boundary() -> Iterator[None]:
+    """What every command's failures become: ``DeidError`` one line and its exit code (2; a drifted
+    batch 1), Ctrl-C 130, any other exception — a bug — one line naming it and exit code 3 (with
+    ``DEID_SQL_TRACEBACK=1`` the traceback too).  ``SystemExit`` (a command's own exit code, SIGTERM's
+    128 + signum) and click's exceptions (usage errors, ``--help``) pass untouched."""
+    try:
+        yield
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except SpecError as e:
+        fail("; ".join(e.problems), e.exit_code)
+    except DeidError as e:
+        fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted", INTERRUPTED)
+    except BrokenPipeError:  # the reader went away ('| head'): not a bug, and nothing left to say
+        _silence_stdout()
+        sys.exit(BROKEN_PIPE)
+    except Exception as e:
+        if os.environ.get(TRACEBACK_VARIABLE, "").strip() not in ("", "0"):
+            traceback.print_exc(file=sys.stderr)
+        message = " ".join(str(e).split())  # one line, whatever the exception's text holds
+        fail(f"internal error: {type(e).__name__}{': ' + message if message else ''} — this is a bug; set "
+             f"{TRACEBACK_VARIABLE}=1 to see the traceback and report it, with the command you ran, to the "
+             f"deid-sql issue tracker", INTERNAL_ERROR)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
 def handles_errors(fn: F) -> F:
-    """Turn ``DeidError`` into one line on stderr and exit code 2."""
+    """Run a command inside ``error_boundary``: bad input is one line on stderr and exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with error_boundary():
             return fn(*args, **kwargs)
-        except SpecError as e:
-            fail("; ".join(e.problems), e.exit_code)
-        except DeidError as e:
-            fail(str(e), e.exit_code)  # 2; a drifted batch (DriftRefused) is 1, as check's verdict
 
     return wrapper  # type: ignore[return-value]
 
@@ -111,7 +153,7 @@ def risk_model_option(*names: str) -> Callable[[F], F]:
     """``--risk-model`` (plus any aliases): override the spec's ``risk``."""
     return click.option(
         *(names or ("--risk-model",)), "risk_model", type=click.Choice(RISKS), default=None,
-        help="Risk model: 'population' (1/g, the default) or 'adversary' (seed 002's economic attacker, "
+        help="Risk model: 'population' (1/g, the default) or 'adversary' (the economic attacker of docs/adversary.md, "
              "parameters from the spec's [adversary] table). Overrides the spec's risk.")
 
 

@@ -7,6 +7,11 @@ groups they form all of; so each step regroups just those cells, subtracts the o
 groups' terms and adds the new ones (census counts by box sums on the prefix cube).
 KL's width term changes only over [lo, hi] of QI q and comes from marginal prefix sums.
 Each step costs O(cells in the split interval), not O(all cells).
+
+The two ends of a chain are evaluated in full, as ``Evaluator.evaluate`` does: the running
+sums drift by rounding (the bottom came out at risk 0.9999999999999992, loss 3.5e-16), and
+the ends are the policies every chain shares (RCS: top and bottom; SHS: the corners it
+has evaluated already), so they must be the exact figures a frontier compares.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from ..cells import Cells
 from ..lattice import Chain, Lattice
 from ..policy import Policy
 from .fast import FastEvaluator
-from .metrics import Normalizers
+from .metrics import Normalizers, RawSums, normalized
 
 _KEY_LIMIT = 2**62
 
@@ -46,7 +51,7 @@ class ChainEvaluator:
         self.evaluations = 0
 
     # -- state ------------------------------------------------------------------------
-    def _reset(self, policy: Policy) -> None:
+    def _reset(self, policy: Policy) -> RawSums:
         """Interval starts/ends of ``policy`` and its totals, computed from scratch."""
         self.starts, self.ends = [], []
         for q in range(len(self.sizes)):
@@ -63,11 +68,17 @@ class ChainEvaluator:
                              for q in range(len(self.sizes)))
         self.xlogx = raw.kl_group_sum + self.width_log
         self.risk_sum = raw.risk_sum
+        return raw
 
     def _metrics(self) -> tuple[float, float]:
-        n = self.norm
-        kl = max(0.0, (n.cells_xlogx - self.xlogx + self.width_log) / n.records)
-        return self.risk_sum / n.bottom_risk_sum, (kl / n.top_kl if n.top_kl > 0 else 0.0)
+        """Normalized (risk, loss) of the running sums."""
+        risk, loss, _ = normalized(self.risk_sum, self.xlogx - self.width_log, self.norm)
+        return risk, loss
+
+    def _exact(self, raw: RawSums) -> tuple[float, float]:
+        """Normalized (risk, loss) of a policy's sums computed in full: ``Evaluator.evaluate``'s figures."""
+        risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
+        return risk, loss
 
     def _terms(self, keys: np.ndarray, counts: np.ndarray, q: int) -> tuple[float, float]:
         """Σ m g^-γ and Σ m ln m over the groups the given cells form (current intervals)."""
@@ -117,15 +128,22 @@ class ChainEvaluator:
         losses = np.empty(len(chain))
         if not self.incremental:  # no cube: evaluate each policy in full
             for i, policy in enumerate(chain.policies()):
-                raw = self.fast.raw(policy.recoding())
-                self.xlogx, self.risk_sum, self.width_log = raw.kl_group_sum, raw.risk_sum, 0.0
-                risks[i], losses[i] = self._metrics()
+                risks[i], losses[i] = self._exact(self.fast.raw(policy.recoding()))
             self.evaluations += len(chain)
             return risks, losses
-        self._reset(chain.start)
-        risks[0], losses[0] = self._metrics()
+        risks[0], losses[0] = self._exact(self._reset(chain.start))
         for i, bit in enumerate(chain.flips, 1):
             self._split(int(bit))
             risks[i], losses[i] = self._metrics()
+        if len(chain) > 1:  # the end in full, free of the steps' rounding drift
+            risks[-1], losses[-1] = self._exact(self.fast.raw(_end(chain).recoding()))
         self.evaluations += len(chain)
         return risks, losses
+
+
+def _end(chain: Chain) -> Policy:
+    """The last policy of a chain: its start with every flip kept."""
+    bits = bytearray(chain.start.bits)
+    for pos in chain.flips:
+        bits[int(pos)] = 1
+    return Policy(chain.start.lattice, bytes(bits))

@@ -66,14 +66,30 @@ class Normalizers:
 
 def kl_nats(raw: RawSums, norm: Normalizers) -> float:
     """KL(P‖Q) in nats: (Σ_cells c ln c − Σ_G m ln(m/W_G)) / N, clipped at 0 for rounding."""
-    return max(0.0, (norm.cells_xlogx - raw.kl_group_sum) / norm.records)
+    return _kl(raw.kl_group_sum, norm)
+
+
+def _kl(kl_group_sum: float, norm: Normalizers) -> float:
+    return max(0.0, (norm.cells_xlogx - kl_group_sum) / norm.records)
+
+
+def normalized(risk_sum: float, kl_group_sum: float, norm: Normalizers) -> tuple[float, float, float]:
+    """(risk, loss, KL in nats) from the two sums every figure on a frontier comes from.
+
+    The one normalization of the evaluators (``finish``) and the chain evaluator, so both give
+    the same numbers and the same answer to a zero normalizer: an adversary who never attacks
+    makes the bottom's risk 0 and a one-cell sample makes KL(top) 0; the figures are then 0.
+    """
+    kl = _kl(kl_group_sum, norm)
+    risk = risk_sum / norm.bottom_risk_sum if norm.bottom_risk_sum > 0 else 0.0
+    return risk, (kl / norm.top_kl if norm.top_kl > 0 else 0.0), kl
 
 
 def finish(raw: RawSums, norm: Normalizers) -> Metrics:
-    kl = kl_nats(raw, norm)
+    risk, loss, kl = normalized(raw.risk_sum, raw.kl_group_sum, norm)
     return Metrics(
-        risk=raw.risk_sum / norm.bottom_risk_sum if norm.bottom_risk_sum > 0 else 0.0,
-        loss=kl / norm.top_kl if norm.top_kl > 0 else 0.0,
+        risk=risk,
+        loss=loss,
         expected_reidentifications=raw.expected_reidentifications,
         risk_sum=raw.risk_sum,
         max_record_risk=raw.max_record_risk,

@@ -5,6 +5,12 @@ their length, an unsearched sublattice counts its two corners).  Everything need
 on later — frontier, searched points, pruned sublattices, the generator's state — lives
 in ``FrontierState``, which round-trips through JSON, so ``--resume`` continues a run
 exactly where it stopped and ends where an uninterrupted run would have.
+
+A policy is counted once: one evaluated before (RCS's top and bottom end every chain, SHS's
+corners can lie on earlier chains) is neither charged to the budget again nor offered to
+the frontier again, so no policy stands on a frontier twice.  A search that finds nothing
+new — the lattice is exhausted, or ``STALL_STEPS`` steps in a row met only known policies —
+ends there with a smaller budget, as SHS does when every region is pruned.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..policy import Policy
 from .frontier import Frontier, Point
 
 CHECKPOINT_EVERY = 100  # evaluated policies between area checkpoints (seed 000 Fig. 5)
+STALL_STEPS = 200  # steps in a row without a new policy after which a search is taken as exhausted
 
 
 @dataclass
@@ -44,6 +51,10 @@ class FrontierState:
     chains: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    seen: set[str] = field(default_factory=set, init=False, repr=False, compare=False)  # keys of ``searched``
+
+    def __post_init__(self) -> None:
+        self.seen.update(p.key for p in self.searched)
 
     @property
     def evaluations(self) -> int:
@@ -68,6 +79,7 @@ class FrontierState:
         state = cls(data["method"], int(data["budget"]), int(data["seed"]), float(data["threshold"]))
         state.frontier = Frontier([Point(r, u, k) for r, u, k in data["frontier"]])
         state.searched = [Point(r, u, k) for r, u, k in data["searched"]]
+        state.seen = {p.key for p in state.searched}
         state.pruned = [tuple(p) for p in data["pruned"]]  # type: ignore[misc]
         state.checkpoints = [tuple(c) for c in data["checkpoints"]]  # type: ignore[misc]
         state.h_trials = [tuple(h) for h in data["h_trials"]]  # type: ignore[misc]
@@ -88,9 +100,13 @@ class FrontierSearcher:
         self.state, self.rng = state, rng
 
     def record(self, policy_text: str, risk: float, loss: float) -> bool:
-        """Count one evaluated policy, update the frontier; True if it entered the frontier."""
+        """Count one evaluated policy, update the frontier; True if it entered the frontier.
+        A policy evaluated before is ignored (False): it was counted and offered already."""
+        if policy_text in self.state.seen:
+            return False
         point = Point(float(risk), float(loss), policy_text)
         self.state.searched.append(point)
+        self.state.seen.add(policy_text)
         updated = self.state.frontier.update(point)
         if self.state.evaluations % CHECKPOINT_EVERY == 0:
             self.state.checkpoints.append((self.state.evaluations, self.state.frontier.area()))
@@ -101,15 +117,18 @@ class FrontierSearcher:
         return m.risk, m.loss, self.record(policy.text(), m.risk, m.loss)
 
     def search_chain(self, chain: Chain) -> tuple[int, int]:
-        """Evaluate a chain (as far as the budget allows); returns (policies recorded, how
-        many of them entered the frontier)."""
+        """Evaluate a chain (as far as the budget allows); returns (new policies recorded, how
+        many of them entered the frontier).  Policies evaluated before cost nothing."""
         risks, losses = self.chain_evaluator.evaluate_chain(chain)
         recorded = updated = 0
         for policy, r, u in zip(chain.policies(), risks, losses):
             if self.state.done:
                 break
+            text = policy.text()
+            if text in self.state.seen:
+                continue
             recorded += 1
-            updated += self.record(policy.text(), r, u)
+            updated += self.record(text, r, u)
         self.state.chains += 1
         return recorded, updated
 
@@ -130,7 +149,7 @@ def run(searcher: FrontierSearcher, progress: Callable[[int], None] | None = Non
     if state.budget < 2:
         raise DeidError(f"budget {state.budget} is below 2: the frontier starts from the top and the bottom")
     start, last_save = time.perf_counter(), time.perf_counter()
-    seen = state.evaluations
+    seen, stalled, policies = state.evaluations, 0, 2 ** searcher.lattice.nbits
     try:
         if state.evaluations == 0:
             searcher.initialize()
@@ -141,6 +160,9 @@ def run(searcher: FrontierSearcher, progress: Callable[[int], None] | None = Non
             except KeyboardInterrupt:
                 _restore(state, searcher.rng, snapshot)  # a step is all or nothing: resume redoes it
                 raise
+            stalled = 0 if state.evaluations > snapshot[0] else stalled + 1
+            if state.evaluations >= policies or stalled >= STALL_STEPS:
+                state.budget = min(state.budget, state.evaluations)  # nothing new is left to find
             state.rng_state = searcher.rng.bit_generator.state
             if progress:
                 progress(state.evaluations - seen)
@@ -163,6 +185,7 @@ def _snapshot(state: FrontierState, rng: np.random.Generator) -> tuple[Any, ...]
 
 def _restore(state: FrontierState, rng: np.random.Generator, snap: tuple[Any, ...]) -> None:
     n, points, pruned, checkpoints, trials, sublattices, chains, rng_state = snap
+    state.seen.difference_update(p.key for p in state.searched[n:])
     del state.searched[n:], state.pruned[pruned:], state.checkpoints[checkpoints:], state.h_trials[trials:]
     state.frontier.points = points
     state.sublattices, state.chains = sublattices, chains

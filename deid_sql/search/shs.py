@@ -3,8 +3,9 @@
 Each step draws a random sublattice(α, β) that avoids every pruned one, evaluates its two
 corners (their risks and losses bound every policy inside, METHODS decision 5) and computes
 H, the share of the bounding rectangle below the frontier's stair-step.  If H > TH a
-random maximal chain of the sublattice is searched (costing its length); otherwise the
-step costs 2, and a sublattice with H = 0 (wholly dominated) is pruned for good.
+random maximal chain of the sublattice is searched (costing its policies not evaluated
+before); otherwise the step costs its new corners (at most 2), and a sublattice with
+H = 0 (wholly dominated) is pruned for good.
 
 ``generateRandomSublattice`` is left open by the paper; here: α and β are two random
 levels of a uniformly random maximal chain of the lattice (so every comparable pair can
@@ -79,9 +80,10 @@ class SublatticeHeuristicSearch(FrontierSearcher):
         if h > state.threshold and self.lattice.levels_between(upper, lower) > 1:
             chain = self.lattice.random_chain(upper, lower, self.rng)  # its ends are α and β
             recorded, updated = self.search_chain(chain)
-            state.h_trials.append((h, updated / recorded))  # the share of what the budget let us search
+            if recorded:  # the share of the new policies the budget let us search
+                state.h_trials.append((h, updated / recorded))
             return
-        for policy, m in ((upper, a), (lower, b)):  # an unsearched sublattice costs its 2 corners
+        for policy, m in ((upper, a), (lower, b)):  # an unsearched sublattice costs its 2 corners (new ones)
             if not state.done:
                 self.record(policy.text(), m.risk, m.loss)
         if h == 0:
