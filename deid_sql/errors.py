@@ -29,6 +29,30 @@ class SpecError(DeidError):
         super().__init__(text)
 
 
+class Problems(list[str]):
+    """The one collector every spec validator reports into, so ``validate`` shows them all at once.
+
+    It is a list of finished one-line messages (``append`` takes one); ``add`` builds the line
+    from where, what and how to fix it, and ``raise_if_any`` turns the lot into one ``SpecError``.
+    Validators never raise for a bad value: they add a line and go on, so a spec with problems
+    in every section is refused once, with every problem named."""
+
+    def add(self, where: str, what: str, fix: str = "") -> None:
+        """One problem: ``where: what; fix`` (``fix`` says how to repair it)."""
+        self.append(f"{where}: {what}" + (f"; {fix}" if fix else ""))
+
+    def unknown_keys(self, table: dict[str, object], allowed: set[str] | frozenset[str], where: str) -> None:
+        """One line per key of ``table`` that ``where`` does not take, naming the ones it does."""
+        for key in table:
+            if key not in allowed:
+                self.append(f"unknown key {key!r} in {where}; allowed keys are {', '.join(sorted(allowed))}")
+
+    def raise_if_any(self, error: type[SpecError] | None = None) -> None:
+        """Raise one ``SpecError`` (or the subclass ``error``) holding every problem, if any."""
+        if self:
+            raise (error or SpecError)(list(self))
+
+
 class DataError(SpecError):
     """The source or population data disagrees with the spec (domains, columns, counts)."""
 

@@ -1,8 +1,12 @@
 """The spec file: one de-identification problem declared in TOML.
 
 ``Spec.read(path)`` parses and checks everything that can be checked without
-data, collecting *every* problem before raising one ``SpecError``; checks
-against the data happen when a ``Problem`` loads (see ``problem.py``).
+data, collecting *every* problem (one ``Problems`` collector) before raising one
+``SpecError``; checks against the data happen when a ``Problem`` loads (see ``problem.py``).
+
+This module parses the core every job needs; the features' sections (``[adversary]``,
+``[channels]``, ``[release]``, ``[columns]``, ``risk``) are parsed by their own packages,
+found through ``spec_sections.SECTIONS``, so the core imports no feature.
 """
 
 from __future__ import annotations
@@ -16,16 +20,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .adversary.params import RISKS, AdversaryParams
-from .channels.spec import ChannelSpec, parse_channels
 from .domain import KINDS, parse_date
-from .errors import SpecError
+from .errors import Problems, SpecError
 from .limits import domain_problems
-from .release.criteria import ReleaseCriteria, parse_release
-from .release.roles import ColumnRoles, parse_columns
+from .spec_sections import SECTION_KEYS, parse_sections, qis_required
+from .tableref import TableRef
 
-TOP_KEYS = {"source", "population", "gamma", "qi", "name", "risk", "adversary", "channels", "backend", "release",
-             "columns"}
+# TableRef lives in ``tableref`` (below the backends); it is re-exported here for the spec's readers
+__all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml"]
+
+CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend"}
+TOP_KEYS = CORE_KEYS | SECTION_KEYS
 SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
 DUPLICATES = ("error", "sum")
@@ -36,28 +41,6 @@ ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
 ENGINES = ("duckdb", "postgres", "spark")
 BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf"}
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """Where a table lives: a CSV or Parquet file, a table inside a DuckDB file, or a table
-    of the engine itself (``format = "table"``, no path: PostgreSQL, Spark's catalog)."""
-
-    path: Path | None
-    format: str
-    table: str | None = None
-    delimiter: str | None = None
-    glob: bool = False  # ``glob = true``: path is a pattern; otherwise a literal file name, whatever it holds
-    matches: tuple[Path, ...] = ()  # the files the pattern matched when the spec was read
-    duplicates: str = "error"  # [population] rows repeating a cell: "error", or "sum" (declared as expected)
-
-    def describe(self) -> str:
-        if self.path is None:
-            return f"table {self.table!r}"
-        if self.glob:
-            shown = ", ".join(m.name for m in self.matches[:3]) + (", …" if len(self.matches) > 3 else "")
-            return f"{self.path} (glob = true: {len(self.matches)} file(s): {shown})"
-        return f"{self.path}" + (f" table {self.table!r}" if self.table else "")
 
 
 @dataclass(frozen=True)
@@ -98,7 +81,12 @@ class QISpec:
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated problem declaration."""
+    """A validated problem declaration.
+
+    ``risk``, ``adversary``, ``channels``, ``release`` and ``columns`` are filled by the feature
+    sections of ``spec_sections.SECTIONS`` (their types live in the feature packages: a
+    ``str``, ``AdversaryParams``, ``ChannelSpec | None``, ``ReleaseCriteria``, ``ColumnRoles``);
+    the core neither imports nor reads them."""
 
     path: Path
     source: TableRef
@@ -106,14 +94,14 @@ class Spec:
     count_column: str | None
     gamma: float
     qis: tuple[QISpec, ...]
+    risk: str  # "population", or "adversary": seed 002's economic attacker (``adversary.params``)
+    adversary: Any  # AdversaryParams, from ``[adversary]`` (``adversary.params``)
+    channels: Any  # ChannelSpec or None: seed 003's channel expansion (``channels.spec``)
+    release: Any  # ReleaseCriteria: ``[release]`` acceptance criteria (``release.sections``)
+    columns: Any  # ColumnRoles: ``[columns]``, the role of every non-QI column (``release.sections``)
     name: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    risk: str = "population"  # or "adversary": seed 002's economic attacker (``[adversary]``)
-    adversary: AdversaryParams = field(default_factory=AdversaryParams)
-    channels: ChannelSpec | None = None  # seed 003's channel expansion (``[channels]``)
     backend: BackendSpec = field(default_factory=BackendSpec)
-    release: ReleaseCriteria = field(default_factory=ReleaseCriteria)  # ``[release]`` acceptance criteria
-    columns: ColumnRoles = field(default_factory=ColumnRoles)  # ``[columns]``: the role of every non-QI column
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -126,8 +114,8 @@ class Spec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
-        problems: list[str] = []
-        _unknown(data, TOP_KEYS, "the spec's top level", problems)
+        problems = Problems()
+        problems.unknown_keys(data, TOP_KEYS, "the spec's top level")
         backend = _backend(data.get("backend"), problems)
         engine_tables = backend.engine != "duckdb"
         source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True,
@@ -156,38 +144,15 @@ class Spec:
         if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not math.isfinite(gamma) or gamma <= 0:
             problems.append(f"gamma = {gamma!r} must be a finite positive number (1 is the papers' choice)")
             gamma = 1.0
-        channels = parse_channels(data["channels"], problems) if "channels" in data else None
-        # a channel-expansion spec needs no quasi-identifiers; every other job does
-        qis = ([] if "channels" in data and "qi" not in data
-               else _qis(data.get("qi"), base, population is not None, problems))
+        # a feature section (channel expansion) may need no quasi-identifiers; every other job does
+        qis = _qis(data.get("qi"), base, population is not None, problems) if qis_required(data) else []
         problems.extend(domain_problems(qis))  # refused before any structure is sized by a domain
-        risk = data.get("risk", "population")
-        if risk not in RISKS:
-            problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
-        adversary = AdversaryParams()
-        raw_adv = data.get("adversary", {})
-        if not isinstance(raw_adv, dict):
-            problems.append("adversary must be a table: [adversary] with gain = 8000, penalty = 10000, …")
-        else:
-            try:
-                adversary = AdversaryParams.from_mapping(raw_adv)
-            except SpecError as err:
-                problems.extend(err.problems)
-        release = parse_release(data.get("release"), problems)
-        columns = parse_columns(data.get("columns"), problems, [q.column for q in qis])
-        for name in channels.identity if channels is not None else ():
-            if columns.role(name) in ("drop", "pseudonymize"):
-                problems.append(f"[columns] lists the identity column {name!r} under {columns.role(name)}, but a "
-                                f"channel release publishes its identity columns as they are (its check joins the "
-                                f"released rows back on them); remove {name!r} from [channels] identity, or list it "
-                                f"under keep")
-        if problems:
-            raise SpecError(problems)
+        sections = parse_sections(data, tuple(q.column for q in qis), problems)
+        problems.raise_if_any()
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
-                   name=str(data.get("name", "")), raw=data, risk=str(risk), adversary=adversary,
-                   channels=channels, backend=backend, release=release, columns=columns)
+                   name=str(data.get("name", "")), raw=data, backend=backend, **sections)
 
 
 def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:
@@ -204,44 +169,36 @@ def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:
         raise SpecError(f"spec file {path} is not valid TOML: {e}") from None
 
 
-def _unknown(table: dict[str, Any], allowed: set[str], where: str, problems: list[str]) -> None:
-    for key in table:
-        if key not in allowed:
-            problems.append(
-                f"unknown key {key!r} in {where}; allowed keys are {', '.join(sorted(allowed))}"
-            )
-
-
-def _backend(raw: Any, problems: list[str]) -> BackendSpec:
+def _backend(raw: Any, problems: Problems) -> BackendSpec:
     if raw is None:
         return BackendSpec()
     where = "[backend]"
     if not isinstance(raw, dict):
         problems.append(f'{where} must be a table: engine = "postgres", dsn = "postgresql://…"')
         return BackendSpec()
-    _unknown(raw, BACKEND_KEYS, where, problems)
+    problems.unknown_keys(raw, BACKEND_KEYS, where)
     engine = raw.get("engine", "duckdb")
     if engine not in ENGINES:
-        problems.append(f"{where}: engine = {engine!r} is not one of {', '.join(ENGINES)}")
+        problems.add(where, f"engine = {engine!r} is not one of {', '.join(ENGINES)}")
         return BackendSpec()
     dsn = raw.get("dsn")
     dsn_env = raw.get("dsn_env")
     if dsn_env is not None:
         if dsn is not None:
-            problems.append(f"{where}: give dsn or dsn_env, not both")
+            problems.add(where, "give dsn or dsn_env, not both")
         elif not isinstance(dsn_env, str) or not os.environ.get(dsn_env):
-            problems.append(f"{where}: dsn_env = {dsn_env!r} names no set environment variable; export it "
+            problems.add(where, f"dsn_env = {dsn_env!r} names no set environment variable; export it "
                             f"(e.g. {dsn_env}=postgresql://user@host:5432/db)")
         else:
             dsn = os.environ[dsn_env]
     if engine == "postgres" and not isinstance(dsn, str) and dsn_env is None:
         problems.append(f'{where}: engine "postgres" needs dsn = "postgresql://user@host:5432/db" (or dsn_env)')
     if engine != "postgres" and (dsn is not None or dsn_env is not None):
-        problems.append(f"{where}: dsn is only for engine \"postgres\"")
+        problems.add(where, "dsn is only for engine \"postgres\"")
     master = raw.get("master")
     conf = raw.get("conf", {})
     if engine != "spark" and (master is not None or "conf" in raw):
-        problems.append(f"{where}: master and conf are only for engine \"spark\"")
+        problems.add(where, "master and conf are only for engine \"spark\"")
     if master is not None and not isinstance(master, str):
         problems.append(f'{where}: master must be a Spark master URL such as "local[2]"')
     if not isinstance(conf, dict) or not all(isinstance(v, str | int | float | bool) for v in conf.values()):
@@ -254,7 +211,7 @@ def _backend(raw: Any, problems: list[str]) -> BackendSpec:
                                   for k, v in sorted(conf.items())))
 
 
-def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[str],
+def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: Problems,
            required: bool, engine_tables: bool = False, engine: str = "duckdb") -> TableRef | None:
     if raw is None:
         if required:
@@ -263,7 +220,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
     if not isinstance(raw, dict):
         problems.append(f"{where} must be a table (path = ..., ...)")
         return None
-    _unknown(raw, allowed, where, problems)
+    problems.unknown_keys(raw, allowed, where)
     path = raw.get("path")
     if engine_tables and path is None:  # a table the engine itself holds
         table = raw.get("table")
@@ -272,7 +229,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
             return None
         for key in ("delimiter", "format", "glob"):
             if key in raw:
-                problems.append(f"{where}: {key} is only for files; remove it")
+                problems.add(where, f"{key} is only for files; remove it")
         return TableRef(None, "table", table)
     if not isinstance(path, str) or not path:
         problems.append(f"{where} needs path = \"<csv, parquet or duckdb file>\"")
@@ -280,7 +237,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
     p = (base / path).resolve()
     given = raw.get("format")
     if given is not None and given not in FORMATS:
-        problems.append(f"{where}: format = {given!r} is not one of {', '.join(FORMATS)}; fix it (or remove it to "
+        problems.add(where, f"format = {given!r} is not one of {', '.join(FORMATS)}; fix it (or remove it to "
                         f"tell the format from the extension)")
         return None
     fmt = given or _format_of(p)
@@ -293,7 +250,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
     is_glob = raw.get("glob", False)
     matches: tuple[Path, ...] = ()
     if not isinstance(is_glob, bool):
-        problems.append(f"{where}: glob = {is_glob!r} must be true (path is a pattern such as \"parts/*.parquet\") "
+        problems.add(where, f"glob = {is_glob!r} must be true (path is a pattern such as \"parts/*.parquet\") "
                         f"or false (a file name)")
         is_glob = False
     if is_glob:
@@ -301,7 +258,7 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
         # file would double the population silently
         matches = tuple(Path(m) for m in sorted(globlib.glob(str(p), recursive=True)) if Path(m).is_file())
         if fmt == "duckdb":
-            problems.append(f"{where}: glob = true is for CSV and Parquet files, not a DuckDB file; remove it")
+            problems.add(where, "glob = true is for CSV and Parquet files, not a DuckDB file; remove it")
         elif not matches:
             problems.append(f"{where} path {path!r} (glob = true) matches no file; fix the pattern "
                             f"(relative to the spec file)")
@@ -316,10 +273,10 @@ def _table(raw: Any, where: str, base: Path, allowed: set[str], problems: list[s
     if fmt == "duckdb" and not table:
         problems.append(f"{where} is a DuckDB file: add table = \"<table name>\"")
     if fmt != "duckdb" and table:
-        problems.append(f"{where}: table is only for DuckDB files; remove it")
+        problems.add(where, "table is only for DuckDB files; remove it")
     delimiter = raw.get("delimiter")
     if delimiter is not None and (fmt != "csv" or not isinstance(delimiter, str) or len(delimiter) != 1):
-        problems.append(f"{where}: delimiter must be one character and only for CSV files")
+        problems.add(where, "delimiter must be one character and only for CSV files")
         delimiter = None
     return TableRef(p, fmt, table, delimiter, glob=is_glob, matches=matches)
 
@@ -335,7 +292,7 @@ def _format_of(p: Path) -> str | None:
     return None
 
 
-def _qis(raw: Any, base: Path, has_population: bool, problems: list[str]) -> list[QISpec]:
+def _qis(raw: Any, base: Path, has_population: bool, problems: Problems) -> list[QISpec]:
     if not isinstance(raw, list) or not raw:
         problems.append("the spec needs at least one [[qi]] table (name, kind, and its domain)")
         return []
@@ -352,10 +309,10 @@ def _qis(raw: Any, base: Path, has_population: bool, problems: list[str]) -> lis
         else:
             problems.append(f"{where} needs name = \"...\"")
             continue
-        _unknown(q, QI_KEYS, where, problems)
+        problems.unknown_keys(q, QI_KEYS, where)
         bad = qi_name_problem(name)
         if bad:
-            problems.append(f"{where}: the name {bad}, so policy texts naming it could not be read back; give a "
+            problems.add(where, f"the name {bad}, so policy texts naming it could not be read back; give a "
                             f"plain name = \"...\" and the real column as column = {q.get('column', name)!r}")
         if name in names:
             problems.append(f"{where} is declared twice; give each QI once")
@@ -400,10 +357,10 @@ def qi_name_problem(name: str) -> str | None:
 
 
 def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bool,
-        problems: list[str]) -> QISpec | None:
+        problems: Problems) -> QISpec | None:
     kind = q.get("kind")
     if kind not in KINDS:
-        problems.append(f"{where}: kind = {kind!r} is not one of {', '.join(KINDS)}")
+        problems.add(where, f"kind = {kind!r} is not one of {', '.join(KINDS)}")
         return None
     column = q.get("column", name)
     lo, hi = q.get("min"), q.get("max")
@@ -412,42 +369,42 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
     hierarchy = q.get("hierarchy")
     if kind == "integer":
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or lo > hi:
-            problems.append(f"{where}: an integer QI needs whole numbers min <= max (e.g. min = 0, max = 120)")
+            problems.add(where, "an integer QI needs whole numbers min <= max (e.g. min = 0, max = 120)")
     elif kind == "date":
         try:
             lo, hi = parse_date(lo, f"{where} min"), parse_date(hi, f"{where} max")
             if lo > hi:
-                problems.append(f"{where}: min {lo} is after max {hi}")
+                problems.add(where, f"min {lo} is after max {hi}")
         except SpecError as e:
             problems.append(str(e))
     else:
         if values is not None and values_from is not None:
-            problems.append(f"{where}: give values or values_from, not both")
+            problems.add(where, "give values or values_from, not both")
         if values is not None and (not isinstance(values, list) or not values
                                    or not all(isinstance(v, str) for v in values)):
-            problems.append(f"{where}: values must be a non-empty list of strings in domain order")
+            problems.add(where, "values must be a non-empty list of strings in domain order")
             values = None
         elif values is not None:
             seen: set[str] = set()
             dups = [v for v in values if v in seen or seen.add(v)]  # type: ignore[func-returns-value]
             if dups:
                 shown = ", ".join(repr(d) for d in dups[:5])
-                problems.append(f"{where}: duplicate categories {shown}; list every category once")
+                problems.add(where, f"duplicate categories {shown}; list every category once")
         allowed_from = ("source", "population", "hierarchy")
         if values_from is not None and values_from not in allowed_from:
-            problems.append(f"{where}: values_from must be one of {', '.join(allowed_from)}")
+            problems.add(where, f"values_from must be one of {', '.join(allowed_from)}")
         if values_from == "population" and not has_population:
-            problems.append(f"{where}: values_from = \"population\" needs a [population] table")
+            problems.add(where, "values_from = \"population\" needs a [population] table")
         if values_from == "hierarchy" and not hierarchy:
-            problems.append(f"{where}: values_from = \"hierarchy\" needs hierarchy = \"<file>\"")
+            problems.add(where, "values_from = \"hierarchy\" needs hierarchy = \"<file>\"")
         if values is None and values_from is None:
             values_from = "hierarchy" if hierarchy else (
                 "population" if kind == "zip" and has_population else "source")
     if kind in ("integer", "date") and (values is not None or values_from is not None):
-        problems.append(f"{where}: {kind} QIs take min and max, not values")
+        problems.add(where, f"{kind} QIs take min and max, not values")
     nulls = q.get("nulls", "error")
     if nulls not in ("error", "category"):
-        problems.append(f"{where}: nulls must be \"error\" or \"category\"")
+        problems.add(where, "nulls must be \"error\" or \"category\"")
     if nulls == "category" and kind not in ("category", "zip"):
         problems.append(
             f"{where}: nulls = \"category\" is for category and zip QIs; declare {name!r} as a "
@@ -455,25 +412,25 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
         )
     null_label = q.get("null_label", "NULL")
     if values and nulls == "category" and null_label in values:
-        problems.append(f"{where}: null_label {null_label!r} is also a real category; pick another")
+        problems.add(where, f"null_label {null_label!r} is also a real category; pick another")
     role = q.get("role")
     if role is not None and role not in ROLES:
-        problems.append(f"{where}: role must be one of {', '.join(ROLES)}")
+        problems.add(where, f"role must be one of {', '.join(ROLES)}")
     elif role == "date" and kind != "date":
-        problems.append(f"{where}: role \"date\" needs kind = \"date\" (Safe Harbor turns dates into years)")
+        problems.add(where, "role \"date\" needs kind = \"date\" (Safe Harbor turns dates into years)")
     elif role == "age" and kind != "integer":
-        problems.append(f"{where}: role \"age\" needs kind = \"integer\"")
+        problems.add(where, "role \"age\" needs kind = \"integer\"")
     hpath = None
     if hierarchy is not None:
         if not isinstance(hierarchy, str):
-            problems.append(f"{where}: hierarchy must be a file path")
+            problems.add(where, "hierarchy must be a file path")
         else:
             hpath = (base / hierarchy).resolve()
             if not hpath.exists():
-                problems.append(f"{where}: hierarchy file {hpath} does not exist")
+                problems.add(where, f"hierarchy file {hpath} does not exist")
     for key in ("column", "population_column"):
         if key in q and (not isinstance(q[key], str) or not q[key]):
-            problems.append(f"{where}: {key} must be a column name")
+            problems.add(where, f"{key} must be a column name")
     if isinstance(lo, dt.datetime):
         lo = lo.date()
     return QISpec(name=name, column=str(column), population_column=str(q.get("population_column", column)),

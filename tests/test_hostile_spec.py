@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from deid_sql.channels.spec import parse_channels
 from deid_sql.domain import CategoryDomain, IntegerDomain
+from deid_sql.errors import Problems
 from deid_sql.lattice import Lattice
 from deid_sql.spec import qi_name_problem
 
@@ -57,7 +58,7 @@ CHANNELS = {"related": ["a", "b"], "confidential": "c", "none": "N", "identity":
     ({"time_limit": float("inf")}, "time_limit = inf must be a finite positive number"),
 ])
 def test_channel_numbers_must_be_finite(extra: dict[str, object], expected: str) -> None:
-    problems: list[str] = []
+    problems = Problems()
     assert parse_channels({**CHANNELS, **extra}, problems) is None
     assert any(expected in p for p in problems), problems
 

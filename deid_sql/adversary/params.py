@@ -9,10 +9,12 @@ sees a parameter set it cannot model; each message names the parameter and a fix
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import Problems
+from ..spec_sections import SectionContext
 
 SCENARIOS = ("known", "unknown")
 RISKS = ("population", "adversary")
@@ -42,34 +44,15 @@ class AdversaryParams:
     scenario: str = "known"
 
     def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise SpecError(problems)
+        problems = Problems()
+        _check(asdict(self), problems, "")
+        problems.raise_if_any()
 
     def problems(self) -> list[str]:
-        out: list[str] = []
-        for name in ("access_cost", "link_cost", "exploit_cost", "gain", "penalty", "loss"):
-            value = getattr(self, name)
-            if not _number(value) or value < 0:
-                out.append(f"adversary {name} = {value!r} must be a number ≥ 0 (dollars; e.g. {_DEFAULTS[name]})")
-        for name in ("h0", "h1"):
-            if not _number(getattr(self, name)):
-                out.append(f"adversary {name} = {getattr(self, name)!r} must be a finite number")
-        if _number(self.h1) and self.h1 < 0:
-            out.append(f"adversary h1 = {self.h1!r} must be ≥ 0 (detection may only grow with attempts)")
-        if not _number(self.prior) or not 0 < self.prior <= 1:
-            out.append(f"adversary prior = {self.prior!r} must be in (0, 1] "
-                       "(the share of the population in the external dataset, e.g. 0.63)")
-        if not _number(self.discount) or not 0 < self.discount <= 1:
-            out.append(f"adversary discount = {self.discount!r} must be in (0, 1] (1 = no discounting)")
-        if self.max_penalties is not None and (not _integer(self.max_penalties) or self.max_penalties < 1):
-            out.append(f"adversary max_penalties = {self.max_penalties!r} must be an integer ≥ 1 "
-                       "(or \"unbounded\")")
-        if self.external_size is not None and (not _integer(self.external_size) or self.external_size < 1):
-            out.append(f"adversary external_size = {self.external_size!r} must be an integer ≥ 1 (people)")
-        if self.scenario not in SCENARIOS:
-            out.append(f"adversary scenario = {self.scenario!r} must be one of {', '.join(SCENARIOS)}")
-        return out
+        """What is wrong with these values (one line each; empty when the model can take them)."""
+        problems = Problems()
+        _check(asdict(self), problems, "")
+        return list(problems)
 
     # -- model quantities -----------------------------------------------------------------
     @property
@@ -101,24 +84,72 @@ class AdversaryParams:
                 f"discount={self.discount:g}")
 
     @classmethod
-    def from_mapping(cls, raw: dict[str, Any], where: str = "[adversary]") -> AdversaryParams:
-        """Parameters from a spec table or CLI options; unknown keys and bad values are
-        reported together."""
+    def parse(cls, raw: Mapping[str, Any], problems: Problems, where: str = "[adversary]") -> AdversaryParams:
+        """Parameters from a spec table or CLI options; unknown keys and bad values all go to
+        ``problems`` (the defaults are returned when there are any: the caller refuses anyway)."""
         names = {f.name for f in fields(cls)}
-        problems = [f"unknown key {k!r} in {where}; allowed keys are {', '.join(sorted(names))}"
-                    for k in raw if k not in names]
+        before = len(problems)
+        problems.unknown_keys(dict(raw), names, where)
         values = {k: v for k, v in raw.items() if k in names}
         if values.get("max_penalties") in ("unbounded", "inf", "infinity"):
             values["max_penalties"] = None
-        if problems:
-            raise SpecError(problems)
-        try:
-            return cls(**values)
-        except SpecError as err:
-            raise SpecError([f"{where}: {p}" for p in err.problems]) from None
+        _check({**_DEFAULTS, **values}, problems, where)
+        return cls(**values) if len(problems) == before else cls()
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], where: str = "[adversary]") -> AdversaryParams:
+        """``parse`` on its own: one ``SpecError`` naming every unknown key and bad value."""
+        problems = Problems()
+        params = cls.parse(raw, problems, where)
+        problems.raise_if_any()
+        return params
 
 
 _DEFAULTS = {f.name: f.default for f in fields(AdversaryParams)}
+
+
+def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> dict[str, Any]:
+    """The spec's ``risk`` and ``[adversary]`` (listed in ``spec_sections.SECTIONS``)."""
+    risk = data.get("risk", "population")
+    if risk not in RISKS:
+        problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
+    raw = data.get("adversary", {})
+    if not isinstance(raw, dict):
+        problems.append("adversary must be a table: [adversary] with gain = 8000, penalty = 10000, …")
+        return {"risk": str(risk), "adversary": AdversaryParams()}
+    return {"risk": str(risk), "adversary": AdversaryParams.parse(raw, problems)}
+
+
+def _check(values: Mapping[str, Any], problems: Problems, where: str) -> None:
+    """Add a line to ``problems`` for each value the model cannot take (``where`` prefixes it)."""
+    def add(what: str) -> None:
+        if where:
+            problems.add(where, what)
+        else:
+            problems.append(what)
+
+    for name in ("access_cost", "link_cost", "exploit_cost", "gain", "penalty", "loss"):
+        value = values[name]
+        if not _number(value) or value < 0:
+            add(f"adversary {name} = {value!r} must be a number ≥ 0 (dollars; e.g. {_DEFAULTS[name]})")
+    for name in ("h0", "h1"):
+        if not _number(values[name]):
+            add(f"adversary {name} = {values[name]!r} must be a finite number")
+    h1, prior, discount = values["h1"], values["prior"], values["discount"]
+    if _number(h1) and h1 < 0:
+        add(f"adversary h1 = {h1!r} must be ≥ 0 (detection may only grow with attempts)")
+    if not _number(prior) or not 0 < prior <= 1:
+        add(f"adversary prior = {prior!r} must be in (0, 1] "
+            "(the share of the population in the external dataset, e.g. 0.63)")
+    if not _number(discount) or not 0 < discount <= 1:
+        add(f"adversary discount = {discount!r} must be in (0, 1] (1 = no discounting)")
+    max_penalties, external_size = values["max_penalties"], values["external_size"]
+    if max_penalties is not None and (not _integer(max_penalties) or max_penalties < 1):
+        add(f"adversary max_penalties = {max_penalties!r} must be an integer ≥ 1 (or \"unbounded\")")
+    if external_size is not None and (not _integer(external_size) or external_size < 1):
+        add(f"adversary external_size = {external_size!r} must be an integer ≥ 1 (people)")
+    if values["scenario"] not in SCENARIOS:
+        add(f"adversary scenario = {values['scenario']!r} must be one of {', '.join(SCENARIOS)}")
 
 
 def _number(v: Any) -> bool:
