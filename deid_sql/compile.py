@@ -15,70 +15,21 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from .domain import Domain, ZipDomain
-from .errors import DialectError
+from .guards import implied_by_groups, member
+from .names import table_name
 from .recoding import QIRecoding, Recoding
 from .spec import QISpec, TableRef
+from .sqltext import DIALECTS as DIALECTS  # re-exported: the names the rest of the code imports from here
+from .sqltext import col as col
+from .sqltext import ident as ident
+from .sqltext import is_integer_type as is_integer_type
+from .sqltext import literal as literal
+from .sqltext import source_key as source_key
+from .sqltext import to_sql as to_sql
 
 SUPPRESSED = "*"
-DIALECTS = ("duckdb", "postgres", "spark", "snowflake", "bigquery", "trino", "sqlite", "mysql", "tsql")
-_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-                  "UINTEGER", "UBIGINT", "INT", "INT8", "INT4", "INT2")
-
-
-def ident(name: str) -> exp.Identifier:
-    """A always-quoted identifier, so any column name round-trips."""
-    return exp.to_identifier(name, quoted=True)
-
-
-def col(name: str, table: str | None = None) -> exp.Column:
-    return exp.Column(this=ident(name), table=ident(table) if table else None)
-
-
-def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False, copy: bool = True) -> str:
-    """Render for ``dialect``; anything the dialect cannot express raises ``DialectError``.
-    ``copy=False`` lets the generator's dialect transforms alter ``expression`` in place instead of
-    a deep copy (seconds for a large domain's query): for a caller that built it to render once."""
-    try:
-        return expression.sql(dialect=dialect, copy=copy, unsupported_level=ErrorLevel.RAISE, pretty=pretty)
-    except UnsupportedError as e:
-        raise DialectError(f"dialect {dialect!r} cannot express this query: {e}") from None
-    except ValueError as e:  # unknown dialect
-        raise DialectError(f"unknown SQL dialect {dialect!r}; try one of {', '.join(DIALECTS)}") from e
-
-
-def is_integer_type(sql_type: str | None) -> bool:
-    return bool(sql_type) and str(sql_type).upper().split("(")[0] in _INTEGER_TYPES
-
-
-def source_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
-    """The source value normalized to the domain's type (text for categories and ZIPs,
-    zero-padded when a ZIP column was stored as a number; NULL as its category)."""
-    t = (sql_type or "").upper()
-    if domain.kind == "integer":
-        return column if (sql_type is None or is_integer_type(t)) else exp.cast(column, "BIGINT")
-    if domain.kind == "date":
-        return column if (sql_type is None or t == "DATE") else exp.cast(column, "DATE")
-    key: exp.Expression = column
-    if sql_type is not None and t != "VARCHAR":
-        key = exp.cast(column, "VARCHAR")
-        if domain.kind == "zip" and is_integer_type(t):
-            width = len(domain.text(0))
-            key = exp.func("lpad", key, exp.Literal.number(width), exp.Literal.string("0"))
-    if qi.nulls == "category":
-        key = exp.func("coalesce", key, exp.Literal.string(qi.null_label))
-    return key
-
-
-def literal(domain: Domain, pos: int) -> exp.Expression:
-    """Domain value at ``pos`` as a typed SQL literal."""
-    if domain.kind == "integer":
-        return exp.Literal.number(int(domain.value(pos)))  # type: ignore[call-overload]
-    if domain.kind == "date":
-        return exp.cast(exp.Literal.string(domain.text(pos)), "DATE")
-    return exp.Literal.string(domain.text(pos))
 
 
 def _uses_between(domain: Domain) -> bool:
@@ -117,8 +68,6 @@ def label_expr(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Exp
     passing through as text are tested.  Otherwise it comes first: an integer, a date, or a ZIP
     between two domain ZIPs (which satisfies a ``BETWEEN`` yet is in no group).
     """
-    from .guards import implied_by_groups, member  # guards builds on this module's keys and literals
-
     key = label_key(qi, domain, column, sql_type)
     outside = exp.Literal.string(outside_label)
     if recoding.n_groups == 1:
@@ -201,8 +150,6 @@ def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table:
     """What compiled SQL reads: for DuckDB and a CSV/Parquet source, the file in place;
     otherwise ``table`` (default: the source's table inside its DuckDB file, else ``source``),
     parsed strictly (``names.table_name``: ``NAME`` or ``SCHEMA.NAME``, never by a SQL parser)."""
-    from .names import table_name
-
     if dialect == "duckdb" and table is None and ref.format != "duckdb":
         return relation.copy()
     if table is not None:

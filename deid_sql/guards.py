@@ -20,9 +20,9 @@ from collections.abc import Sequence
 import numpy as np
 from sqlglot import exp
 
-from .compile import is_integer_type, literal, source_key
 from .domain import Domain, ZipDomain
 from .spec import QISpec
+from .sqltext import is_integer_type, literal, source_key
 
 IN_LIST = 64  # domains up to this size are tested with a literal IN list, larger ones with a VALUES subquery
 
@@ -37,11 +37,13 @@ def implied_by_groups(domain: Domain, sql_type: str | None) -> bool:
 
 
 def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None,
-           positions: Sequence[int] | np.ndarray | None = None) -> exp.Expression:
+           positions: Sequence[int] | np.ndarray | None = None, values: str | None = None) -> exp.Expression:
     """TRUE when the value is in ``domain``, FALSE or NULL otherwise (for a ``WHEN``, where NULL
     is not taken).  ``in_domain`` is the never-NULL form.  ``positions`` (categories and ZIPs
     only) tests membership of those domain values alone: ``label_expr`` guards only the values
     that pass through as text, the others being matched by their groups' ``IN`` lists.
+    ``values`` names a session table (column ``v``) holding a large domain's values, looked up
+    instead of the inline ``VALUES`` list (a batch's repeated checks; never for a view).
 
     Integers and dates are tested whatever the column's type now is (``TRY_CAST``; PostgreSQL,
     whose view columns cannot change type, renders a plain ``CAST``): an integer domain holds
@@ -56,12 +58,15 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
         as_date = exp.TryCast(this=column.copy(), to=exp.DataType.build("DATE"))
         return exp.Between(this=as_date, low=low, high=high)
     key = source_key(qi, domain, column.copy(), sql_type)
-    values = [domain.text(int(p)) for p in (range(domain.size) if positions is None else positions)]
-    if len(values) <= IN_LIST:
-        cond: exp.Expression = exp.In(this=key, expressions=[exp.Literal.string(v) for v in values])
+    texts = [domain.text(int(p)) for p in (range(domain.size) if positions is None else positions)]
+    if len(texts) <= IN_LIST:
+        cond: exp.Expression = exp.In(this=key, expressions=[exp.Literal.string(v) for v in texts])
+    elif values is not None and positions is None:  # the whole domain, held in a session table
+        query = exp.Select(expressions=[exp.column("v")]).from_(exp.to_table(values), copy=False)
+        cond = exp.In(this=key, query=exp.Subquery(this=query))
     else:
         # built node by node: sqlglot's builders deep-copy their arguments, seconds for 30,000 values
-        rows = [exp.Tuple(expressions=[exp.Literal.string(v)]) for v in values]
+        rows = [exp.Tuple(expressions=[exp.Literal.string(v)]) for v in texts]
         table = exp.Values(expressions=rows, alias=exp.TableAlias(this=exp.to_identifier("deid_domain"),
                                                                   columns=[exp.to_identifier("v")]))
         query = exp.Select(expressions=[exp.column("v")]).from_(table, copy=False)
@@ -74,11 +79,12 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
     return cond
 
 
-def in_domain(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
+def in_domain(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None,
+              values: str | None = None) -> exp.Expression:
     """TRUE exactly when the value of ``column`` (of SQL type ``sql_type``, None: the domain's
     own) lies in ``domain``; never NULL — a NULL is outside unless ``qi.nulls = "category"``
-    makes it the domain's null label."""
-    return exp.func("coalesce", member(qi, domain, column, sql_type), exp.false())
+    makes it the domain's null label.  ``values``: see ``member``."""
+    return exp.func("coalesce", member(qi, domain, column, sql_type, values=values), exp.false())
 
 
 __all__ = ["IN_LIST", "implied_by_groups", "in_domain", "member"]

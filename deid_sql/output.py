@@ -14,11 +14,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from sqlglot import exp
 
+from . import progress
 from .atomic import replacing, replacing_together
+from .backends import local
 from .backends.base import Backend
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
-from .names import check_name, table_name
+from .names import check_name
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
@@ -101,7 +103,7 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
     if table is not None:
         check_name(table, "--table")
     if out is None:
-        if spec.backend.engine == "duckdb":
+        if not backend.catalog:
             raise OutputError("name the output file with --out (.parquet, .csv or .duckdb)")
         if not table:
             raise OutputError(f"name the table to create in the {spec.backend.engine} engine with --table, "
@@ -118,12 +120,12 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
             raise _unreadable(spec, e) from None
     if gate is None:
         with replacing(path, overwrite) as tmp:
-            rows = write_file(backend, spec, query, tmp, kind, expected)
+            rows = write_file(backend, spec, query, tmp, kind, expected, path.name)
         return Written(path, kind, rows)
     side = sidecar_path(path)
     check_not_input(spec, side)
     with replacing_together([path, side], overwrite) as (tmp, tmp_side):
-        rows = write_file(backend, spec, query, tmp, kind, expected)
+        rows = write_file(backend, spec, query, tmp, kind, expected, path.name)
         figures = _measure_file(gate, tmp, kind)
         verdict = gate.judge(figures)
         record = gate.record(figures, verdict, {"kind": "file", "name": path.name, "path": str(path.resolve()),
@@ -134,6 +136,12 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
 
 def _write_table(backend: Backend, database: Path | None, name: str, query: exp.Select, expected: int,
                  overwrite: bool, gate: ReleaseGate | None, kind: str) -> Written:
+    with progress.watching(f"writing table {name}", backend.progress):
+        return _write_table_now(backend, database, name, query, expected, overwrite, gate, kind)
+
+
+def _write_table_now(backend: Backend, database: Path | None, name: str, query: exp.Select, expected: int,
+                     overwrite: bool, gate: ReleaseGate | None, kind: str) -> Written:
     if gate is None:
         rows = backend.create_table(database, name, query, expected, overwrite)
         return Written(database, kind, rows, name)
@@ -153,15 +161,13 @@ def _write_table(backend: Backend, database: Path | None, name: str, query: exp.
 
 
 def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
-    """Read the written file back (a local DuckDB) and measure its released groups."""
-    from .backends import connect
-
-    local = connect("duckdb")
+    """Read the written file back (an in-process backend) and measure its released groups."""
+    reader = local()
     try:
-        relation = local.relation(TableRef(path, kind), {c: True for c in gate.qi_columns})
-        return gate.measure(local.execute, relation)
+        relation = reader.relation(TableRef(path, kind), {c: True for c in gate.qi_columns})
+        return gate.measure(reader.execute, relation)
     finally:
-        local.close()
+        reader.close()
 
 
 def _policy_repr(problem: Problem, item: Policy | Recoding | str) -> str:
@@ -170,11 +176,13 @@ def _policy_repr(problem: Problem, item: Policy | Recoding | str) -> str:
     return repr(problem.policy(item).text())
 
 
-def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int) -> int:
+def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int,
+               name: str | None = None) -> int:
     """Stream ``query`` into ``tmp`` (Parquet or CSV); the row count must be ``expected``.
-    The caller owns ``tmp`` (see ``atomic.replacing``), so several files can land together."""
+    The caller owns ``tmp`` (see ``atomic.replacing``), so several files can land together;
+    ``name`` is the file the user will see, for the progress line."""
     try:
-        rows = _write_batches(backend, query, tmp, kind)
+        rows = _write_batches(backend, query, tmp, kind, expected, name or tmp.name)
     except BackendError as e:
         raise _unreadable(spec, e) from None
     if rows != expected:
@@ -191,16 +199,18 @@ def _unreadable(spec: Spec, e: BackendError) -> DeidError:
     return e
 
 
-def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str) -> int:
+def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str, expected: int, name: str) -> int:
     rows = 0
     writer: pq.ParquetWriter | pacsv.CSVWriter | None = None
     try:
-        for batch in backend.stream(query):
-            if writer is None:
-                writer = (pq.ParquetWriter(tmp, batch.schema) if kind == "parquet"
-                          else pacsv.CSVWriter(tmp, batch.schema))
-            writer.write_batch(batch)
-            rows += batch.num_rows
+        with progress.counting(f"writing {name}", expected) as written:
+            for batch in backend.stream(query):
+                if writer is None:
+                    writer = (pq.ParquetWriter(tmp, batch.schema) if kind == "parquet"
+                              else pacsv.CSVWriter(tmp, batch.schema))
+                writer.write_batch(batch)
+                rows += batch.num_rows
+                written.advance(batch.num_rows)
         if writer is None:  # empty result still gets a valid file with the schema
             empty = backend.execute(query.limit(0))
             (pq.write_table if kind == "parquet" else pacsv.write_csv)(empty, tmp)  # type: ignore[operator]
@@ -274,12 +284,11 @@ def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> 
 
 
 def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:
-    """The first rows of a view or table in a DuckDB file, as an analyst would see them."""
-    import duckdb
-
-    con = duckdb.connect(str(database), read_only=True)
+    """The first rows of a view or table in a DuckDB file, as an analyst would see them (a reader
+    of its own: the file opened read-only, nothing of the session that wrote it)."""
+    check_name(name, "--name")
+    reader = local()
     try:
-        query = exp.select("*").from_(table_name(name, "--name")).limit(rows)
-        return con.execute(query.sql(dialect="duckdb")).fetchall()
+        return reader.head(Path(database), name, rows)
     finally:
-        con.close()
+        reader.close()

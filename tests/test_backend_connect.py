@@ -29,7 +29,8 @@ def without(monkeypatch: pytest.MonkeyPatch):
 def test_missing_extra_names_it(without, engine: str, package: str, extra: str) -> None:
     without(package)
     with pytest.raises(BackendError, match=rf"engine '{engine}' needs the {package} package: "
-                                          rf"pip install 'deid-sql\[{extra}\]'"):
+                                          rf"pip install 'deid-sql\[{extra}\]' \(from a clone of the "
+                                          rf"repository: pip install '\.\[{extra}\]'\)$"):
         connect(engine, dsn="postgresql://x@127.0.0.1:1/db") if engine == "postgres" else connect(engine)
 
 
@@ -39,7 +40,8 @@ def test_missing_extra_from_the_cli(without, run, tmp_path: Path) -> None:
     spec.write_text('population = "sample"\n[backend]\nengine = "postgres"\ndsn = "postgresql://x@127.0.0.1:1/db"\n'
                     '[source]\ntable = "t"\n' + "".join(DEFAULT_QIS), encoding="utf-8")
     result = run("validate", spec, expect=2)
-    assert result.stderr == "error: engine 'postgres' needs the psycopg package: pip install 'deid-sql[postgres]'\n"
+    assert result.stderr == ("error: engine 'postgres' needs the psycopg package: pip install 'deid-sql[postgres]' "
+                             "(from a clone of the repository: pip install '.[postgres]')\n")
 
 
 def test_unknown_engine_is_a_spec_error(run, tmp_path: Path) -> None:

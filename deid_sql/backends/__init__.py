@@ -10,24 +10,37 @@ from .base import Backend
 EXTRAS = {"postgres": ("psycopg", "postgres"), "spark": ("pyspark", "spark")}
 
 
-def connect(engine: str = "duckdb", **options: object) -> Backend:
-    """Open a backend by name; an engine whose extra is not installed says which to install."""
+def engine_class(engine: str) -> type[Backend]:
+    """The backend class of ``engine`` (its capabilities, without connecting); an engine whose
+    extra is not installed says how to install it, from PyPI and from a clone of the repository."""
     if engine == "duckdb":
         from .duckdb import DuckDBBackend
 
-        return DuckDBBackend(**options)  # type: ignore[arg-type]
+        return DuckDBBackend
     if engine not in EXTRAS:
         raise BackendError(f"unknown engine {engine!r}; the engines are: duckdb, {', '.join(EXTRAS)}")
     module, extra = EXTRAS[engine]
     if importlib.util.find_spec(module) is None:
-        raise BackendError(f"engine {engine!r} needs the {module} package: pip install 'deid-sql[{extra}]'")
+        raise BackendError(f"engine {engine!r} needs the {module} package: pip install 'deid-sql[{extra}]' "
+                           f"(from a clone of the repository: pip install '.[{extra}]')")
     if engine == "postgres":
         from .postgres import PostgresBackend
 
-        return PostgresBackend(**options)  # type: ignore[arg-type]
+        return PostgresBackend
     from .spark import SparkBackend
 
-    return SparkBackend(**options)  # type: ignore[arg-type]
+    return SparkBackend
 
 
-__all__ = ["Backend", "connect"]
+def connect(engine: str = "duckdb", **options: object) -> Backend:
+    """Open a backend by name; an engine whose extra is not installed says which to install."""
+    return engine_class(engine)(**options)
+
+
+def local() -> Backend:
+    """An in-process backend for files this process wrote (reading a written release back to
+    measure it), whatever engine the spec runs on."""
+    return connect("duckdb")
+
+
+__all__ = ["Backend", "connect", "engine_class", "local"]

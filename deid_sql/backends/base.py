@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from ..spec import TableRef
+from ..tableref import TableRef
 
 #: called inside the transaction that writes a table, before it commits: given a function that
 #: runs a query there and the new table, it inspects what was written (raising aborts the write)
@@ -27,7 +27,26 @@ class Backend(ABC):
     """One connection to one engine."""
 
     dialect: str = ""
+    title: str = ""  # the engine's name as people write it, for messages ("PostgreSQL")
     python_udfs: bool = True  # can register Python (Arrow) functions callable in SQL
+    #: ``TableRef`` formats the engine reads in place ("csv", "parquet", "duckdb": a table in a DuckDB file)
+    file_formats: frozenset[str] = frozenset()
+    #: whether the engine has its own persistent catalog: sources may be its tables
+    #: (``TableRef.format == "table"``) and outputs go there when ``database`` is None;
+    #: without one (DuckDB in memory) sources are files and outputs need a DuckDB file
+    catalog: bool = True
+
+    @classmethod
+    def unreadable(cls, ref: TableRef) -> str | None:
+        """Why this engine cannot read ``ref``, to follow "runs on <title>, which" (None: it can);
+        a class method, so a job can refuse a source before connecting."""
+        if ref.format == "table":
+            return None if cls.catalog else f"reads batch files, not the table {ref.table} of an engine"
+        if ref.format in cls.file_formats:
+            return None
+        if not cls.file_formats:
+            return f"reads tables of its database, not the file {ref.path}"
+        return f"cannot read the {'DuckDB' if ref.format == 'duckdb' else ref.format} file {ref.path}"
 
     @abstractmethod
     def close(self) -> None:
@@ -106,6 +125,26 @@ class Backend(ABC):
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         """Drop table or view ``name`` from ``database`` if it exists (undoing a write that a
         later step of the same job could not complete)."""
+
+    @abstractmethod
+    def head(self, database: Path | None, name: str, rows: int) -> list[tuple[Any, ...]]:
+        """The first ``rows`` rows of table or view ``name`` in ``database`` (a DuckDB file), or in
+        the engine's own catalog when ``database`` is None: what an analyst sees first.  A DuckDB
+        file is opened read-only, so a view is read as any other reader of the file would."""
+
+    @abstractmethod
+    def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
+        """An expression that fails the query with ``message`` when a row reaches it (text, for a
+        ``CASE`` branch no row should reach); ``row`` is a value of the row, for an engine that must
+        make the failure depend on the row so its planner cannot fold it into failing every query."""
+
+    def progress(self) -> float | None:
+        """How far the query running now has come (0..1), or None when the engine cannot tell.
+
+        Called from another thread while a job waits on the engine (``deid_sql.progress`` draws
+        it on a terminal); it must be cheap, never block on the running query, and never raise
+        for want of a running query."""
+        return None
 
     @abstractmethod
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:

@@ -17,7 +17,7 @@ from sqlglot.errors import ErrorLevel
 
 from ..atomic import clean_stale, place, temporary_sibling
 from ..errors import BackendError, OutputError
-from ..spec import TableRef
+from ..tableref import TableRef
 from .base import Backend, Finish
 
 _counter = itertools.count()
@@ -43,6 +43,9 @@ class DuckDBBackend(Backend):
     """An in-memory DuckDB connection; source files are read in place, never copied."""
 
     dialect = "duckdb"
+    title = "DuckDB"
+    file_formats = frozenset({"csv", "parquet", "duckdb"})
+    catalog = False  # in memory: sources are files, outputs go into a DuckDB file
 
     def __init__(self, database: str = ":memory:", threads: int | None = None,
                  memory_limit: str | None = None) -> None:
@@ -52,12 +55,19 @@ class DuckDBBackend(Backend):
         if memory_limit:
             config["memory_limit"] = memory_limit
         self.con = duckdb.connect(database, config=config)
+        # progress of the running query is tracked (``progress``) but never printed by DuckDB itself
+        self.con.execute("SET enable_progress_bar = true")
+        self.con.execute("SET enable_progress_bar_print = false")
         self._udfs = False
         self._functions: set[str] = set()
         self._attached: dict[Path, str] = {}
 
     def close(self) -> None:
         self.con.close()
+
+    def progress(self) -> float | None:
+        done = self.con.query_progress()
+        return done / 100 if done >= 0 else None
 
     def register_udfs(self) -> None:
         from ..udfs import UDFS
@@ -267,6 +277,23 @@ class DuckDBBackend(Backend):
             finally:
                 con.close()
         return rows
+
+    def head(self, database: Path | None, name: str, rows: int) -> list[tuple[Any, ...]]:
+        path = _file(database)
+        query = exp.select("*").from_(_target(name)).limit(rows)
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+        except duckdb.Error as e:
+            raise OutputError(f"cannot open {path} as a DuckDB database ({_one_line(e)})") from None
+        try:
+            return con.execute(render(query)).fetchall()
+        except duckdb.Error as e:
+            raise BackendError(_one_line(e)) from None
+        finally:
+            con.close()
+
+    def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
+        return exp.func("error", exp.Literal.string(message))
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of

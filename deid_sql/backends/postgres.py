@@ -21,9 +21,9 @@ import pyarrow as pa
 from psycopg import sql as pgsql
 from sqlglot import exp
 
-from ..compile import to_sql
 from ..errors import BackendError, OutputError
-from ..spec import TableRef
+from ..sqltext import to_sql
+from ..tableref import TableRef
 from .base import Backend, Finish, literal_rows
 
 # type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
@@ -53,6 +53,7 @@ class PostgresBackend(Backend):
     """One connection (autocommit; writes run in explicit transactions)."""
 
     dialect = "postgres"
+    title = "PostgreSQL"
     python_udfs = False
 
     def __init__(self, dsn: str | None = None) -> None:
@@ -191,6 +192,19 @@ class PostgresBackend(Backend):
         except psycopg.Error as e:
             raise BackendError(_one_line(e)) from None
 
+
+    def head(self, database: Path | None, name: str, rows: int) -> list[tuple[Any, ...]]:
+        _no_file(database)
+        table = self.execute(exp.select("*").from_(quoted_table(name)).limit(rows))
+        return list(zip(*(c.to_pylist() for c in table.columns)))
+
+    def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
+        """PostgreSQL has no ``error()``: the message is cast to an integer, which fails naming it,
+        made to depend on the row (``left(coalesce(row::text, ''), 0)``, always empty) so that the
+        planner cannot fold the constant and fail a query no row of which reaches it."""
+        empty = exp.func("left", exp.func("coalesce", exp.cast(row.copy(), "TEXT"), exp.Literal.string("")),
+                         exp.Literal.number(0))
+        return exp.cast(exp.cast(exp.DPipe(this=exp.Literal.string(message), expression=empty), "INTEGER"), "TEXT")
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from the built-in ``sha256(bytea)`` (PostgreSQL 11 and later; no extension

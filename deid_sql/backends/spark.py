@@ -41,9 +41,9 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from ..compile import to_sql
 from ..errors import BackendError, OutputError
-from ..spec import TableRef
+from ..sqltext import to_sql
+from ..tableref import TableRef
 from .base import Backend, Finish, literal_rows
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them.  Log level
@@ -118,6 +118,8 @@ class SparkBackend(Backend):
     """A private session (temporary views, SQL settings) of the process's shared Spark."""
 
     dialect = "spark"
+    title = "Spark"
+    file_formats = frozenset({"csv", "parquet"})
     python_udfs = False
 
     def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
@@ -146,6 +148,16 @@ class SparkBackend(Backend):
         self._files: dict[tuple[str, str | None, tuple[str, ...]], str] = {}  # CSV views
         self._inferred: dict[tuple[str, str | None], T.StructType] = {}  # CSV schemas
         self._closed = False
+
+    def progress(self) -> float | None:
+        """Finished tasks over all tasks of the stages running now (Spark's own status tracker)."""
+        tracker = self.session.sparkContext.statusTracker()
+        done = total = 0
+        for stage in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage)
+            if info is not None:
+                done, total = done + info.numCompletedTasks, total + info.numTasks
+        return done / total if total else None
 
     def close(self) -> None:
         """Drop this backend's temporary views and cached data; Spark itself keeps running."""
@@ -385,6 +397,14 @@ class SparkBackend(Backend):
         except (PySparkException, Py4JError) as e:
             raise BackendError(_one_line(e)) from None
 
+
+    def head(self, database: Path | None, name: str, rows: int) -> list[tuple[Any, ...]]:
+        _no_file(database)
+        table = self.execute(exp.select("*").from_(quoted_table(name)).limit(rows))
+        return list(zip(*(c.to_pylist() for c in table.columns)))
+
+    def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
+        return exp.func("raise_error", exp.Literal.string(message))
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to

@@ -84,7 +84,7 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
     temporary siblings renamed together at the end; database objects created before a
     later step fails are dropped again.
     """
-    in_engine = job.spec.backend.engine != "duckdb"  # views then go into the engine's catalog, no file
+    in_engine = job.backend.catalog  # views then go into the engine's catalog, no file
     if (db is not None and view is None) or (view is not None and db is None and not in_engine):
         raise OutputError("--view and --db go together: name the view and the DuckDB file to create it in")
     # --table without --out: a table inside the engine itself (PostgreSQL, Spark)
@@ -126,7 +126,7 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 pacsv.write_csv(comp, stack.enter_context(replacing(companion, overwrite)))
                 side = stack.enter_context(replacing(sidecar_path(out), overwrite))
                 tmp = stack.enter_context(replacing(out, overwrite))
-                rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total)
+                rows = write_file(job.backend, job.spec, job.query(), tmp, kind, job.inputs.total, out.name)
                 side.write_text(to_json(record | {"release": where | {"rows": rows, "sha256": file_sha256(tmp)}}),
                                 encoding="utf-8")
                 result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}, "

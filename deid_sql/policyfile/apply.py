@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..backends import engine_class
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..output import FORMATS, Written, view_source, write_query
@@ -132,7 +133,7 @@ def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str
     """Which output was asked for, refused before the batch is read when it cannot be written:
     the policy file or its spec, an existing file, a combination the engine does not have.
     Returns the output file or the view's DuckDB file (None: a table or view in the engine)."""
-    in_engine = engine != "duckdb"
+    in_engine = engine_class(engine).catalog  # tables and views can go into the engine itself
     if out is not None and view is not None:
         raise OutputError("give --out FILE or --view NAME (one of them), not both")
     if view is not None and out_table is not None:

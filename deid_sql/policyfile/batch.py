@@ -18,20 +18,21 @@ from pathlib import Path
 import pyarrow as pa
 from sqlglot import exp
 
-from ..backends import Backend, connect
-from ..compile import col, generalize, is_integer_type, literal, source_key
-from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain
+from .. import progress
+from ..backends import Backend, connect, engine_class
+from ..compile import col, generalize
+from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
+from ..guards import IN_LIST, in_domain
 from ..hierarchy import Hierarchy
 from ..loading import read_problem
 from ..recoding import Recoding
 from ..release.roles import apply_roles
-from ..spec import QISpec, Spec, TableRef, read_toml
+from ..spec import BackendSpec, QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 
 BATCH_VIEW = "deid_batch"
 SHOWN = 5  # out-of-domain values named in a message
-_IN_LIST = 64  # larger domains: IN (SELECT v FROM …), a hash join (a long IN list is scanned per row)
 _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet", ".pq": "parquet",
              ".duckdb": "duckdb", ".db": "duckdb", ".ddb": "duckdb"}
 
@@ -61,16 +62,10 @@ def engine_ref(name: str) -> TableRef:
 def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, object]]:
     """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML."""
     raw = read_toml(spec_path, missing=f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}")
-    engine = engine_of(raw)
-    if ref.format == "table" and engine == "duckdb":
-        raise SpecError(f"--source-table {ref.table} names a table of the spec's engine, but spec {spec_path} runs "
-                        f"on DuckDB, which reads batch files: pass --source FILE (with --table for a .duckdb file)")
-    if ref.format != "table" and engine == "postgres":
-        raise SpecError(f"spec {spec_path} runs on PostgreSQL, which reads tables of its database, not the file "
-                        f"{ref.path}: load the batch into a table and pass --source-table SCHEMA.TABLE")
-    if ref.format == "duckdb" and engine == "spark":
-        raise SpecError(f"spec {spec_path} runs on Spark, which cannot read the DuckDB file {ref.path}: export the "
-                        f"table to Parquet, or load it into a Spark table and pass --source-table DB.TABLE")
+    engine = engine_class(engine_of(raw))
+    reason = engine.unreadable(ref)
+    if reason is not None:
+        raise SpecError(f"spec {spec_path} runs on {engine.title}, which {reason}: {_readable_hint(engine)}")
     data = dict(raw)
     old = raw.get("source") if isinstance(raw.get("source"), dict) else {}
     source: dict[str, object] = {"table": ref.table} if ref.format == "table" else {"path": str(ref.path),
@@ -83,10 +78,20 @@ def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, obje
     return Spec.from_dict(data, base=spec_path.resolve().parent, path=spec_path), raw
 
 
+def _readable_hint(engine: type[Backend]) -> str:
+    """How to hand ``engine`` a batch it can read."""
+    files = sorted(engine.file_formats - {"duckdb"}) + (["a .duckdb file with --table"]
+                                                         if "duckdb" in engine.file_formats else [])
+    ways = ([f"pass --source FILE ({', '.join(files)})"] if files else []) + (
+        [f"load the batch into a {engine.title} table and pass --source-table NAME"] if engine.catalog else [])
+    return ", or ".join(ways)
+
+
 def engine_of(raw: dict[str, object]) -> str:
-    """The engine a spec's raw TOML names (DuckDB unless ``[backend] engine`` says otherwise)."""
+    """The engine a spec's raw TOML names (the spec's default unless ``[backend] engine`` says otherwise)."""
     backend = raw.get("backend")
-    return str(backend.get("engine", "duckdb")) if isinstance(backend, dict) else "duckdb"
+    default = BackendSpec().engine
+    return str(backend.get("engine", default)) if isinstance(backend, dict) else default
 
 
 def original_source(spec_path: Path, raw: dict[str, object]) -> Path | None:
@@ -135,34 +140,6 @@ def _declared_domain(q: QISpec, frozen: SavedQI | None) -> object:
     return {"values_from": q.values_from}
 
 
-def in_domain(q: QISpec, domain: Domain, sql_type: str | None, values: str | None = None) -> exp.Expression:
-    """True exactly when the row's value of ``q`` (column ``q.column``) lies in ``domain``, never
-    NULL.  A large category domain is looked up in the session table ``values`` (column ``v``)
-    when given, else in an inline ``VALUES`` list (what a persistent view needs)."""
-    raw = col(q.column)
-    if isinstance(domain, IntegerDomain):
-        low, high = exp.Literal.number(domain.lo), exp.Literal.number(domain.hi)
-        if is_integer_type(sql_type):
-            cond: exp.Expression = exp.Between(this=raw.copy(), low=low, high=high)
-        else:  # 45.5 or '45.5' is not an age: the value must be a whole number
-            as_int = exp.TryCast(this=raw.copy(), to=exp.DataType.build("BIGINT"))
-            as_dbl = exp.TryCast(this=raw.copy(), to=exp.DataType.build("DOUBLE"))
-            cond = exp.and_(as_dbl.eq(as_int.copy()), exp.Between(this=as_int.copy(), low=low, high=high))
-    elif isinstance(domain, DateDomain):
-        as_date = exp.TryCast(this=raw.copy(), to=exp.DataType.build("DATE"))
-        cond = exp.Between(this=as_date, low=literal(domain, 0), high=literal(domain, domain.size - 1))
-    else:
-        assert isinstance(domain, CategoryDomain)
-        key = source_key(q, domain, raw.copy(), sql_type)
-        if domain.size <= _IN_LIST:
-            cond = exp.In(this=key, expressions=[exp.Literal.string(v) for v in domain.values])
-        else:
-            table = exp.to_table(values) if values is not None else exp.values(
-                [(v,) for v in domain.values], alias="deid_domain", columns=["v"])
-            cond = exp.In(this=key, query=exp.select("v").from_(table).subquery())
-    return exp.func("coalesce", cond, exp.false())
-
-
 @dataclass(frozen=True)
 class Outside:
     """Values of a batch outside the saved domains (NULLs count unless kept as a category)."""
@@ -196,7 +173,7 @@ class Batch:
         self.domains = policy.domains
         self.value_tables: dict[int, str] = {}  # large category domains, registered for session queries
         for i, d in enumerate(self.domains):
-            if isinstance(d, CategoryDomain) and d.size > _IN_LIST:
+            if isinstance(d, CategoryDomain) and d.size > IN_LIST:  # looked up by a hash join
                 self.value_tables[i] = f"deid_batch_domain_{i}"
                 backend.register_table(self.value_tables[i], pa.table({"v": pa.array(d.values, pa.string())}))
         try:
@@ -276,7 +253,8 @@ class Batch:
 
     def _run(self, query: exp.Expression):  # -> pa.Table
         try:
-            return self.backend.execute(query)
+            with progress.watching(f"reading the batch {self.describe()}", self.backend.progress):
+                return self.backend.execute(query)
         except BackendError as e:
             raise DataError(read_problem("batch", self.describe(), str(e))) from None
 
@@ -288,7 +266,8 @@ class Batch:
         if q is None:
             q = self.spec.qis[i]
             sql_type = self.columns.get(q.column)
-        return in_domain(q, self.domains[i], sql_type, None if persistent else self.value_tables.get(i))
+        return in_domain(q, self.domains[i], col(q.column), sql_type,
+                         None if persistent else self.value_tables.get(i))
 
     def release_query(self, source: exp.Expression | None = None, recoding: Recoding | None = None,
                       persistent: bool = False, roles: bool = True) -> exp.Select:
@@ -311,9 +290,9 @@ class Batch:
             if i is not None:
                 q = self.spec.qis[i]
                 otherwise = (exp.Literal.string(self.policy.fallback) if self.policy.fallback is not None else
-                             fail_query(self.backend.dialect, q.column,
-                                        f"deid-sql: column {q.column!r} holds a value outside the domain of QI "
-                                        f"{q.name!r} saved in the policy file; run deid-sql check"))
+                             self.backend.raise_error(
+                                 f"deid-sql: column {q.column!r} holds a value outside the domain of QI "
+                                 f"{q.name!r} saved in the policy file; run deid-sql check", col(q.column)))
                 p = exp.alias_(exp.Case().when(self.ok(i, persistent), p.this).else_(otherwise), p.args["alias"])
             projections.append(p)
         query = query.select(*projections, append=False)
@@ -321,21 +300,6 @@ class Batch:
             return query
         return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
                            f"batch {self.describe()}")
-
-
-def fail_query(dialect: str, column: str, message: str) -> exp.Expression:
-    """An expression that fails the query with ``message`` when a row reaches it (a text value
-    otherwise).  DuckDB has ``error``, Spark ``raise_error``; PostgreSQL has neither, so the message
-    is cast to an integer (which fails naming it) — made to depend on the row's column so that the
-    planner cannot fold the constant and fail a query no row of which reaches it."""
-    text = exp.Literal.string(message)
-    if dialect == "spark":
-        return exp.func("raise_error", text)
-    if dialect == "postgres":
-        empty = exp.func("left", exp.func("coalesce", exp.cast(col(column), "TEXT"), exp.Literal.string("")),
-                         exp.Literal.number(0))
-        return exp.cast(exp.cast(exp.DPipe(this=text, expression=empty), "INTEGER"), "TEXT")
-    return exp.func("error", text)
 
 
 def open_batch(policy: PolicyFile, ref: TableRef) -> Batch:
@@ -366,4 +330,4 @@ def _difference(saved: list[dict[str, object]], now: list[dict[str, object]]) ->
     return ""
 
 
-__all__ = ["Batch", "Outside", "batch_ref", "engine_ref", "in_domain", "open_batch", "spec_for_batch"]
+__all__ = ["Batch", "Outside", "batch_ref", "engine_ref", "open_batch", "spec_for_batch"]
