@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from sqlglot import exp
 
+from . import progress
 from .compile import SUPPRESSED, col, ident
 from .errors import DeidError
 from .fulldomain import (
@@ -77,7 +77,9 @@ def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float =
         raise DeidError(f"unknown property store {store!r}; use {', '.join(STORES)}")
     space = TransformationSpace(problem)
     evaluator = TransformEvaluator(problem, models, METRICS[metric](), suppression, space=space)
-    return Anonymization(best_first_search(space, evaluator, STORES[store], time_limit), space, evaluator)
+    with progress.counting(f"searching {space.size:,} transformations", unit="checked") as checked:
+        result = best_first_search(space, evaluator, STORES[store], time_limit, checked)
+    return Anonymization(result, space, evaluator)
 
 
 def suppressed_groups(run: Anonymization) -> list[tuple[str, ...]]:
@@ -85,9 +87,7 @@ def suppressed_groups(run: Anonymization) -> list[tuple[str, ...]]:
     assert run.levels is not None
     x = run.levels
     stats = run.evaluator.groups(x)
-    mask = np.zeros(stats.m.size, dtype=bool)
-    for model in run.evaluator.models:
-        mask = model.suppress(stats, mask)
+    mask = run.evaluator.suppress(stats)  # the rule the search judged the optimum by
     ids = stats.ids(mask)
     labels = [run.space.levels[q][x[q]].labels for q in range(len(x))]
     return [tuple(labels[q][int(ids[q][i])] for q in range(len(x))) for i in range(int(mask.sum()))]

@@ -177,9 +177,6 @@ class Lattice:
         """``a ≺ b`` (Def. 3.3): a strictly more general than b."""
         return a.bits != b.bits and self.leq(a, b)
 
-    def comparable(self, a: Policy, b: Policy) -> bool:
-        return self.leq(a, b) or self.leq(b, a)
-
     def meet(self, a: Policy, b: Policy) -> Policy:
         """The most specific policy at least as general as both (bitwise AND)."""
         self._check(a, b)

@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 from sqlglot import exp
 
 from .adversary.params import RISKS, AdversaryParams
-from .backends import Backend, connect
+from .backends import Backend, connect, local
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
 from .domain import Domain
@@ -50,8 +51,8 @@ class Problem:
         sizes = [d.size for d in domains]
         bottom, top = lattice.bottom().recoding(), lattice.top().recoding()
         self.record_risk = risk_model(spec, self.population_total)
-        self.fast = Evaluator(FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk),
-                              sample, bottom, top)
+        self._fast_path = FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk)
+        self.fast = Evaluator(self._fast_path, sample, bottom, top)
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
 
@@ -59,6 +60,12 @@ class Problem:
     def population_total(self) -> int:
         """People in the population table (the sample's records with ``population = "sample"``)."""
         return int((self.population or self.sample).total)
+
+    def group_sizes(self, recoding: Recoding, ids: list[np.ndarray], m: np.ndarray) -> np.ndarray:
+        """g = max(census, m) of groups of ``recoding`` given by their group id per QI, sorted
+        (``FastEvaluator.group_sizes``): the full-domain evaluator groups cells its own way
+        and needs only the census of its groups."""
+        return self._fast_path.group_sizes(recoding, ids, m)
 
     def require_monotone_risk(self, what: str) -> None:
         """Refuse a search that prunes by monotone risk when the risk model is not monotone."""
@@ -166,12 +173,13 @@ class Problem:
         if self.backend.python_udfs:
             return self.backend
         if self._scratch is None:
-            self._scratch = connect("duckdb")
+            self._scratch = local()
         return self._scratch
 
     def evaluate(self, item: Policy | Recoding | str, path: str = "fast") -> Metrics:
-        """Metrics of a policy (text or object) or recoding; ``path`` is "fast" or "sql"."""
-        evaluator = self.sql if path == "sql" else self.fast
+        """Metrics of a policy (text or object) or recoding; ``path`` is "fast" or "sql" (any other
+        is an error: silently evaluating on the fast path would pass off its figures as the SQL's)."""
+        evaluator = self._evaluator(path)
         if isinstance(item, str):
             item = self.policy(item)
         if isinstance(item, Policy):
@@ -179,7 +187,15 @@ class Problem:
         return evaluator.evaluate(self.recoding(item))
 
     def evaluate_many(self, items: Iterable[Policy | Recoding | str], path: str = "fast") -> list[Metrics]:
+        self._evaluator(path)  # an unknown path fails before the first item
         return [self.evaluate(i, path) for i in items]
+
+    def _evaluator(self, path: str) -> Evaluator:
+        if path == "fast":
+            return self.fast
+        if path == "sql":
+            return self.sql
+        raise DeidError(f"unknown evaluation path {path!r}; use 'fast' (cells, numpy) or 'sql' (the reference)")
 
     # -- SQL ------------------------------------------------------------------------------
     def query(self, item: Policy | Recoding | str, suppress_below: int | None = None,

@@ -135,6 +135,22 @@ class FastEvaluator:
             return self._census_cube(rec, ids)
         return self._census_scan(rec, uniq, ids)
 
+    def group_sizes(self, rec: Recoding, ids: list[np.ndarray], m: np.ndarray) -> np.ndarray:
+        """g = max(census, m) of groups of ``rec`` given by their group id per QI and sample
+        counts ``m`` (= m without a population).  The groups must be distinct and sorted by
+        their ids (lexicographically, QIs in order), as the full-domain evaluator's are: their
+        mixed-radix keys are then sorted too, and the census scan matches against them."""
+        if self.population is None:
+            return m
+        radix = [q.n_groups for q in rec.qis]
+        uniq: np.ndarray | None = None
+        if float(np.prod(np.array(radix, dtype=np.float64))) < _KEY_LIMIT:
+            uniq = np.zeros(m.size, dtype=np.int64)
+            for c, n in zip(ids, radix):
+                uniq = uniq * n + c
+        census = self.census_of(rec, uniq, ids, m)
+        return np.maximum(np.asarray(census, dtype=np.float64), m)
+
     def _census_cube(self, rec: Recoding, group_ids: list[np.ndarray]) -> np.ndarray:
         lows, highs = [], []
         for q, qrec in enumerate(rec.qis):

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import DeidError
 
 if TYPE_CHECKING:
-    from .transform import GroupStats, TransformEvaluator
+    from .transform import GroupStats, Transformation, TransformEvaluator
 
 BOTH: frozenset[str] = frozenset({"up", "down"})
 
@@ -196,9 +196,12 @@ class AverageRisk(PrivacyModel):
 # ---------------------------------------------------------------------------------------
 class QualityModel:
     """``value``: quality with suppression; ``bound``: with generalization only (≤ value,
-    monotone non-decreasing along ≺)."""
+    monotone non-decreasing along ≺).  A model whose bound depends on the levels alone sets
+    ``bound_from_levels`` and gives it by ``level_bound``, so BFS can bound a transformation
+    before grouping it."""
 
     name = ""
+    bound_from_levels = False
 
     def bind(self, evaluator: TransformEvaluator) -> None:
         self.ev = evaluator
@@ -211,6 +214,10 @@ class QualityModel:
 
     def bound(self, stats: GroupStats) -> float:
         raise NotImplementedError
+
+    def level_bound(self, levels: Transformation) -> float:
+        """``bound`` of the transformation ``levels`` without its groups (``bound_from_levels``)."""
+        raise NotImplementedError(f"{type(self).__name__}'s bound needs the groups; call bound(stats)")
 
     def _per_group(self, tables: list[list[np.ndarray]]) -> list[list[float]]:
         """Σ over all records of a per-group table, per QI and level (= Σ_G m · t(G))."""
@@ -265,8 +272,11 @@ class Loss(QualityModel):
         self.base = self._per_group(self.frac)
         self.scale = float(evaluator.records * evaluator.n_qis)
 
+    def level_bound(self, levels: Transformation) -> float:
+        return sum(self.base[q][lvl] for q, lvl in enumerate(levels)) / self.scale
+
     def bound(self, stats: GroupStats) -> float:
-        return sum(self.base[q][lvl] for q, lvl in enumerate(stats.levels)) / self.scale
+        return self.level_bound(stats.levels)
 
     def value(self, stats: GroupStats) -> float:
         s = self._suppressed_records(stats)
@@ -311,11 +321,14 @@ class NonUniformEntropy(QualityModel):
         self.totals = self._per_group(self.log_count)
         self.top = top
 
-    def _raw_bound(self, stats: GroupStats) -> float:
-        return sum(self.base[q][lvl] for q, lvl in enumerate(stats.levels))
+    def _raw_bound(self, levels: Transformation) -> float:
+        return sum(self.base[q][lvl] for q, lvl in enumerate(levels))
+
+    def level_bound(self, levels: Transformation) -> float:
+        return self._raw_bound(levels) / self.top if self.top > 0 else 0.0
 
     def bound(self, stats: GroupStats) -> float:
-        return self._raw_bound(stats) / self.top if self.top > 0 else 0.0
+        return self.level_bound(stats.levels)
 
     def value(self, stats: GroupStats) -> float:
         if self.top <= 0:
@@ -325,7 +338,7 @@ class NonUniformEntropy(QualityModel):
             return self.bound(stats)
         # a suppressed record's term per QI grows by log2(N / #records with its generalized value)
         extra = s * self.ev.n_qis * self.log_n - self._suppressed_sum(stats, self.log_count, self.totals)
-        return (self._raw_bound(stats) + max(0.0, extra)) / self.top
+        return (self._raw_bound(stats.levels) + max(0.0, extra)) / self.top
 
 
 class Discernibility(QualityModel):

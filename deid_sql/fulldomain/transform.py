@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from .models import PrivacyModel, QualityModel
 
 Transformation = tuple[int, ...]
-_KEY_LIMIT = 2**62
 _KEY_BITS = 62
 _LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed shifted group ids kept at most (64 MB)
 
@@ -254,12 +253,12 @@ class GroupStats:
         if self._ids is not None:
             return [row if select is None else row[select] for row in self._ids]
         keys = self.keys if select is None else self.keys[select]
-        return self.evaluator._decode(keys)
+        return self.evaluator.decode(keys)
 
     def census(self) -> np.ndarray:
         """g = max(population count, m) per group (= m without a population)."""
         if self._census is None:
-            self._census = self.evaluator._census(self)
+            self._census = self.evaluator.census(self)
         return self._census
 
 
@@ -362,12 +361,8 @@ class TransformEvaluator:
         if done is not None:
             return done
         stats = self._groups(x)
-        holds = True
-        mask = np.zeros(stats.m.size, dtype=bool)
-        for mdl in self.models:
-            holds = holds and mdl.holds(stats)
-            mask = mdl.suppress(stats, mask)
-        stats.suppressed = mask
+        holds = all(mdl.holds(stats) for mdl in self.models)
+        mask = stats.suppressed = self.suppress(stats)
         suppressed = int(stats.m[mask].sum())
         outcome = Outcome(
             levels=x, accepted=suppressed <= self.max_suppressed, suppressed=suppressed,
@@ -379,8 +374,14 @@ class TransformEvaluator:
         self.evaluations += 1
         return outcome
 
-    def apply_many(self, xs: Sequence[Sequence[int] | str]) -> list[Outcome]:
-        return [self.apply(x) for x in xs]
+    def suppress(self, stats: GroupStats) -> np.ndarray:
+        """Per group: is it suppressed?  Every privacy model in stage order adds the groups it
+        suppresses to those already suppressed (group-level models first, then dataset-level
+        ones).  The one suppression rule: ``apply`` judges by it, the release writes it."""
+        mask = np.zeros(stats.m.size, dtype=bool)
+        for mdl in self.models:
+            mask = mdl.suppress(stats, mask)
+        return mask
 
     def groups(self, x: Sequence[int] | str) -> GroupStats:
         """The equivalence classes of x (before suppression)."""
@@ -465,33 +466,18 @@ class TransformEvaluator:
         group = np.cumsum(new_group) - 1
         return (group << self.sbits) | matrix[:, -1], counts, np.ascontiguousarray(matrix[new_group, :-1].T)
 
-    def clear_cache(self) -> None:
-        """Drop cached group tables and outcomes (counters stay)."""
-        self._cache.clear()
-        self._outcomes.clear()
-
-    # -- helpers for models ------------------------------------------------------------------
-    def _decode(self, keys: np.ndarray) -> list[np.ndarray]:
+    # -- what models read through GroupStats ---------------------------------------------------
+    def decode(self, keys: np.ndarray) -> list[np.ndarray]:
         """Group ids per QI of bit-packed group keys, one array per QI."""
         return [(keys >> self.shifts[q]) & self.masks[q] for q in range(self.n_qis)]
 
-    def _census(self, stats: GroupStats) -> np.ndarray:
-        """Population count of every group through the core's ``FastEvaluator``."""
-        fast = self.problem.fast.path
-        if fast.population is None:
+    def census(self, stats: GroupStats) -> np.ndarray:
+        """g = max(population count, m) of every group, from the problem's census (= m without
+        a population).  Groups are sorted by key, i.e. by their ids QI by QI, as
+        ``Problem.group_sizes`` needs."""
+        if self.problem.population is None:
             return stats.m
-        rec = self.space.recoding(stats.levels)
-        cols = stats.ids()
-        radix = [q.n_groups for q in rec.qis]
-        if float(np.prod(np.array(radix, dtype=np.float64))) < _KEY_LIMIT:
-            # same digit order as our keys with smaller radices: still sorted and unique
-            uniq = np.zeros(stats.m.size, dtype=np.int64)
-            for c, n in zip(cols, radix):
-                uniq = uniq * n + c
-        else:
-            uniq = None
-        census = fast.census_of(rec, uniq, cols, stats.m)
-        return np.maximum(np.asarray(census, dtype=np.float64), stats.m)
+        return self.problem.group_sizes(self.space.recoding(stats.levels), stats.ids(), stats.m)
 
 
 def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:

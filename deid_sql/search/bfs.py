@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..fulldomain.transform import Outcome, TransformationSpace, TransformEvaluator
+from ..progress import Counter
 from .antichain import AntichainTree, Direction, ListAntichainStore, ListStore, PropertyStore
 
 Levels = tuple[int, ...]
@@ -62,8 +63,10 @@ class BFSResult:
 
 
 def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
-                      store: StoreFactory = AntichainTree, time_limit: float | None = None) -> BFSResult:
-    """The globally optimal transformation (lowest quality value) and search statistics."""
+                      store: StoreFactory = AntichainTree, time_limit: float | None = None,
+                      counter: Counter | None = None) -> BFSResult:
+    """The globally optimal transformation (lowest quality value) and search statistics;
+    ``counter`` is advanced per checked transformation (a progress line)."""
     start = time.perf_counter()
     heights = tuple(space.heights)
     quality = _make(store, Direction.UP, heights)  # insufficient data quality, inherited by generalizations
@@ -76,12 +79,14 @@ def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
 
     level_bound = _level_bound(evaluator)
 
-    monotone = {"up", "down"} <= set(getattr(evaluator, "predictive", ()))
+    monotone = {"up", "down"} <= evaluator.predictive
 
     def check(x: Levels) -> Outcome:
         nonlocal best, checked
         out = evaluator.apply(x)
         checked += 1
+        if counter is not None:
+            counter.advance()
         if out.accepted and (best is None or out.quality < best.quality):
             best = out
         if not out.accepted:
@@ -156,18 +161,11 @@ def exhaustive(space: TransformationSpace, evaluator: TransformEvaluator) -> Out
     return best
 
 
-class _Levels:
-    """Just the levels: what a quality model's bound reads when it needs no groups."""
-
-    def __init__(self, levels: Levels) -> None:
-        self.levels = levels
-
-
 def _level_bound(evaluator: TransformEvaluator) -> Callable[[Levels], float] | None:
     """Loss-type bounds that depend on the levels alone (per-QI sums over marginals) can be
     computed before a transformation is checked; models whose bound needs the groups
     (discernibility, KL) return None and are bounded after the check."""
     model = evaluator.quality
-    if not getattr(model, "bound_from_levels", False):
+    if not model.bound_from_levels:
         return None
-    return lambda x: float(model.bound(_Levels(x)))  # type: ignore[arg-type]
+    return lambda x: float(model.level_bound(x))
