@@ -11,6 +11,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import pyarrow as pa
+
+from .problems import RACES, ZIPS
+
+SEXES = ["Female", "Male"]
+
+
+def small_problem_cells(table: pa.Table) -> list[tuple[int, int, int, int]]:
+    """Each raw row of a ``write_small_problem`` source or population file as its (age, sex, race,
+    zip) positions in the spec's value lists (age 0 … max_age is its own position)."""
+    return [(int(a), SEXES.index(s), RACES.index(r), ZIPS.index(z))
+            for a, s, r, z in zip(*(table[c].to_pylist() for c in ("age", "sex", "race", "zip")))]
+
 
 def reference_metrics(records: list[tuple[int, ...]], population: list[tuple[tuple[int, ...], int]] | None,
                       group_of: list[list[int]], sizes: list[int], gamma: float = 1.0) -> dict[str, float]:

@@ -3,6 +3,12 @@ reference), monotone along the lattice, searches refusing non-monotone settings,
 
 from __future__ import annotations
 
+import csv
+import itertools
+import math
+from collections import Counter
+from pathlib import Path
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -11,14 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql.adversary.params import AdversaryParams
-from deid_sql.adversary.risk import AdversaryRisk
 from deid_sql.cli import cli
 from deid_sql.errors import DeidError, SpecError
 from deid_sql.evaluate.chain import ChainEvaluator
 from deid_sql.problem import Problem
 from deid_sql.spec import Spec
 
+from . import adversary_reference as reference
 from .problems import write_small_problem
+from .reference import small_problem_cells
 from .test_fulldomain import small_spec
 
 NON_MONOTONE = ["h1 = 0.5", "max_penalties = 2", "penalty = 1000"]
@@ -43,7 +50,11 @@ def _run(*args, expect=0):
 def problem(tmp_path_factory):
     folder = tmp_path_factory.mktemp("adv")
     with Problem.from_spec(_spec(folder, ["gain = 6000", "exploit_cost = 20"], rows=600)) as p:
+        FOLDERS[id(p)] = folder
         yield p
+
+
+FOLDERS: dict[int, Path] = {}  # the problem's folder: the reference reads its raw files
 
 
 def test_spec_reads_the_adversary_table(tmp_path):
@@ -72,11 +83,28 @@ def test_population_risk_is_unchanged_by_an_adversary_table(tmp_path):
         assert a.evaluate("bottom") == b.evaluate("bottom")
 
 
-def _reference(problem, policy) -> float:
-    """Σ m · P_reid(g) over groups, from raw group counts and the DP's record risk."""
-    m, _, g = problem.fast.path.groups(problem.policy(policy).recoding())
-    risk = AdversaryRisk(problem.spec.adversary, problem.population_total)
-    return float((m * risk.p_reid(g)).sum())
+def _raw_groups(folder: Path, recoding) -> tuple[list[tuple[int, int]], int]:
+    """(m, g = max(census, m)) per generalized group with sample records, and the population total,
+    counted from the raw rows of the problem's source and population files."""
+    def group(cell: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(int(q.group_of[v]) for q, v in zip(recoding.qis, cell))
+
+    sample = Counter(group(c) for c in small_problem_cells(pq.read_table(folder / "source.parquet")))
+    population = pq.read_table(folder / "population.parquet")
+    census: Counter[tuple[int, ...]] = Counter()
+    for cell, people in zip(small_problem_cells(population), population["people"].to_pylist()):
+        census[group(cell)] += people
+    return [(m, max(census[gid], m)) for gid, m in sample.items()], sum(population["people"].to_pylist())
+
+
+def _reference(problem, policy, folder: Path) -> float:
+    """Σ m · P_reid(g) over groups: groups from the raw rows, P_reid from the independent solver of
+    ``adversary_reference`` (which solves each group's attack by its own backward induction)."""
+    params = problem.spec.adversary
+    groups, total = _raw_groups(folder, problem.policy(policy).recoding())
+    if params.scenario == "known":
+        return sum(m * reference.known_p_reid(params, g) for m, g in groups)
+    return sum(m * reference.unknown_p_reid(params, g, total, params.external_size) for m, g in groups)
 
 
 @settings(max_examples=15, deadline=None)
@@ -85,7 +113,7 @@ def test_fast_equals_sql_equals_reference(problem, seed, density):
     policy = problem.lattice.random_policy(np.random.default_rng(seed), density)
     fast = problem.evaluate(policy)
     sql = problem.evaluate(policy, path="sql")
-    assert fast.risk_sum == pytest.approx(_reference(problem, policy), rel=1e-9, abs=1e-12)
+    assert fast.risk_sum == pytest.approx(_reference(problem, policy, FOLDERS[id(problem)]), rel=1e-9, abs=1e-12)
     assert sql.risk_sum == pytest.approx(fast.risk_sum, rel=1e-9, abs=1e-12)
     assert sql.max_record_risk == pytest.approx(fast.max_record_risk, rel=1e-9, abs=1e-12)
     assert sql.risk == pytest.approx(fast.risk, rel=1e-9, abs=1e-12)
@@ -123,7 +151,9 @@ def test_unknown_scenario_through_the_evaluator(tmp_path):
     with Problem.from_spec(spec) as p:
         fast, sql = p.evaluate("bottom"), p.evaluate("bottom", path="sql")
         assert sql.risk_sum == pytest.approx(fast.risk_sum, rel=1e-9)
-        assert fast.risk_sum == pytest.approx(_reference(p, "bottom"), rel=1e-9)
+        reference_sum = _reference(p, "bottom", tmp_path)
+        assert reference_sum > 0  # some groups are attacked: the comparison means something
+        assert fast.risk_sum == pytest.approx(reference_sum, rel=1e-9)
 
 
 def test_searches_refuse_non_monotone_parameters(tmp_path):
@@ -204,11 +234,36 @@ def test_adversary_solvers_agree_on_the_release(tmp_path, scenario):
     assert len(set(lines.values())) == 1, lines
 
 
+# Fig. 3.9's fixed values and settings (seed 002 §3.6), written out here rather than imported; the spec
+# below gives the same values, around which the command sweeps
+SWEEP_BASE = AdversaryParams(access_cost=100.0, link_cost=0.0, exploit_cost=10.0, gain=1000.0, penalty=20000.0,
+                             prior=1.0, h0=-4.59, h1=0.0, max_penalties=None)
+SWEEP_SETTINGS = {"h1=0, n_f=inf": {"h1": 0.0, "max_penalties": None}, "n_f=1": {"h1": 0.0, "max_penalties": 1},
+                  "h1=0.18, n_f=inf": {"h1": 0.18, "max_penalties": None}}
+SWEEP_PARAMETERS = {"access_cost", "exploit_cost", "penalty", "detection"}
+
+
 def test_adversary_sensitivity_outputs(tmp_path):
-    spec = _spec(tmp_path, [], risk=None)
+    spec = _spec(tmp_path, ["gain = 1000", "penalty = 20000", "prior = 1.0", 'max_penalties = "unbounded"'],
+                 risk=None)
     csv_path = tmp_path / "sweep.csv"
     _run("adversary", spec, "--sensitivity", csv_path)
     assert csv_path.read_text().startswith("parameter,value,setting,k,k_prime")
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    assert {r["parameter"] for r in rows} == SWEEP_PARAMETERS and {r["setting"] for r in rows} == set(SWEEP_SETTINGS)
+    for r in rows:  # every point equals the independent solver's thresholds
+        value = float(r["value"])
+        change = {"h0": math.log(value / (1 - value))} if r["parameter"] == "detection" else {r["parameter"]: value}
+        t = reference.thresholds(SWEEP_BASE.with_changes(**SWEEP_SETTINGS[r["setting"]], **change))
+        assert (int(r["k"]), int(r["k_prime"])) == (t.k, t.k_prime), r
+    # Fig. 3.9: raising any deterrent never widens the attacked range, and k ≤ k′
+    for (parameter, setting), points in itertools.groupby(rows, key=lambda r: (r["parameter"], r["setting"])):
+        points = sorted(points, key=lambda r: float(r["value"]))
+        k_primes = [int(r["k_prime"]) for r in points]
+        assert k_primes == sorted(k_primes, reverse=True) and k_primes[0] > k_primes[-1], (parameter, setting)
+        assert all(int(r["k"]) <= int(r["k_prime"]) for r in points)
+    # Finding 2 in the sweep: with h1 = 0 and n_f = ∞ the attack is all or none (k = k′)
+    assert all(r["k"] == r["k_prime"] for r in rows if r["setting"] == "h1=0, n_f=inf")
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = _run("adversary", spec, "--sensitivity", csv_path, expect=2)
     assert "already exists" in result.stderr

@@ -14,6 +14,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 import sqlglot
+from click.testing import CliRunner
 from sqlglot import exp
 
 from deid_sql.backends.duckdb import DuckDBBackend
@@ -427,7 +428,25 @@ def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
     assert len(read_duckdb(folder / "demo.duckdb", "patients_deid")) == 20_000
 
 
-def test_commands_are_click_commands() -> None:
-    assert isinstance(cli, click.Group)
-    for command in cli.commands.values():
-        assert isinstance(command, click.Command)
+COMMANDS = {"validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
+            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check"}
+
+
+def test_every_command_answers_help_with_its_usage_and_a_summary() -> None:
+    """The command set is the documented one, and each command (and subcommand) has a one-line
+    summary in ``deid-sql --help`` and its own ``--help`` page."""
+    assert set(cli.commands) == COMMANDS
+    runner = CliRunner()
+    top = runner.invoke(cli, ["--help"])
+    assert top.exit_code == 0 and all(f"  {name} " in top.stdout for name in COMMANDS), top.stdout
+    todo = [[name] for name in cli.commands]
+    while todo:
+        path = todo.pop()
+        command = cli
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        page = runner.invoke(cli, [*path, "--help"])
+        assert page.exit_code == 0 and f"Usage: cli {' '.join(path)}" in page.stdout, (path, page.stdout)
+        assert command.get_short_help_str(200).strip(), path
+        if isinstance(command, click.Group):
+            todo.extend([*path, sub] for sub in command.commands)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import json
+import os
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -24,12 +28,62 @@ def test_shipped_folders_import_under_deid_sql():
         template("metrics", groups=exp.to_table("g"), **risk)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+GENERIC = ("fixtures", "sql", "tests", "udfs", "bench")  # the repository's other top-level folders
+
+
+def installed_distribution() -> md.Distribution:
+    """The installed deid-sql, not the ``deid_sql.egg-info`` a build leaves in the repository: with
+    the repository on sys.path (``python -m pytest`` from it) importlib.metadata finds that one
+    first, and its SOURCES.txt lists every file of the sdist (fixtures/, sql/, tests/, udfs/ …)."""
+    found = [d for d in md.distributions(name="deid-sql") if Path(d.locate_file("")).resolve() != ROOT]
+    assert found, "deid-sql is not installed (pip install -e '.[test]')"
+    return found[0]
+
+
 def test_no_generic_top_level_modules():
-    dist = md.distribution("deid-sql")
+    dist = installed_distribution()
     top = (dist.read_text("top_level.txt") or "deid_sql").split()
     roots = {str(f).split("/")[0] for f in (dist.files or []) if str(f).endswith(".py")}
     assert set(top) == {"deid_sql"}
     assert all(r.startswith(("deid_sql", "__editable__")) for r in roots), roots
+
+
+def test_editable_install_adds_only_deid_sql(tmp_path):
+    """``pip install -e`` in a fresh virtual environment: from outside the repository only
+    ``deid_sql`` imports (its sql/udfs/fixtures mapped inside it), as with the wheel.  Dependencies
+    are left out (--no-deps); the isolated build needs setuptools from the package index."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)],
+                             capture_output=True, text=True, cwd=tmp_path)
+    if install.returncode != 0:
+        tail = install.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        if os.environ.get("CI"):
+            pytest.fail(f"pip install -e failed under CI: {tail[0]}")
+        pytest.skip(f"pip install -e failed (no package index?): {tail[0]}")
+    code = textwrap.dedent(f"""
+        import importlib.metadata as md, importlib.util as u, json, pathlib, sys
+        dist = md.distribution("deid-sql")
+        mapping = {{}}  # what setuptools' editable finder maps: package name -> folder
+        for folder in (p for p in sys.path if p.endswith("site-packages")):
+            for finder in pathlib.Path(folder).glob("__editable___*_finder.py"):
+                scope = {{}}
+                exec(compile(finder.read_text(), str(finder), "exec"), scope)
+                mapping.update(scope.get("MAPPING", {{}}))
+        files = {{str(f).split("/")[0] for f in dist.files or [] if str(f).endswith(".py")}}
+        print(json.dumps({{"importable": [n for n in {list(GENERIC)!r} if u.find_spec(n) is not None],
+                          "deid_sql": u.find_spec("deid_sql") is not None,
+                          "top": (dist.read_text("top_level.txt") or "").split(),
+                          "files": sorted(files), "mapping": sorted(mapping)}}))
+    """)
+    seen = json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                                     cwd=tmp_path).stdout)
+    assert seen["deid_sql"] and seen["importable"] == [], seen
+    assert seen["top"] == ["deid_sql"], seen
+    assert all(f.startswith(("deid_sql", "__editable__")) for f in seen["files"]), seen
+    assert seen["mapping"] and all(m == "deid_sql" or m.startswith("deid_sql.") for m in seen["mapping"]), seen
 
 
 def test_import_has_no_side_effects(tmp_path):
@@ -43,9 +97,8 @@ def test_import_has_no_side_effects(tmp_path):
 def test_every_subpackage_is_listed_for_the_wheel():
     """An unlisted subpackage works in an editable install but is missing from the wheel."""
     import tomllib
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "deid_sql").rglob("__init__.py")}
     assert on_disk <= listed, f"add to [tool.setuptools] packages: {sorted(on_disk - listed)}"

@@ -5,6 +5,7 @@ point BPS bisects with (``Lattice.halfway(..., generalize=True)``)."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,9 +179,17 @@ def test_bps_needs_fewer_evaluations_per_boundary(small, density) -> None:
 def test_progress_is_called_once_per_iteration(tiny, method) -> None:
     problem, _, threshold = tiny
     calls: list[int] = []
-    result = METHODS[method](problem.lattice, problem.fast, threshold, 7, seed=1, progress=calls.append)
+
+    def progress(step: int) -> None:
+        calls.append(step)
+        time.sleep(0.01)  # inside the timed loop: seconds must include it
+
+    start = time.perf_counter()
+    result = METHODS[method](problem.lattice, problem.fast, threshold, 7, seed=1, progress=progress)
+    elapsed = time.perf_counter() - start
     assert calls == [1] * 7 and result.iterations == 7
-    assert result.seconds >= 0 and result.seconds_per_boundary == result.seconds / 7
+    assert 0.07 <= result.seconds <= elapsed
+    assert result.seconds_per_boundary == pytest.approx(result.seconds / 7)
 
 
 # -- dominance ----------------------------------------------------------------------------------
