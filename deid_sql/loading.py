@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from . import progress
 from .backends.base import Backend
 from .cells import Cells
 from .compile import col, ident, is_integer_type, literal, source_key
@@ -222,6 +223,7 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     attr = "column" if table.label == "source" else "population_column"
     pos = positions_query(backend, spec, domains, table, attr)
     n = len(domains)
+    count: exp.Expression | None = None
     if table.label == "source":
         measure: exp.Expression = exp.func("count", exp.Star())
     else:
@@ -236,16 +238,12 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     ref = spec.source if table.label == "source" else spec.population
     assert ref is not None
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
-        if table.label != "source":
-            found = len(problems)
-            _check_counts(backend, table, count, problems)
-            if ref.duplicates != "sum":
-                _check_duplicates(backend, table, str(spec.count_column), problems)
-            if len(problems) > found:  # bad counts are reported; summing them is pointless
-                return None
-        result = backend.execute(query)
+        with progress.watching(f"reading the {table.label} {ref.describe()}", backend.progress):
+            result = _scan(backend, spec, table, query, count, ref, problems)
     except BackendError as e:
         problems.append(read_problem(table.label, ref.describe(), str(e)))
+        return None
+    if result is None:
         return None
     has_null = np.zeros(result.num_rows, dtype=bool)
     for i in range(n):
@@ -260,6 +258,20 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     keep = pa.array(~has_null)
     return Cells.from_arrow(result.filter(keep), n)
 
+
+
+def _scan(backend: Backend, spec: Spec, table: Table, query: exp.Select, count: exp.Expression | None,
+          ref: TableRef, problems: list[str]) -> pa.Table | None:
+    """The census checks (population) and the GROUP BY itself: None when the counts are bad."""
+    if table.label != "source":
+        assert count is not None
+        found = len(problems)
+        _check_counts(backend, table, count, problems)
+        if ref.duplicates != "sum":
+            _check_duplicates(backend, table, str(spec.count_column), problems)
+        if len(problems) > found:  # bad counts are reported; summing them is pointless
+            return None
+    return backend.execute(query)
 
 def _flag_sum(condition: exp.Expression, alias: str) -> exp.Expression:
     case = exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0))

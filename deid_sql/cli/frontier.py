@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .. import progress
 from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, run_frontier
 from .options import FiniteFloat, handles_errors, open_problem, risk_model_option, spec_argument
 
@@ -33,9 +34,9 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
     Example: deid-sql frontier study.toml --method shs --budget 14780 --seed 0 --out frontier-run
     """
     with open_problem(spec, risk_model) as problem:
-        with click.progressbar(length=budget, label=f"{method} policies", file=sys.stderr) as bar:
+        with progress.counting(f"{method}: evaluating up to {budget:,} policies", budget) as evaluated:
             result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
-                                  progress=bar.update)
+                                  progress=evaluated.advance)
     s = result.state
     click.echo(f"{s.method}: {s.evaluations:,} policies evaluated in {s.seconds:.1f} s (seed {s.seed})")
     click.echo(f"  frontier size   {len(s.frontier):,}")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
 from ..output import create_view, materialize
@@ -98,8 +99,8 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
             if not math.isfinite(value):  # refused here, before the progress bar starts, in one line
                 raise DeidError(f"--threshold {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
                                 f"in (0, 1]")
-        with click.progressbar(length=iterations, label=f"{method} iterations", file=sys.stderr) as bar:
-            result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=bar.update)
+        with progress.counting(f"{method}: {iterations:,} iterations", iterations) as done:
+            result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance)
         if out is not None:
             write_boundaries(result, out, overwrite)
         _summary(result, reference, out)

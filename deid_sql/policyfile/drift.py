@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
+from .. import progress
 from ..compile import col, generalize
 from ..errors import BackendError, DataError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk, risk_model
@@ -128,7 +129,8 @@ def _census(batch: Batch, rec: Recoding, labels: list[str]) -> tuple[exp.Select 
 
 def _execute(batch: Batch, query: exp.Expression):  # -> pa.Table
     try:
-        return batch.backend.execute(query)
+        with progress.watching(f"reading the batch {batch.describe()}", batch.backend.progress):
+            return batch.backend.execute(query)
     except BackendError as e:
         raise DataError(read_problem("batch", batch.describe(), str(e))) from None
 
