@@ -83,6 +83,45 @@ def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
     return spec
 
 
+ADULT_COLUMNS_ROLES = """
+[columns]
+sensitive = ["salary-class"]
+drop = ["marital-status", "education", "native-country", "workclass", "occupation"]
+"""
+
+
+def build_adult(folder: str | Path, adult_dir: str | Path, seed: int = 0) -> tuple[Path, Path]:
+    """Write the Adult problems of the docs and benchmarks into ``folder``; return their two specs.
+
+    ``adult.toml``: Adult with ZIP codes drawn from the synthetic state census (its ``adult.parquet``
+    and ``population.parquet`` beside it), the age, sex, race and ZIP QIs the papers' searches use.
+    ``adult-hierarchies.toml``: every Adult attribute a QI with ARX's hierarchies, sample-based, read
+    from ``adult_dir`` in place (the data is never copied).  ``adult_dir`` must hold ARX's
+    ``adult.csv`` and ``adult_hierarchy_*.csv``.
+    """
+    from .errors import SpecError
+    from .fixtures import adult_hierarchy_spec, adult_with_zip, synthetic_population
+    from .fixtures.adult import ADULT_COLUMNS
+
+    source = Path(adult_dir).resolve()
+    wanted = ["adult.csv"] + [f"adult_hierarchy_{name}.csv" for name in ADULT_COLUMNS]
+    absent = [name for name in wanted if not (source / name).is_file()]
+    if absent:
+        raise SpecError(f"--adult {adult_dir}: {', '.join(absent[:3])}{' …' if len(absent) > 3 else ''} not found; "
+                        "give the folder holding ARX's Adult files (adult.csv and adult_hierarchy_*.csv)")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    population = synthetic_population(seed)
+    pq.write_table(population, out / "population.parquet")
+    pq.write_table(adult_with_zip(source / "adult.csv", seed, population), out / "adult.parquet")
+    census = out / "adult.toml"
+    census.write_text(census_spec("adult.parquet", name="adult") + ADULT_COLUMNS_ROLES, encoding="utf-8")
+    hierarchies = out / "adult-hierarchies.toml"
+    hierarchies.write_text(adult_hierarchy_spec(source, [c for c in ADULT_COLUMNS if c != "salary-class"]),
+                           encoding="utf-8")
+    return census, hierarchies
+
+
 def zip3_bits(lattice: Lattice, qi: str = "zip") -> np.ndarray:
     """Bits of a ZIP QI that keep only the boundaries between 3-digit prefixes."""
     i = lattice.index(qi)

@@ -267,45 +267,6 @@ def test_safe_harbor_writes_a_sidecar(project, run) -> None:
     assert read_sidecar(sidecar_path(project.dir / "sh.parquet"))["gate"]["verdict"] == "passed"
 
 
-# -- the README's example runs as written ---------------------------------------------------------
-
-def readme_example(marker: str) -> tuple[str, list[tuple[str, list[str]]]]:
-    """The TOML block before ``marker`` (the criteria) and each command after it with its comment lines."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    head, _, tail = text.partition(f"<!-- example: {marker} -->")
-    criteria = head[head.rindex("```toml\n[release]") + len("```toml\n"):].split("```")[0]
-    block = tail.split("```bash\n", 1)[1].split("```", 1)[0]
-    commands: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("deid-sql "):
-            commands.append((line, []))
-        elif line.startswith("#") and commands:
-            commands[-1][1].append(line[1:].strip() if line.startswith("# ") and not line.startswith("#  ")
-                                   else line[2:])
-    return criteria, commands
-
-
-def test_readme_release_gate_example_runs(tmp_path: Path, run) -> None:
-    import shlex
-
-    from deid_sql.demo import build_demo
-
-    criteria, commands = readme_example("release-gate")
-    spec = build_demo(tmp_path / "demo")
-    spec.write_text(spec.read_text(encoding="utf-8") + "\n" + criteria, encoding="utf-8")
-    assert len(commands) == 3
-    for command, comments in commands:
-        expect = int(comments[0].split()[1].rstrip(":,")) if comments and comments[0].startswith("exit ") else 0
-        result = run(*shlex.split(command)[1:], expect=expect)
-        if expect == 2:
-            shown = comments[0].split(": ", 1)[1].rstrip("…").strip()
-            assert result.stderr.startswith(shown), (result.stderr, shown)
-        elif comments and not comments[0].startswith("exit "):
-            assert result.stdout.splitlines() == comments, result.stdout
-    record = read_sidecar(sidecar_path(tmp_path / "raw.parquet"))
-    assert record["gate"]["verdict"] == "accepted" and record["gate"]["accepted_risk"] == "DUA 2026-07: enclave only"
-
-
 def test_a_source_swapped_between_load_and_write_releases_no_raw_value(project) -> None:
     """The file changes after the problem loaded it: the guards label the new values as outside the
     domain, and the gate measures (and the sidecar records) what was written, not what was loaded."""
@@ -392,25 +353,15 @@ def test_anonymize_release_is_gated_and_recorded(tmp_path: Path) -> None:
     assert written.verdict is not None and written.verdict.status == "passed"
 
 
-def test_readme_worked_example_shows_the_released_columns(tmp_path: Path, run) -> None:
-    from deid_sql.demo import build_demo
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    shown = text.split("`validate` ends with what a release holds, in order:\n\n```\n", 1)[1].split("```")[0]
-    spec = build_demo(tmp_path / "demo")
-    out = run("validate", spec).stdout
-    for line in shown.strip("\n").splitlines():
-        assert line in out.splitlines(), (line, out)
-
-
-def test_readme_columns_table_is_the_demos_roles() -> None:
-    """The README's [columns] example parses and declares exactly the roles the demo's spec gives."""
+def test_docs_columns_table_is_the_demos_roles() -> None:
+    """The [columns] example of docs/releases.md parses and declares exactly the roles the demo's spec gives
+    (the page's examples, run by tests/test_docs.py, say the demo's spec declares them)."""
     import tomllib
 
     from deid_sql.demo import DEMO_SPEC
     from deid_sql.release.roles import parse_columns
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "releases.md").read_text(encoding="utf-8")
     block = text.split("```toml\n[columns]\n", 1)[1].split("```", 1)[0]
     problems: list[str] = []
     shown = parse_columns(tomllib.loads(block), problems)

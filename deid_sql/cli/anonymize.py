@@ -33,7 +33,8 @@ from .options import (
 @click.option("--time-limit", type=FiniteFloat(0.0), default=None,
               help="Stop after S seconds with the best found so far.")
 @click.option("--store", type=click.Choice(sorted(STORES)), default="tree", show_default=True,
-              help="How predictive properties are kept (seed 004 Table 1).")
+              help="How predictive properties are kept: a prefix tree (fastest), or a list with or without "
+                   "the antichain invariant (for comparison).")
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")

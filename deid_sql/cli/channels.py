@@ -40,7 +40,7 @@ def _candidates(value: str | None) -> int | str | None:
               help="DuckDB file for --view (created if missing).")
 @click.option("--candidates", "candidates", default=None, metavar="N|all",
               help="Output channels to consider, the all-channel one included (default: the spec's, else up to "
-                   "2,048); 'all' enumerates every one that passes eq. 5 (small problems).")
+                   "2,048); 'all' enumerates every one with a safe input channel (small problems).")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed for candidate generation and the release's hash order (default: the spec's, else 0).")
 @click.option("--integer", type=click.Choice(INTEGER_MODES), default=None,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..demo import build_demo, showcase_policies
+from ..demo import build_adult, build_demo, showcase_policies
 from ..frontier_job import run_frontier
 from ..output import create_view, preview
 from ..problem import Problem
@@ -21,12 +21,25 @@ from .options import handles_errors
               show_default=True, help="Folder for the demo data, spec, database and frontier plots (rewritten).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the synthetic data.")
 @click.option("--budget", default=3_000, show_default=True, help="Policies the closing frontier search evaluates.")
+@click.option("--adult", "adult_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Instead of the demo, write the Adult problems of the docs into --dir: adult.toml (Adult with "
+                   "ZIP codes from the synthetic census) and adult-hierarchies.toml (ARX's hierarchies), reading "
+                   "ARX's adult.csv and adult_hierarchy_*.csv from this folder in place.")
 @handles_errors
-def demo(folder: Path, seed: int, budget: int) -> None:
+def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None) -> None:
     """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier.
+
+    With --adult, write the Adult example problems instead (nothing else runs).
 
     Example: deid-sql demo --dir demo-out
     """
+    if adult_dir is not None:
+        t0 = time.perf_counter()
+        census, hierarchies = build_adult(folder, adult_dir, seed)
+        click.echo(f"wrote {census} (Adult with ZIP codes against the synthetic census: adult.parquet, "
+                   f"population.parquet) and {hierarchies} (every attribute with ARX's hierarchies, reading "
+                   f"{adult_dir} in place) ({time.perf_counter() - t0:.1f} s)")
+        return
     _run(folder, seed, budget)
 
 
