@@ -35,7 +35,7 @@ SEARCHES = {"rcs": RandomChainSearch, "shs": SublatticeHeuristicSearch}
 CHECKPOINT = "checkpoint.json"
 OUTPUTS = ("frontier.csv", "searched.csv", "frontier.png", "frontier.html")
 DEFAULT_BUDGET = 14_780  # seed 000 §4.2.1: 20 maximal chains of its 739-level lattice
-DEFAULT_THRESHOLD = 0.3  # TH of SHS; the paper gives no value (README: how it was chosen)
+DEFAULT_THRESHOLD = 0.3  # TH of SHS; the paper gives no value (docs/benchmarks.md: how it was chosen)
 K_VALUES = (5, 10)
 
 

@@ -164,6 +164,46 @@ def test_help_texts_cite_no_paper_sections() -> None:
     assert [(where, text) for where, text in texts(cli, "deid-sql") if cited.search(text)] == []
 
 
+def help_examples() -> list[tuple[str, str]]:
+    """(command, example line) of every command's ``--help``, in the order ``deid-sql --help`` lists
+    them (``policy save`` comes before ``apply`` and ``check``, which read its policy file)."""
+    import click
+
+    from deid_sql.cli import cli
+    from deid_sql.cli.main import COMMANDS
+
+    def walk(command: click.Command, name: str) -> list[tuple[str, str]]:
+        found = [(name, line.strip()[len("Example: "):]) for line in (command.help or "").splitlines()
+                 if line.strip().startswith("Example: ")]
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            found += walk(sub, f"{name} {sub_name}")
+        return found
+
+    assert {c.name for c in COMMANDS} == set(cli.commands)
+    return [found for c in COMMANDS for found in walk(c, f"deid-sql {c.name}")]
+
+
+def test_every_command_has_an_example_and_every_help_example_runs(demo_folder: Path, tmp_path: Path) -> None:
+    """The ``Example:`` of each ``--help`` runs as written in a folder holding the demo (and the
+    channels fixture its example names), so a user can copy it."""
+    examples = help_examples()
+    leaves = {name for name, _ in examples}
+    from deid_sql.cli import cli
+
+    commands = {f"deid-sql {n}" for n, c in cli.commands.items() if not hasattr(c, "commands")}
+    commands |= {f"deid-sql {n} {s}" for n, c in cli.commands.items() for s in getattr(c, "commands", {})}
+    assert commands <= leaves, f"commands without an example: {sorted(commands - leaves)}"
+    work = tmp_path / "work"
+    shutil.copytree(demo_folder, work / "demo")
+    state = tmp_path / "state"
+    state.mkdir()
+    prepare = ("from pathlib import Path\nfrom deid_sql.fixtures.channels import write_table1\n"
+               "write_table1(Path('table1'))\n")
+    run_block(Block(REPO / "deid_sql" / "cli", 1, "python", (), prepare), work, state)
+    script = "".join(f"{line}\n" for _, line in examples)
+    run_block(Block(REPO / "deid_sql" / "cli", 1, "bash", (), script), work, state)
+
+
 # -- the runner itself can fail ------------------------------------------------------------------
 
 def runner_block(text: str, lang: str = "bash") -> Block:

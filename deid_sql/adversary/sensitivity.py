@@ -1,8 +1,10 @@
 """Sensitivity of the attacker's thresholds to the deterrents (seed 002 Fig. 3.9).
 
-Known group, prior 1 (both datasets cover the population), and the chapter's fixed
-values C_p = $20,000, G = $1,000, C_e = $10, C_l = $0, C_d = $100, varied one at a time
-under three detection/penalty settings.  Fig. 3.9 plots the group size from which the
+``sweep(base)`` varies the deterrents one at a time around ``base`` under three
+detection/penalty settings.  ``BASE`` holds the chapter's fixed values (known group,
+prior 1, C_p = $20,000, G = $1,000, C_e = $10, C_l = $0, C_d = $100), with which
+``bench/adversary.py`` reproduces the figure; ``deid-sql adversary --sensitivity`` sweeps
+around the spec's own ``[adversary]`` parameters instead.  Fig. 3.9 plots the group size from which the
 adversary walks away (risk 0 at or above it) — our k′; k (every candidate exploited
 below it) is reported beside it.
 """

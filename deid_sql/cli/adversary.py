@@ -88,7 +88,7 @@ def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, s
     """Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov decision
     process; see docs/adversary.md).
 
-    Example: deid-sql adversary study.toml --policy safe-harbor --scenario unknown --external-size 500000
+    Example: deid-sql adversary demo/demo.toml --policy safe-harbor --scenario unknown --external-size 500000
     """
     if sensitivity is not None:
         _check_outputs(sensitivity, overwrite)

@@ -47,7 +47,7 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
                overwrite: bool, report: bool, risk_model: str | None, accept_risk: str | None) -> None:
     """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
 
-    Example: deid-sql anonymize adult.toml --k 5 --suppression 0.04 --metric loss --out adult-5anon.parquet
+    Example: deid-sql anonymize demo/demo.toml --k 2 --suppression 0.05 --metric loss --out demo-2anon.parquet
     """
     with open_problem(spec, risk_model) as problem:
         run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)

@@ -59,7 +59,7 @@ def channels(spec: Path, out: Path | None, fmt: str | None, table: str | None, v
 
     Without --out or --view it plans and checks the release and prints the figures.
 
-    Example: deid-sql channels clinic.toml --out release.parquet --candidates 2048 --seed 7
+    Example: deid-sql channels table1/table1.toml --out channels.parquet --candidates all --seed 7
     """
     with solve(spec, _candidates(candidates), seed, integer) as job:
         _print_plan(job)

@@ -52,7 +52,7 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
     value one of the policy's labels, and with --k no group smaller than K), the source's yml
     and the tests' macros; all of it or nothing.
 
-    Example: deid-sql dbt study.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
+    Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
     with open_problem(spec) as problem:
         out = write_dbt(problem, read_policy(policy), project, model=model, source_name=source_name,

@@ -31,7 +31,7 @@ def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None) -> None:
 
     With --adult, write the Adult example problems instead (nothing else runs).
 
-    Example: deid-sql demo --dir demo-out
+    Example: deid-sql demo --dir demo-out --budget 200
     """
     if adult_dir is not None:
         t0 = time.perf_counter()

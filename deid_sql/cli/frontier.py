@@ -31,7 +31,7 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
              overwrite: bool, risk_model: str | None) -> None:
     """Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.
 
-    Example: deid-sql frontier study.toml --method shs --budget 14780 --seed 0 --out frontier-run
+    Example: deid-sql frontier demo/demo.toml --method shs --budget 2000 --seed 0 --out frontier-run
     """
     with open_problem(spec, risk_model) as problem:
         with progress.counting(f"{method}: evaluating up to {budget:,} policies", budget) as evaluated:

@@ -20,7 +20,7 @@ from .options import echo_json, handles_errors, open_problem, read_policy, risk_
 def validate(spec: Path) -> None:
     """Check SPEC against its data and report every problem at once.
 
-    Example: deid-sql validate study.toml
+    Example: deid-sql validate demo/demo.toml
     """
     try:
         parsed = Spec.read(spec)
@@ -90,7 +90,7 @@ def _report_channels(loaded: Loaded) -> None:
 def evaluate(spec: Path, policies: tuple[str, ...], path: str, risk_model: str | None) -> None:
     """Print the risk and utility metrics of policies as JSON.
 
-    Example: deid-sql evaluate study.toml --policy 'age:cuts=18,30,50,70|zip:top' --risk adversary
+    Example: deid-sql evaluate demo/demo.toml --policy 'age:cuts=18,30,50,70|zip:top' --risk adversary
     """
     with open_problem(spec, risk_model) as problem:
         out = []

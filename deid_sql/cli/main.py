@@ -40,7 +40,7 @@ class _Group(click.Group):
 def cli() -> None:
     """deid-sql: de-identify person-level data inside the database.
 
-    Start with 'deid-sql demo'; then write a spec (see the README) and run
+    Start with 'deid-sql demo'; then write a spec (see docs/policies-and-metrics.md) and run
     'deid-sql validate SPEC'.
 
     \b

@@ -38,7 +38,7 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
     columns, values outside a QI's domain as *, and the rows it gives on the spec's data checked
     against the spec's release criteria (what was checked goes to stderr; stdout is only the SQL).
 
-    Example: deid-sql compile study.toml --policy 'age:cuts=18,65' --dialect postgres --table patients
+    Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
     """
     with open_problem(spec) as problem:
         sql, judged = compile_release(problem, read_policy(policy), dialect, table, suppress_below, accept_risk)
@@ -67,7 +67,7 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
     release criteria before anyone can see them (without criteria, the original data is refused).
     A record of the release, OUT.release.json (or table TABLE__release), is written with it.
 
-    Example: deid-sql materialize study.toml --policy 'zip:cuts=372,373' --out release.parquet
+    Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
     with open_problem(spec) as problem:
         written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below, accept_risk)
@@ -96,7 +96,7 @@ def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, sup
     release is written beside it as the table NAME__release. Values that later fall outside a
     QI's declared domain show as * (or the spec's outside_label), never as themselves.
 
-    Example: deid-sql view study.toml --policy 'age:cuts=18,65' --db analysts.duckdb --name patients_deid
+    Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
     """
     with open_problem(spec) as problem:
         written = create_view(problem, read_policy(policy), db, name, replace, suppress_below, accept_risk)

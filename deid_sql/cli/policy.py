@@ -45,7 +45,7 @@ RULE_HELP = (
 def policy_group() -> None:
     """Save a chosen policy to a file that 'deid-sql apply' and 'deid-sql check' re-use on new batches.
 
-    Example: deid-sql policy save study.toml --policy 'age:cuts=18,65|zip:top' --out policy.json
+    Example: deid-sql policy save demo/demo.toml --policy 'age:cuts=18,65|zip:top' --out policy.json
     """
 
 
@@ -64,7 +64,7 @@ def policy_group() -> None:
 def save(spec: Path, policy: str, out: Path, threshold: float | None, fallback: str | None, overwrite: bool) -> None:
     """Save a policy with its QI domains, schema, spec hash, figures and drift threshold.
 
-    Example: deid-sql policy save study.toml --policy 'age:cuts=18,65|zip:top' --out policy.json --fallback other
+    Example: deid-sql policy save demo/demo.toml --policy 'age:cuts=18,65|zip:top' --out fallback.json --fallback other
     """
     saved = save_policy(spec, read_policy(policy), out, threshold, fallback, overwrite)
     f = saved.figures
@@ -114,7 +114,7 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
     """Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no
     original data needed. A drifted batch is refused (exit 1, nothing written) unless --accept-drift.
 
-    Example: deid-sql apply policy.json --source batch-2025-06.parquet --out release-2025-06.parquet
+    Example: deid-sql apply policy.json --source demo/cohort.parquet --out release-batch.parquet
     """
     done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
                         overwrite, accept_drift, accept_risk)
@@ -141,7 +141,7 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
     f"Recompute a saved policy's risk on a new batch; exit 1 when its {MEASURE} (expected re-identifications "
     f"per record) exceeds the drift limit, 0 when not, 2 for bad input. It prints saved against new, the groups "
     f"whose record risk rose, and per QI the label shares that changed most.\n\n{RULE_HELP}\n\n"
-    f"Example: deid-sql check policy.json --source batch-2025-06.parquet"))
+    f"Example: deid-sql check policy.json --source demo/cohort.parquet"))
 @policy_file_argument
 @source_option
 @source_table_option

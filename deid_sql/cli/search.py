@@ -35,7 +35,7 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
                  replace: bool, accept_risk: str | None) -> None:
     """Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its risk.
 
-    Example: deid-sql safe-harbor study.toml --materialize safe_harbor.parquet
+    Example: deid-sql safe-harbor demo/demo.toml --materialize safe_harbor.parquet
     """
     if (view_name is None) != (db is None):
         raise OutputError("--view and --db go together: name the view and the DuckDB file")
@@ -78,7 +78,7 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
                  overwrite: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
-    Example: deid-sql alternatives study.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
+    Example: deid-sql alternatives demo/demo.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
     """
     if out is not None:
         if out.suffix.lower() not in (".csv", ".json"):

@@ -29,7 +29,7 @@ class RawSums:
 
 @dataclass(frozen=True)
 class Metrics:
-    """Everything deid-sql reports for a policy (formulas in the README).
+    """Everything deid-sql reports for a policy (formulas in docs/policies-and-metrics.md).
 
     ``risk`` and ``loss`` are normalized to [0, 1] (METHODS.md decisions 2-3);
     the rest are in natural units.

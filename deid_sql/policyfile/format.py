@@ -165,7 +165,7 @@ class Figures:
     max_record_risk: float
     corrected_groups: int
     population_total: float
-    risk: float  # risk_sum / risk_sum of the batch's own original data (the README's normalized risk)
+    risk: float  # risk_sum / risk_sum of the batch's own original data (docs/policies-and-metrics.md: normalized risk)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
