@@ -29,6 +29,7 @@ from ..lattice import Lattice
 from ..policy import Policy
 from ..recoding import Recoding
 from ..spec import Spec
+from .groups import Groups
 from .tolerance import RULES, Tolerance
 
 FORMAT = "deid-sql policy"
@@ -171,36 +172,12 @@ class Figures:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Groups:
-    """The generalized groups of a release: labels per QI, records, population people, record risk."""
-
-    names: tuple[str, ...]
-    labels: tuple[tuple[str, ...], ...]
-    records: np.ndarray  # int64
-    population: np.ndarray | None  # float64 census people per group; None with population = "sample"
-    risk: np.ndarray  # float64 record risk r(g)
-
-    def index(self) -> dict[tuple[str, ...], int]:
-        return {labels: i for i, labels in enumerate(self.labels)}
-
-    def to_json(self) -> dict[str, Any]:
-        rows = [[*labels, int(m), None if self.population is None else _number(self.population[i]),
-                 float(self.risk[i])]
-                for i, (labels, m) in enumerate(zip(self.labels, self.records))]
-        return {"columns": [*self.names, "records", "population", "record_risk"], "rows": rows}
-
-
 def _group_row(row: Any, d: int) -> bool:
     """A saved group row: d labels, records, population people (or null), record risk."""
     number = (int, float)
     return (isinstance(row, list) and len(row) == d + 3 and all(isinstance(x, str) for x in row[:d])
             and isinstance(row[d], int) and not isinstance(row[d], bool)
             and (row[d + 1] is None or isinstance(row[d + 1], number)) and isinstance(row[d + 2], number))
-
-
-def _number(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else float(x)
 
 
 @dataclass(frozen=True)

@@ -38,14 +38,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..evaluate.riskmodel import RecordRisk
-
-if TYPE_CHECKING:
-    from .format import Groups
+from .groups import Groups
 
 FALSE_ALARM = 0.001  # one-sided: a same-population batch fails the check with at most this probability
 PERMUTATIONS = 999
