@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from deid_sql.cli import cli
+
+from .ci_skips import pytest_runtest_makereport  # noqa: F401  (a hook: pytest finds it in the conftest)
 
 SEXES = ("Female", "Male")
 RACES = ("White", "Black", "Asian", "Other")
@@ -92,24 +93,6 @@ def _population_table() -> pa.Table:
         "zip": pa.array([ZIPS[i] for i in zip_.ravel()]),
         "count": pa.array(rng.integers(1, 60, n).astype(np.int64)),
     })
-
-
-# Skips that are failures under CI (``CI`` set, as ``.ci/run`` does): the shared Adult data set and
-# the test extra's modules (``pytest.importorskip``) must be there, so a green CI run ran those tests.
-CI_MUST_NOT_SKIP = re.compile(r"adult|could not import", re.IGNORECASE)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """Under CI, turn a skip for missing Adult data or a missing test dependency into a failure."""
-    outcome = yield
-    report = outcome.get_result()
-    if not (os.environ.get("CI") and report.skipped and isinstance(report.longrepr, tuple)):
-        return
-    reason = str(report.longrepr[2])
-    if CI_MUST_NOT_SKIP.search(reason):
-        report.outcome = "failed"
-        report.longrepr = f"skipped under CI, where it must run: {reason}"
 
 
 @dataclass
