@@ -224,7 +224,8 @@ def test_a_fresh_interpreter_parsing_a_spec_sees_every_section(project: Project)
             print(len(err.problems))
             print("\\n".join(err.problems))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=project.dir).stdout
     assert "loaded before: []" in out
     assert "[adversary]: adversary gain = -1" in out and "[channels] needs confidential" in out
     assert "unknown key 'colour' in [columns]" in out
