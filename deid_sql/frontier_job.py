@@ -8,7 +8,6 @@ Every file is written atomically; a checkpoint of another problem is never resum
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from .atomic import write_text
 from .errors import DeidError, OutputError
 from .evaluate.chain import ChainEvaluator
 from .problem import Problem
-from .report.frontier_report import FrontierReport
+from .report.frontier_report import CHECKPOINT, FrontierReport, problem_identity
 from .report.html import html_frontier
 from .report.plot import plot_frontier
 from .safe_harbor import safe_harbor
@@ -32,7 +31,6 @@ from .search.rcs import RandomChainSearch
 from .search.shs import SublatticeHeuristicSearch
 
 SEARCHES = {"rcs": RandomChainSearch, "shs": SublatticeHeuristicSearch}
-CHECKPOINT = "checkpoint.json"
 OUTPUTS = ("frontier.csv", "searched.csv", "frontier.png", "frontier.html")
 DEFAULT_BUDGET = 14_780  # seed 000 §4.2.1: 20 maximal chains of its 739-level lattice
 DEFAULT_THRESHOLD = 0.3  # TH of SHS; the paper gives no value (docs/benchmarks.md: how it was chosen)
@@ -49,19 +47,6 @@ class FrontierRun:
     kanon: dict[str, Frontier] = field(default_factory=dict)
     improvement: dict[str, float] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
-
-
-def problem_identity(problem: Problem) -> str:
-    """What a checkpoint must match: the spec as parsed, the QI domains and the cell totals."""
-    text = json.dumps({
-        "spec": problem.spec.raw, "qis": problem.lattice.names,
-        "risk": problem.spec.risk, "adversary": problem.spec.adversary.to_dict() if problem.spec.risk == "adversary"
-        else None,
-        "domains": [[d.kind, d.size, d.text(0), d.text(d.size - 1)] for d in problem.domains],
-        "records": problem.sample.total, "cells": len(problem.sample),
-        "population": problem.population.total if problem.population is not None else None,
-    }, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _load_checkpoint(folder: Path, identity: str, method: str, seed: int) -> FrontierState:

@@ -429,7 +429,7 @@ def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
 
 
 COMMANDS = {"validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
-            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check"}
+            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "report"}
 
 
 def test_every_command_answers_help_with_its_usage_and_a_summary() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -10,7 +11,10 @@ import click
 from ..demo import build_adult, build_demo, showcase_policies
 from ..frontier_job import run_frontier
 from ..output import create_view, preview
+from ..policy import Policy
 from ..problem import Problem
+from ..report.release_report import build_report
+from ..report.release_write import write_report
 from ..safe_harbor import safe_harbor
 from ..search import bisecting_policy_search
 from .options import handles_errors
@@ -18,7 +22,7 @@ from .options import handles_errors
 
 @click.command()
 @click.option("--dir", "folder", type=click.Path(path_type=Path, file_okay=False), default=Path("deid-sql-demo"),
-              show_default=True, help="Folder for the demo data, spec, database and frontier plots (rewritten).")
+              show_default=True, help="Folder for the demo data, spec, database, frontier and report (rewritten).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the synthetic data.")
 @click.option("--budget", default=3_000, show_default=True, help="Policies the closing frontier search evaluates.")
 @click.option("--adult", "adult_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -27,7 +31,8 @@ from .options import handles_errors
                    "ARX's adult.csv and adult_hierarchy_*.csv from this folder in place.")
 @handles_errors
 def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None) -> None:
-    """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier.
+    """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier,
+    and the report a reviewer signs for the chosen policy (DIR/report.html).
 
     With --adult, write the Adult example problems instead (nothing else runs).
 
@@ -70,6 +75,7 @@ def _run(folder: Path, seed: int, budget: int) -> None:
         for row in preview(db, "patients_deid"):
             click.echo("  " + "  ".join(str(v) for v in row))
         _frontier(problem, folder / "frontier", budget)
+        _report(problem, spec, chosen, folder)
 
 
 def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> None:
@@ -94,3 +100,20 @@ def _frontier(problem: Problem, folder: Path, budget: int) -> None:
                f"{s.seconds:.1f} s): {len(s.frontier):,} policies, area {s.frontier.area():.4f}; "
                f"{len(result.dominating_safe_harbor):,} of them strictly dominate Safe Harbor")
     click.echo(f"  plot: {folder / 'frontier.png'}   interactive: {folder / 'frontier.html'}")
+
+
+def _report(problem: Problem, spec: Path, chosen: Policy, folder: Path) -> None:
+    """The expert-determination report of the chosen policy, placed on the frontier just searched."""
+    t0 = time.perf_counter()
+    out, frontier, db = folder / "report.html", folder / "frontier", folder / "demo.duckdb"
+    # the release this report stands beside: the demo's view (the command that recreates it)
+    view = shlex.join(["deid-sql", "view", str(spec), "--policy", chosen.text(), "--db", str(db), "--name",
+                       "patients_deid", "--replace"])
+    built = build_report(problem, chosen, frontier=frontier, command=view)
+    built["summary"]["released"] = f"view patients_deid in {db}"
+    built["method"]["commands"]["report"] = shlex.join(
+        ["deid-sql", "report", str(spec), "--policy", chosen.text(), "--frontier", str(frontier), "--out", str(out),
+         "--overwrite"])
+    html, twin = write_report(built, out, overwrite=True)
+    click.echo(f"\nreport for the chosen policy: {html} (JSON twin {twin.name}; verdict {built['summary']['verdict']}, "
+               f"{time.perf_counter() - t0:.1f} s); open it in a browser, print it, sign it")

@@ -18,6 +18,7 @@ from .inspect import evaluate, validate
 from .options import error_boundary
 from .output import compile_, materialize_, view
 from .policy import apply_, check, policy_group
+from .report import report
 from .search import alternatives, safe_harbor_
 
 
@@ -55,7 +56,7 @@ def cli() -> None:
 
 
 COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_,
-            adversary, channels, dbt_, demo, policy_group, apply_, check)
+            adversary, channels, dbt_, demo, policy_group, apply_, check, report)
 for command in COMMANDS:
     cli.add_command(command)
 

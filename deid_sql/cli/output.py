@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from ..compile import DIALECTS
-from ..output import compile_release, create_view, materialize
+from ..errors import OutputError
+from ..output import compile_release, create_view, materialize, output_format
+from ..release.sidecar import sidecar_path
 from .options import (
     accept_risk_option,
     echo_release,
@@ -19,6 +21,7 @@ from .options import (
     spec_argument,
     suppress_option,
 )
+from .report import finish_release_report, prepare_release_report, report_option
 
 
 @click.command(name="compile")
@@ -55,26 +58,42 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
 @format_option
 @click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
                                             "table to create in the engine when --out is left out.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output file or table.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file or table (and --report).")
 @suppress_option
 @accept_risk_option
+@report_option
 @handles_errors
 def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, table: str | None, overwrite: bool,
-                 suppress_below: int | None, accept_risk: str | None) -> None:
+                 suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
     Only the columns the spec declares leave, and the rows written are checked against the spec's
     release criteria before anyone can see them (without criteria, the original data is refused).
-    A record of the release, OUT.release.json (or table TABLE__release), is written with it.
+    A record of the release, OUT.release.json (or table TABLE__release), is written with it, and
+    with --report FILE.html the report a reviewer signs (written after the release; if it cannot be,
+    the release file and its record are removed again).
 
     Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
     with open_problem(spec) as problem:
-        written = materialize(problem, read_policy(policy), out, fmt, table, overwrite, suppress_below, accept_risk)
+        text = read_policy(policy)
+        pending = None
+        if report is not None:
+            if suppress_below is not None:
+                raise OutputError("--report cannot describe a release with --suppress-below yet (its figures "
+                                  "would leave the suppression out); write the release without --report")
+            kind = output_format(out, fmt) if out is not None else None
+            where = (f"table {table} in the {problem.spec.backend.engine} engine" if out is None else
+                     f"table {table or 'deidentified'} in {out}" if kind == "duckdb" else f"{out} ({kind})")
+            pending = prepare_release_report(problem, text, report, overwrite, accept_risk, where, out)
+        written = materialize(problem, text, out, fmt, table, overwrite, suppress_below, accept_risk)
         where = (f"{written.path}" if written.path else "the database") + (
             f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
         echo_release(written)
+        undo = [written.path, sidecar_path(written.path)] if written.path and written.format in ("parquet", "csv") \
+            else []
+        finish_release_report(pending, undo)
 
 
 @click.command()
@@ -84,21 +103,33 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
               help="DuckDB database file to create the view in (created if missing); leave it out when the "
                    "spec's [backend] is PostgreSQL or Spark: the view goes into that engine.")
 @click.option("--name", required=True, help="View name.")
-@click.option("--replace", is_flag=True, help="Replace an existing view of that name.")
+@click.option("--replace", is_flag=True, help="Replace an existing view of that name (and --report).")
 @suppress_option
 @accept_risk_option
+@report_option
 @handles_errors
 def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None,
-         accept_risk: str | None) -> None:
+         accept_risk: str | None, report: Path | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
 
     The rows the view shows now are checked against the spec's release criteria; a record of the
     release is written beside it as the table NAME__release. Values that later fall outside a
-    QI's declared domain show as * (or the spec's outside_label), never as themselves.
+    QI's declared domain show as * (or the spec's outside_label), never as themselves. With
+    --report FILE.html the report a reviewer signs is written after the view (refused before
+    the view is created when FILE exists).
 
     Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
     """
     with open_problem(spec) as problem:
-        written = create_view(problem, read_policy(policy), db, name, replace, suppress_below, accept_risk)
+        text = read_policy(policy)
+        pending = None
+        if report is not None:
+            if suppress_below is not None:
+                raise OutputError("--report cannot describe a view with --suppress-below yet (its figures "
+                                  "would leave the suppression out); create the view without --report")
+            pending = prepare_release_report(problem, text, report, replace, accept_risk,
+                                             f"view {name} in {db if db is not None else 'the database'}")
+        written = create_view(problem, text, db, name, replace, suppress_below, accept_risk)
         click.echo(f"created view {name} in {db if db is not None else 'the database'}")
         echo_release(written)
+        finish_release_report(pending, [])

@@ -9,11 +9,20 @@ from a finished search or from saved results without re-running anything.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..search.frontier import Point, dominates
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+
+CHECKPOINT = "checkpoint.json"
+"""The file of a frontier run's folder that holds its state and the identity of its problem."""
 
 # A log axis must start somewhere above 0; risks below this are drawn at the axis floor.
 MIN_RISK_FLOOR = 1e-9
@@ -94,3 +103,16 @@ def all_points(report: FrontierReport) -> Iterable[Point]:
 def readable_of(report: FrontierReport, p: Point) -> str:
     """The readable rules of ``p``'s policy, or its key when none were given (baseline labels)."""
     return report.readable.get(p.key, p.key)
+
+
+def problem_identity(problem: Problem) -> str:
+    """What a checkpoint must match: the spec as parsed, the QI domains and the cell totals."""
+    text = json.dumps({
+        "spec": problem.spec.raw, "qis": problem.lattice.names,
+        "risk": problem.spec.risk, "adversary": problem.spec.adversary.to_dict() if problem.spec.risk == "adversary"
+        else None,
+        "domains": [[d.kind, d.size, d.text(0), d.text(d.size - 1)] for d in problem.domains],
+        "records": problem.sample.total, "cells": len(problem.sample),
+        "population": problem.population.total if problem.population is not None else None,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

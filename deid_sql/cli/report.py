@@ -1,0 +1,176 @@
+"""``deid-sql report``: the expert-determination report of a policy, and ``--report`` of the release commands.
+
+The report is the page a privacy reviewer or an IRB signs (``report.release_report`` builds it,
+``report.release_html`` renders it, ``report.release_write`` writes it with its JSON twin).  Every
+bad input (a sidecar of another spec, a policy file whose hash does not match, a frontier folder of
+another problem, a target that is not ``.html`` or already exists) is refused before anything is
+written.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import OutputError, PolicyError
+from ..output import check_not_input
+from ..problem import Problem
+from ..release.sidecar import INVOCATION, sidecar_path
+from ..report.release_report import build_report, load_sidecar, policy_from_file
+from ..report.release_write import check_report_target, report_paths, write_report
+from .options import handles_errors, open_problem, read_policy, spec_argument
+
+REPORT_HELP = ("Also write the expert-determination report of this release, FILE.html, and its JSON twin FILE.json "
+               "(see 'deid-sql report --help'); refused before anything is written when FILE exists.")
+
+
+def report_option(fn: Any) -> Any:
+    return click.option("--report", "report", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                        metavar="FILE.html", help=REPORT_HELP)(fn)
+
+
+@click.command()
+@spec_argument
+@click.option("--policy", "-p", "policy", default=None, metavar="P",
+              help="Policy text ('age:cuts=18,65|zip:top', or @FILE), as for 'deid-sql materialize'.")
+@click.option("--from-release", "release", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE.release.json", help="Report the release this sidecar records (it must be of SPEC).")
+@click.option("--from-policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="policy.json", help="Report the policy of a policy file ('deid-sql policy save'); its hash "
+                                          "must match SPEC.")
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE.html",
+              help="The report page (.html); its JSON twin is written beside it as FILE.json.")
+@click.option("--frontier", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="A frontier run's folder ('deid-sql frontier --out DIR') of the same problem: the report places "
+                   "the policy on that risk-utility frontier.")
+@click.option("--sample-rows", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="Show N rows of the release itself as the analyst will see them (0: five made-up rows "
+                   "with the released labels, so no record leaves in the report).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing report (and its JSON twin).")
+@click.option("--accept-risk", default=None, metavar="REASON",
+              help="The reason a policy failing the spec's release criteria is released anyway (as given to "
+                   "materialize); the report's verdict is then 'accepted' and shows the reason.")
+@handles_errors
+def report(spec: Path, policy: str | None, release: Path | None, policy_file: Path | None, out: Path,
+           frontier: Path | None, sample_rows: int, overwrite: bool, accept_risk: str | None) -> None:
+    """Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.
+
+    The page holds the verdict against the spec's release criteria, the data and every column's
+    role, the policy in words, the risk figures beside HIPAA Safe Harbor and the original data,
+    the utility kept, the methods and the commands that reproduce it, and blank lines to sign.
+    Give the policy one way: --policy, --from-release (a release's sidecar) or --from-policy.
+
+    Example: deid-sql report demo/demo.toml --policy 'age:cuts=18,30,45,65,90|zip:top' --out report.html
+    """
+    given = [name for name, value in (("--policy", policy), ("--from-release", release),
+                                      ("--from-policy", policy_file)) if value is not None]
+    if len(given) != 1:
+        raise PolicyError(("give the policy to report one way, not " + " and ".join(given)) if given else
+                          "say which policy to report: --policy P, --from-release FILE.release.json or "
+                          "--from-policy policy.json")
+    check_report_target(out, overwrite)
+    with open_problem(spec) as problem:
+        for path in report_paths(out):
+            check_not_input(problem.spec, path)
+        sidecar = None
+        if release is not None:
+            sidecar = load_sidecar(release, problem)
+            item = str(sidecar["policy"]["text"])  # load_sidecar refuses a release without policy text
+        elif policy_file is not None:
+            item = policy_from_file(policy_file, problem)
+        else:
+            assert policy is not None
+            item = read_policy(policy)
+        # no release command of our own: a sidecar's is its release's, and a policy is not released yet
+        built = build_report(problem, item, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
+                             accept_risk=accept_risk)
+        if sidecar is not None:
+            check_against_release(built, sidecar, release)
+        paths = write_report(built, out, overwrite)
+    echo_report(built, paths)
+
+
+#: figures a release's sidecar records and the report recomputes: (sidecar key, report key)
+RECORDED = (("records", "records"), ("groups", "groups"), ("k", "k"), ("suppressed", "suppressed"),
+            ("expected_reidentifications", "expected_reidentifications"), ("max_record_risk", "max_record_risk"))
+
+
+def check_against_release(built: dict[str, Any], sidecar: dict[str, Any], where: Path | None) -> None:
+    """A report of a release must say what the release recorded: refuse (one line, nothing written)
+    when the figures differ, e.g. the source changed since, or the release suppressed records the
+    report does not describe, rather than hand a reviewer a page that disagrees with the release."""
+    recorded, figures = sidecar.get("figures") or {}, built["risk"]["figures"]
+    differ = [f"{ours} {figures.get(ours)} (release: {recorded[theirs]})" for theirs, ours in RECORDED
+              if theirs in recorded and not _same(recorded[theirs], figures.get(ours))]
+    if differ:
+        raise OutputError(f"--from-release {where}: the report's figures differ from those the release recorded "
+                          f"({'; '.join(differ[:3])}): the data changed since, or the release suppressed records "
+                          f"(--suppress-below) the report cannot describe yet; nothing was written")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
+
+
+def echo_report(built: dict[str, Any], paths: list[Path]) -> None:
+    """Where the report went and its verdict, in one line each."""
+    summary = built.get("summary", {})
+    click.echo(f"report: {paths[0]} (JSON twin {paths[1]})")
+    headline = "; ".join(str(s) for s in summary.get("headline", []))
+    click.echo(f"  verdict: {summary.get('verdict')}" + (f" — {headline}" if headline else ""))
+
+
+@dataclass
+class PendingReport:
+    """A report built before its release is written (``--report`` of materialize and view)."""
+
+    report: dict[str, Any]
+    out: Path
+    overwrite: bool
+
+
+def prepare_release_report(problem: Problem, policy: str, out: Path | None, overwrite: bool,
+                           accept_risk: str | None, released: str, release: Path | None = None) -> PendingReport | None:
+    """Refuse a bad ``--report`` target and build the report, both before the release is written,
+    so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
+    release file, which the report must not replace (nor its sidecar)."""
+    if out is None:
+        return None
+    check_report_target(out, overwrite, "--report")
+    for path in report_paths(out):
+        check_not_input(problem.spec, path)
+        if release is not None and path.resolve() in (release.resolve(), sidecar_path(release).resolve()):
+            raise OutputError(f"--report {out}: its page or JSON twin {path.name} would replace the release or its "
+                              f"sidecar; name the report differently (e.g. {release.stem}-report.html)")
+    command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
+    built = build_report(problem, policy, command=command, accept_risk=accept_risk)
+    built["summary"]["released"] = released
+    built["method"]["commands"]["release"] = command
+    rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", policy, "--out", str(out), "--overwrite"]
+    rebuild += ["--accept-risk", accept_risk] if accept_risk else []
+    built["method"]["commands"]["report"] = shlex.join(rebuild)
+    return PendingReport(built, out, overwrite)
+
+
+def finish_release_report(pending: PendingReport | None, undo: list[Path]) -> None:
+    """Write the report after its release; if that fails (the target appeared meanwhile, a full disk),
+    remove the release files in ``undo`` so neither is left without the other, and say so in one line."""
+    if pending is None:
+        return
+    try:
+        paths = write_report(pending.report, pending.out, pending.overwrite)
+    except BaseException as e:
+        for path in undo:
+            path.unlink(missing_ok=True)
+        if not isinstance(e, (OSError, OutputError)):
+            raise
+        removed = f"; the release ({', '.join(p.name for p in undo)}) was removed too" if undo else \
+            "; the release inside the database stays (it passed the gate and has its record table)"
+        raise OutputError(f"could not write the report {pending.out}: {e}{removed}") from None
+    echo_report(pending.report, paths)

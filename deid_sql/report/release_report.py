@@ -1,0 +1,406 @@
+"""The expert-determination report of one release, as a dict (rendered by ``release_html``).
+
+A reviewer signs a document, not a command line: the report says what data left (columns and
+roles, hashes), under which policy (its rules in words, with the labels and their records),
+how risky it is on the gate's own figures (measured on the released rows, as the release gate
+measures them, so the report and the gate cannot disagree) and against HIPAA Safe Harbor and
+the original data (``evaluate``'s figures: the same digits ``deid-sql evaluate`` prints), what
+utility is kept, where the policy sits on a frontier run, and how to reproduce it all.
+
+``build_report`` never raises for a failing gate: the report of a refused policy says
+"failed" (or "accepted" with the reason given), since a reviewer may be shown either.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import DeidError, PolicyError
+from ..evaluate.metrics import Metrics
+from ..recoding import Recoding
+from ..release.gate import ReleaseGate, Verdict
+from ..release.sidecar import FORMAT as SIDECAR_FORMAT
+from ..release.sidecar import INVOCATION, file_sha256, utc_now
+from . import report_figures as rf
+from .frontier_report import CHECKPOINT, problem_identity
+
+if TYPE_CHECKING:
+    from ..policy import Policy
+    from ..problem import Problem
+
+FORMAT = "deid-sql-report"
+VERSION = 1
+ROLE_WORDS = {"qi": "QI", "drop": "dropped", "pseudonymize": "pseudonymized", "sensitive": "sensitive",
+              "keep": "kept", "flag": "suppression flag"}
+ATTESTATION = ["Name", "Role", "Organization", "Date", "Signature"]
+PAPERS = {
+    "001": {"authors": "Kathleen Benitez, Grigorios Loukides, Bradley Malin",
+            "title": "Beyond Safe Harbor: Automatic Discovery of Health Information De-identification Policy "
+                     "Alternatives",
+            "venue": "Proceedings of the 1st ACM International Health Informatics Symposium (IHI)", "year": 2010,
+            "used_for": "population-based record risk (1/g)^γ; HIPAA Safe Harbor as a policy and the reference "
+                        "it is compared with; Bisecting Policy Search for alternatives"},
+    "000": {"authors": "Weiyi Xia, Raymond Heatherly, Xiaofeng Ding, Jiuyong Li, Bradley Malin",
+            "title": "Efficient Discovery of De-identification Policies Through a Risk-Utility Frontier",
+            "venue": "Proceedings of the 3rd ACM Conference on Data and Application Security and Privacy "
+                     "(CODASPY)", "year": 2013,
+            "used_for": "the policy lattice, risk normalized by the original data's, KL-divergence utility loss, "
+                        "the risk-utility frontier and its searches"},
+    "002": {"authors": "Weiyi Xia", "title": "Optimizing the Privacy Risk - Utility Framework in Data Publication",
+            "venue": "PhD dissertation, Vanderbilt University", "year": 2017,
+            "used_for": "the adversary's re-identification attack as a Markov decision process: record risk = "
+                        "P(re-identification) × loss, thresholds k and k′"},
+}
+
+
+class ReportInputError(DeidError):
+    """A sidecar, policy file or frontier folder that does not belong to the report's problem."""
+
+
+# -- inputs ---------------------------------------------------------------------------------
+def load_sidecar(path: Path, problem: Problem) -> dict[str, Any]:
+    """A release sidecar (``<file>.release.json``) of this problem's spec; its policy text is the
+    report's policy.  Refuses (one line) an unreadable file or a sidecar of another spec."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportInputError(f"cannot read release sidecar {path} ({_reason(e)}); pass the .release.json file "
+                               f"written beside a release") from None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise ReportInputError(f"{path} is not a deid-sql release sidecar (no \"format\": \"{SIDECAR_FORMAT}\"); "
+                               f"pass the .release.json file written beside a release")
+    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    policy = data.get("policy") if isinstance(data.get("policy"), dict) else {}
+    own = _spec_sha256(problem)
+    if spec.get("sha256") != own:
+        saved = str(spec.get("sha256") or "none")[:12]
+        raise ReportInputError(f"release sidecar {path} was written for another spec ({spec.get('path')}, sha256 "
+                               f"{saved}…) than {problem.spec.path} (sha256 {own[:12]}…); report it with the "
+                               f"spec it was released from")
+    if not isinstance(policy.get("text"), str) or not policy["text"]:
+        raise ReportInputError(f"release sidecar {path} records no policy text (a recoding, e.g. Safe Harbor); "
+                               f"report it with --policy")
+    return data
+
+
+def policy_from_file(path: Path, problem: Problem) -> str:
+    """The policy text of a policy file (``deid-sql policy save``); refuses a file whose spec hash
+    does not match this problem's QI declarations and source columns (one line)."""
+    from ..policyfile import PolicyFile
+    from ..policyfile.batch import declarations
+    from ..policyfile.format import RESAVE, spec_sha256, type_class
+
+    pf = PolicyFile.read(path)
+    digest = spec_sha256(declarations(problem.spec, pf), [(n, type_class(t)) for n, t in problem.columns.items()])
+    if digest != pf.spec_sha256:
+        raise ReportInputError(f"policy file {path} was saved for another spec/schema (hash {pf.spec_sha256[:12]}…, "
+                               f"{problem.spec.path} gives {digest[:12]}…); {RESAVE}")
+    return pf.policy
+
+
+def _spec_sha256(problem: Problem) -> str:
+    path = problem.spec.path
+    return file_sha256(path) if path.is_file() else ""
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON: line {e.lineno}, column {e.colno}: {e.msg}"
+    return "not UTF-8 text"
+
+
+# -- the report -------------------------------------------------------------------------------
+def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: dict[str, Any] | None = None,
+                 frontier: Path | None = None, sample_rows: int = 0, command: str | None = None,
+                 accept_risk: str | None = None) -> dict[str, Any]:
+    """The report dict (see the module docstring and docs/report.md) of releasing ``item``."""
+    if sample_rows < 0:
+        raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")
+    spec = problem.spec
+    if isinstance(item, Recoding):
+        recoding, text, readable = problem.recoding(item), None, item.name or "recoding"
+    else:
+        policy = problem.policy(item)
+        recoding, text, readable = policy.recoding(), policy.text(), policy.readable()
+    if accept_risk is None and sidecar is not None:
+        accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
+    call = f"build_report(Problem.from_spec({str(spec.path)!r}), {text or readable!r})"
+    gate = ReleaseGate.for_problem(problem, item, call=call, accept_risk=accept_risk)
+    figures = gate.measure(problem.backend.execute, problem.query(item))
+    verdict = gate.verdict(figures)
+    status = _status(verdict)
+    metrics = problem.evaluate(item)
+    original = problem.evaluate(problem.lattice.bottom())
+    harbor, harbor_note = _safe_harbor(problem)
+    groups = rf.Groups(problem, recoding)
+    qi_columns = [q.column for q in spec.qis]
+    columns = list(gate.columns)
+
+    figure_dict = {"records": figures.records, "groups": figures.groups,
+                   "expected_reidentifications": figures.expected_reidentifications,
+                   "mean_record_risk": figures.mean_record_risk, "max_record_risk": figures.max_record_risk,
+                   "k": figures.k, "sample_uniques": figures.sample_unique_records, "suppressed": figures.suppressed,
+                   "risk": figures.risk}
+    comparison = [_row("this policy", metrics)]
+    if harbor is not None:
+        comparison.append(_row("HIPAA Safe Harbor", harbor))
+    comparison.append(_row("original data", original))
+
+    rules, per_qi, marginals = [], [], []
+    for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
+        before = rf.original_marginal(problem, q)
+        rules.append(rf.rule(qi.name, qi.kind, domain, qrec, groups.records_per_label(q, qrec.n_groups)))
+        per_qi.append({"qi": qi.name, "information_kept": rf.information_kept(before, qrec)})
+        ordered = qi.kind in ("integer", "date")
+        after = np.bincount(qrec.group_of, weights=before, minlength=qrec.n_groups)
+        marginals.append({"qi": qi.name,
+                          "before": rf.shares([domain.text(p) for p in range(domain.size)], before, ordered),
+                          "after": rf.shares(list(qrec.labels), after, ordered and qrec.contiguous)})
+    if sample_rows > 0:
+        names, rows = rf.release_rows(problem, item, sample_rows)
+        sample = {"source": "release", "columns": names, "rows": rows}
+    else:
+        sample = {"source": "synthetic", "columns": [n for n, _ in columns],
+                  "rows": rf.synthetic_rows(columns, qi_columns, recoding, groups)}
+    release_cmd = _release_command(sidecar, command)
+    report_cmd = _report_command(spec.path, text or readable, frontier, sample_rows, accept_risk)
+    return {
+        "format": FORMAT, "version": VERSION, "created_at": utc_now(),
+        "software": {"name": "deid-sql", "version": __version__},
+        "summary": {"verdict": status, "headline": _headline(figure_dict, verdict, status),
+                    "spec": str(spec.path), "policy": readable, "released": _released(sidecar)},
+        "data": {
+            "source": (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)},
+            "population": _population(problem, gate, sidecar),
+            "columns": _columns(problem, columns, qi_columns),
+            "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": rf.domain_summary(d),
+                     "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
+        },
+        "policy": {"text": text, "readable": readable, "sha256": gate.policy["sha256"], "rules": rules,
+                   "suppression": {"suppressed_records": figures.suppressed, "rule": None},
+                   "sample": sample},
+        "risk": {
+            "figures": figure_dict,
+            "record_risk_histogram": groups.record_risk_histogram(),
+            "group_sizes": groups.group_sizes(),
+            "model": _model(problem, harbor_note),
+            "comparison": comparison,
+            "gate": {"criteria": _criteria(gate), "checks": [
+                {"figure": c.figure, "value": float(c.value), "limit": float(c.limit), "at_most": c.at_most,
+                 "passed": c.passed} for c in verdict.checks], "verdict": status},
+        },
+        "utility": {"kl_loss": metrics.kl, "iyengar_loss": metrics.iyengar_loss, "per_qi": per_qi,
+                    "marginals": marginals},
+        "frontier": None if frontier is None else place_on_frontier(problem, Path(frontier), metrics, harbor),
+        "method": {"papers": _papers(problem), "parameters": _parameters(problem, gate),
+                   "commands": {"release": release_cmd, "report": report_cmd}},
+        "attestation": {"fields": list(ATTESTATION)},
+    }
+
+
+def _status(verdict: Verdict) -> str:
+    if not verdict.passed:
+        return "accepted" if verdict.accepted_risk else "failed"
+    return "passed" if verdict.declared else "no criteria"
+
+
+def _row(name: str, m: Metrics) -> dict[str, Any]:
+    return {"name": name, "expected_reidentifications": m.expected_reidentifications,
+            "max_record_risk": m.max_record_risk, "k": m.k, "sample_uniques": m.sample_unique_records,
+            "risk": m.risk, "loss": m.loss}
+
+
+def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
+    """Safe Harbor's metrics, or why it cannot be built (the spec gives no zip/age roles)."""
+    from ..safe_harbor import safe_harbor
+
+    roles = {q.role for q in problem.spec.qis}
+    if not {"zip", "age"} <= roles:
+        missing = " and ".join(repr(r) for r in ("age", "zip") if r not in roles)
+        return None, (f"HIPAA Safe Harbor is not compared: no QI has the role {missing} in the spec "
+                      f"(add role = \"zip\" / role = \"age\" to the [[qi]] that holds it)")
+    return problem.evaluate(safe_harbor(problem).recoding), None
+
+
+def _headline(f: dict[str, Any], verdict: Verdict, status: str) -> list[str]:
+    out = [f"expected re-identifications {rf.number(f['expected_reidentifications'])} among "
+           f"{f['records']:,} records",
+           (f"no record's risk above {rf.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
+            "some records' risk is 1: they are the only person in the population with their released values")]
+    if f["k"] > 1:
+        out.append(f"every released group holds at least {f['k']:,} records")
+    elif f["records"]:
+        n = f["sample_uniques"]
+        out.append(f"{n:,} record{' is' if n == 1 else 's are'} unique in the release (k = {f['k']})")
+    if f["suppressed"]:
+        out.append(f"{f['suppressed']:,} records suppressed")
+    if status == "passed":
+        out.append(f"meets every release criterion of the spec ({len(verdict.checks)} checked)")
+    elif status == "no criteria":
+        out.append("the spec declares no [release] criteria; the figures above are the whole judgement")
+    else:
+        out.append("fails the release gate: " + "; ".join(verdict.failures))
+        if status == "accepted":
+            out.append(f"released anyway, risk accepted: {verdict.accepted_risk}")
+    return out
+
+
+def _resolved(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: (v.result() if isinstance(v, Future) else v) for k, v in value.items()}
+    return value
+
+
+def _population(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None) -> Any:
+    if problem.spec.population is None:
+        return "sample"
+    described = (sidecar or {}).get("population") or _resolved(gate.population)
+    if not isinstance(described, dict):
+        return described
+    # the gate records the people as "rows"; a reviewer needs both (the table's rows are census cells)
+    from sqlglot import exp
+
+    from ..loading import POPULATION_VIEW
+
+    rows = problem.backend.execute(exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(POPULATION_VIEW))
+    return described | {"rows": int(rows.column("n")[0].as_py()), "people": problem.population_total}
+
+
+def _columns(problem: Problem, released: list[tuple[str, str]], qi_columns: list[str]) -> list[dict[str, Any]]:
+    roles = dict(released)
+    out = []
+    for name, sql_type in problem.columns.items():
+        role = "qi" if name in qi_columns else roles.get(name) or problem.spec.columns.role(name) or "drop"
+        out.append({"name": name, "type": str(sql_type), "role": ROLE_WORDS.get(role, role)})
+    return out
+
+
+def _released(sidecar: dict[str, Any] | None) -> Any:
+    if not sidecar:
+        return None
+    release = sidecar.get("release")
+    if isinstance(release, dict):
+        if release.get("path"):
+            return str(release["path"])
+        return " ".join(str(v) for v in release.values() if v not in (None, "")) or None
+    return release
+
+
+def _release_command(sidecar: dict[str, Any] | None, command: str | None) -> str | None:
+    reproduce = (sidecar or {}).get("reproduce") or {}
+    return reproduce.get("command") or command or reproduce.get("api")
+
+
+def _report_command(spec: Path, policy: str, frontier: Path | None, sample_rows: int,
+                    accept_risk: str | None) -> str:
+    """The command line of this report: the one running, when it is ``deid-sql report``; else the
+    ``deid-sql report`` line that rebuilds it (a release's ``--report`` writes it with the release)."""
+    running = INVOCATION.get()
+    if running and running.startswith("deid-sql report "):
+        return running
+    args = ["deid-sql", "report", str(spec), "--policy", policy, "--out", "report.html"]
+    if frontier is not None:
+        args += ["--frontier", str(frontier)]
+    if sample_rows:
+        args += ["--sample-rows", str(sample_rows)]
+    if accept_risk:
+        args += ["--accept-risk", accept_risk]
+    return shlex.join(args)
+
+
+def _criteria(gate: ReleaseGate) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v for k, v in gate.spec.release.to_dict().items() if v is not None}
+    if gate.reference_risk is not None:
+        out["reference_risk"] = gate.reference_risk
+    return out
+
+
+def _model(problem: Problem, harbor_note: str | None) -> dict[str, Any]:
+    spec = problem.spec
+    sampled = spec.population is None
+    population = "sample" if sampled else spec.population.describe()
+    assumptions = [
+        "The attacker knows the quasi-identifiers (QIs) of the target and nothing else the release hides.",
+        ("The sample is its own population: a released group of m records stands for m people (the "
+         "prosecutor's view, where the attacker knows the target is in the data)." if sampled else
+         f"The population table counts every person the target could be; a released group covers "
+         f"g = max(census people, sample records) of them ({problem.population_total:,} people in all)."),
+        "Records are only linked through the released QI labels; the other released columns add no "
+        "identifying information.",
+    ]
+    adversary = None
+    if spec.risk == "adversary":
+        from ..adversary.risk import thresholds
+
+        params = spec.adversary
+        t = thresholds(params)
+        adversary = {"parameters": params.to_dict(), "describe": params.describe(),
+                     "thresholds": {"k": t.k, "k_prime": t.k_prime, "k_prime_sunk": t.k_prime_sunk}}
+        name = "adversary: P(re-identification) × loss under the attacker's optimal attack"
+        assumptions += [
+            "The attacker is rational: pays to access an external data set, links and exploits only while the "
+            "expected gain exceeds the costs and the expected penalties.",
+            f"A share prior = {params.prior:g} of the population is in the external data set the attacker links.",
+            f"Groups of fewer than k = {t.k} external matches are fully exploited; groups of at least "
+            f"k′ = {t.k_prime} are not attacked at all.",
+        ]
+    else:
+        name = "population-based record risk (1/g)^γ"
+        assumptions.append(f"A record in a group of g people is re-identified with probability (1/g)^γ, "
+                           f"γ = {spec.gamma:g}.")
+    if harbor_note:
+        assumptions.append(harbor_note + ".")
+    return {"name": name, "gamma": float(spec.gamma), "population": population, "assumptions": assumptions,
+            "adversary": adversary}
+
+
+def _papers(problem: Problem) -> list[dict[str, Any]]:
+    keys = ["001", "000"] + (["002"] if problem.spec.risk == "adversary" else [])
+    return [dict(PAPERS[k]) for k in keys]
+
+
+def _parameters(problem: Problem, gate: ReleaseGate) -> dict[str, Any]:
+    spec = problem.spec
+    return {"risk": spec.risk, "gamma": float(spec.gamma),
+            "population": "sample (g = m)" if spec.population is None else
+            f"{spec.population.describe()}, g = max(census, sample)",
+            "criteria": _criteria(gate),
+            "adversary": spec.adversary.to_dict() if spec.risk == "adversary" else None,
+            "safe_harbor": {"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}}
+
+
+# -- the frontier ---------------------------------------------------------------------------------
+def place_on_frontier(problem: Problem, folder: Path, this: Metrics, harbor: Metrics | None) -> dict[str, Any]:
+    """This policy on a frontier run of the same problem (``deid-sql frontier --out folder``): the
+    frontier, Safe Harbor, and how many searched policies strictly dominate it."""
+    from ..search.frontier import Point, dominates
+    from ..search.frontier_search import FrontierState
+
+    path = folder / CHECKPOINT
+    fix = f"pass the --out folder of 'deid-sql frontier {problem.spec.path}'"
+    if not path.is_file():
+        raise ReportInputError(f"{folder} is not a frontier run folder (no {CHECKPOINT}); {fix}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        state = FrontierState.from_json(data["state"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise ReportInputError(f"cannot read the frontier run {path} ({type(e).__name__}: {e}); {fix}") from None
+    if data.get("problem") != problem_identity(problem):
+        raise ReportInputError(f"frontier folder {folder} is a run of another problem (spec, QI domains, risk model "
+                               f"or data differ); {fix}")
+    me = Point(this.risk, this.loss)
+    return {"folder": str(folder), "points": [[p.risk, p.loss] for p in state.frontier],
+            "this": [this.risk, this.loss],
+            "safe_harbor": None if harbor is None else [harbor.risk, harbor.loss],
+            "dominated_by": sum(1 for p in state.searched if dominates(p, me)),
+            "evaluations": state.evaluations}

@@ -1,0 +1,247 @@
+"""The distributions and words of a release report: histograms, rules, marginals, sample rows.
+
+Everything here is computed from the sample cells generalized with the release's recoding
+(``release.figures.cell_groups``: the groups ``evaluate`` counts), so the histograms add up to
+the figures the report prints beside them.  Numbers come out as plain ``int``/``float`` (the
+report is JSON).  ``release_report`` assembles them into the report dict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..domain import Domain
+from ..recoding import QIRecoding, Recoding
+from ..release.figures import cell_groups
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+
+MAX_LABELS = 30  # labels shown per QI in the rules and marginals; the rest are summed as "other (N labels)"
+MAX_VALUES = 10  # member values listed per label
+MAX_DOMAIN = 50  # category values listed per QI domain
+SAMPLE_ROWS = 5  # synthetic rows when no release rows are asked for
+IN_WORDS = 8  # labels named in a rule's sentence
+
+
+class Groups:
+    """The released groups of one recoding over the sample cells: ids per QI, m, g, record risk."""
+
+    def __init__(self, problem: Problem, recoding: Recoding) -> None:
+        self.ids, self.m, self.g = cell_groups(recoding, problem.sample, problem.population)
+        self.risk = np.asarray(problem.record_risk(self.g), dtype=np.float64) if self.g.size else np.zeros(0)
+
+    def record_risk_histogram(self) -> dict[str, list[Any]]:
+        """Records per record-risk bin: 0, then one bin per decade up to 1 (the last bin holds 1)."""
+        positive = self.risk[self.risk > 0]
+        low = int(math.floor(math.log10(float(positive.min())))) if positive.size else -1
+        low = max(min(low, -1), -12)
+        edges = [0.0] + [10.0 ** e for e in range(low, 1)]
+        counts, _ = np.histogram(np.clip(self.risk, 0.0, 1.0), bins=edges, weights=self.m)
+        return {"edges": edges, "counts": [int(round(c)) for c in counts]}
+
+    def group_sizes(self) -> dict[str, list[Any]]:
+        """Groups per size bin (1, 2, 5, 10, 20, 50, … : log-spaced), by sample records m and by
+        population people g; the last edge is above the largest group."""
+        top = float(max(self.g.max(), self.m.max())) if self.m.size else 1.0
+        edges: list[int] = [1]
+        step = 0
+        while edges[-1] <= top:
+            step += 1
+            edges.append((1, 2, 5)[step % 3] * 10 ** (step // 3))
+        sample, _ = np.histogram(self.m, bins=edges)
+        population, _ = np.histogram(self.g, bins=edges)
+        return {"edges": edges, "sample": [int(c) for c in sample], "population": [int(c) for c in population]}
+
+    def records_per_label(self, q: int, n_groups: int) -> np.ndarray:
+        return np.bincount(self.ids[q], weights=self.m, minlength=n_groups)
+
+    def largest(self, n: int) -> list[int]:
+        """The ``n`` groups with the most records (ties by key), for synthetic rows."""
+        order = np.lexsort((np.arange(self.m.size), -self.m))
+        return [int(i) for i in order[:n]]
+
+
+# -- the policy in words -------------------------------------------------------------------
+def rule(name: str, kind: str, domain: Domain, qrec: QIRecoding, records: np.ndarray) -> dict[str, Any]:
+    """One QI's rule: a sentence and its labels with their values and records."""
+    labels = list(qrec.labels)
+    rows = [{"label": label, "values": _members(domain, qrec, g), "records": int(round(records[g]))}
+            for g, label in enumerate(labels)]
+    if len(rows) > MAX_LABELS:
+        rest = rows[MAX_LABELS - 1:]
+        rows = rows[:MAX_LABELS - 1] + [{"label": f"other ({len(rest):,} labels)",
+                                          "values": [f"{sum(len(r['values']) for r in rest):,}+ values"],
+                                          "records": sum(r["records"] for r in rest)}]
+    return {"qi": name, "words": words(name, kind, domain, qrec), "labels": rows}
+
+
+def words(name: str, kind: str, domain: Domain, qrec: QIRecoding) -> str:
+    """A QI's generalization in one sentence, e.g. ``age in 6 bands: 0-17, 18-29, …``."""
+    k, n = qrec.n_groups, domain.size
+    labels = list(qrec.labels)
+    if k == n:
+        return f"{name}: kept as it is ({n:,} values)"
+    if k == 1:
+        return f"{name}: not released in detail; every record shows {labels[0]!r}"
+    if kind == "zip":
+        digits = _zip_digits(domain, qrec)
+        if digits is not None:
+            return f"{name}: first {digits} digit{'s' if digits != 1 else ''} kept ({k:,} prefixes)"
+    shown = ", ".join(labels[:IN_WORDS]) + (", …" if k > IN_WORDS else "")
+    if kind in ("integer", "date") and qrec.contiguous:
+        return f"{name} in {k:,} bands: {shown}"
+    merged = int(np.count_nonzero(qrec.widths > 1))
+    return f"{name}: {n:,} values shown as {k:,} labels ({merged:,} merge several values): {shown}"
+
+
+def _zip_digits(domain: Domain, qrec: QIRecoding) -> int | None:
+    """The prefix length when every group is exactly the ZIPs sharing a prefix of one length."""
+    texts = [domain.text(p) for p in range(domain.size)]
+    for digits in range(0, max(len(t) for t in texts)):
+        prefix_group: dict[str, int] = {}
+        ok = True
+        for pos, text in enumerate(texts):
+            group = int(qrec.group_of[pos])
+            if prefix_group.setdefault(text[:digits], group) != group:
+                ok = False
+                break
+        if ok and len(prefix_group) == qrec.n_groups:
+            return digits
+    return None
+
+
+def _members(domain: Domain, qrec: QIRecoding, group: int) -> list[str]:
+    members = qrec.members(group)
+    if members.size <= MAX_VALUES:
+        return [domain.text(int(p)) for p in members]
+    head = [domain.text(int(p)) for p in members[:MAX_VALUES - 2]]
+    return [*head, "…", domain.text(int(members[-1]))]
+
+
+def domain_summary(domain: Domain) -> str | list[str]:
+    """A QI's domain: ``lo … hi`` for integers and dates, else its values (at most ``MAX_DOMAIN``)."""
+    if domain.kind in ("integer", "date"):
+        return f"{domain.text(0)} … {domain.text(domain.size - 1)}"
+    values = [domain.text(p) for p in range(min(domain.size, MAX_DOMAIN))]
+    if domain.size > MAX_DOMAIN:
+        values.append(f"… {domain.size - MAX_DOMAIN:,} more")
+    return values
+
+
+# -- utility per QI --------------------------------------------------------------------------
+def original_marginal(problem: Problem, q: int) -> np.ndarray:
+    """Sample records per domain value of QI ``q``."""
+    return np.bincount(problem.sample.positions[:, q], weights=problem.sample.counts.astype(np.float64),
+                       minlength=problem.domains[q].size)
+
+
+def entropy(counts: np.ndarray) -> float:
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def information_kept(before: np.ndarray, qrec: QIRecoding) -> float:
+    """H(generalized marginal) / H(original marginal) = 1 − entropy lost / original entropy, in [0, 1].
+
+    Generalizing a QI is a function of its value, so it can only lose entropy; what is left is
+    the share of the QI's information (in the sample's own distribution, ignoring the other QIs)
+    an analyst still has.  A QI with one observed value has nothing to lose: 1."""
+    h = entropy(before)
+    if h <= 0:
+        return 1.0
+    after = np.bincount(qrec.group_of, weights=before, minlength=qrec.n_groups)
+    return float(min(1.0, max(0.0, entropy(after) / h)))
+
+
+def shares(labels: Sequence[str], counts: np.ndarray, ordered: bool = False) -> list[dict[str, Any]]:
+    """Share per label, in domain order, adding up to 1.  At most ``MAX_LABELS`` labels: an ordered
+    QI (integers, dates) past that is shown in ``MAX_LABELS`` consecutive bands (``0 … 4``), so the
+    chart keeps its shape; any other keeps its largest labels with records and sums the rest as
+    ``other (N labels)``."""
+    total = float(counts.sum())
+    if ordered and len(labels) > MAX_LABELS:
+        width = -(-len(labels) // MAX_LABELS)
+        out = []
+        for lo in range(0, len(labels), width):
+            hi = min(lo + width, len(labels)) - 1
+            name = labels[lo] if lo == hi else f"{labels[lo]} … {labels[hi]}"
+            out.append({"label": name, "share": float(counts[lo:hi + 1].sum() / total)})
+        return out
+    present = [i for i in range(len(labels)) if counts[i] > 0]
+    rest: list[int] = []
+    if len(present) > MAX_LABELS:
+        keep = set(sorted(present, key=lambda i: (-counts[i], i))[:MAX_LABELS - 1])
+        rest = [i for i in present if i not in keep]
+        present = [i for i in present if i in keep]
+    out = [{"label": labels[i], "share": float(counts[i] / total)} for i in present]
+    if rest:
+        out.append({"label": f"other ({len(rest):,} labels)", "share": float(counts[rest].sum() / total)})
+    return out
+
+
+# -- rows an analyst sees ----------------------------------------------------------------------
+def release_rows(problem: Problem, item: Any, n: int) -> tuple[list[str], list[list[Any]]]:
+    """The first ``n`` rows of the release query, as JSON values."""
+    from sqlglot import exp
+
+    query = exp.select("*").from_(exp.Subquery(this=problem.query(item),
+                                               alias=exp.TableAlias(this=exp.to_identifier("deid_release"))))
+    table = problem.backend.execute(query.limit(n))
+    return list(table.column_names), [[plain(v) for v in row.values()] for row in table.to_pylist()]
+
+
+PLACEHOLDER = {"sensitive": "(sensitive value)", "keep": "(kept value)", "pseudonymize": "(pseudonym)"}
+
+
+def synthetic_rows(columns: Sequence[tuple[str, str]], qi_columns: Sequence[str], recoding: Recoding,
+                   groups: Groups) -> list[list[Any]]:
+    """Rows built from the labels of the largest released groups, the other columns as placeholders:
+    what the columns look like, without showing a single record."""
+    index = {c: i for i, c in enumerate(qi_columns)}
+    rows = []
+    for g in groups.largest(SAMPLE_ROWS):
+        rows.append([recoding.qis[index[name]].labels[int(groups.ids[index[name]][g])] if name in index
+                     else PLACEHOLDER.get(role, f"({role})") for name, role in columns])
+    return rows
+
+
+def plain(value: Any) -> Any:
+    """A query result value as JSON: numbers and text as they are, dates as ISO text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dt.date | dt.datetime | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def number(x: float) -> str:
+    """A figure for a sentence: 0.61, 41.7, 2,640 (three significant digits below 1,000)."""
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) < 1 else f"{x:,.3g}".rstrip(".")
+
+
+def one_in(p: float) -> str:
+    """A probability as ``1/20`` when it is one over a whole number, else ``0.0123 (about 1 in 81)``."""
+    if p <= 0:
+        return "0"
+    n = 1.0 / p
+    if abs(n - round(n)) <= 1e-9 * n:
+        return f"1/{round(n):,}"
+    return f"{number(p)} (about 1 in {number(n)})"

@@ -1,0 +1,263 @@
+"""Small inline SVG charts for the release report: bar chart, histogram, paired histogram, scatter.
+
+Hand-made like the frontier page (``html.py``) and in its colours (``plot.py``), not matplotlib:
+an SVG of a few kilobytes is text inside the page, prints sharp at any size, needs no network
+and no image decoder, and its bars carry their exact values in ``data-`` attributes so a
+browser test can read them back.  Every text that comes from data (labels, titles) goes
+through ``html.escape`` here, because the template receives these charts as finished markup.
+Each chart has a ``viewBox`` and no fixed size, so the page's stylesheet scales it to the
+column (or, printed, to the paper's width).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from html import escape
+
+from .frontier_report import DEFAULT_RISK_FLOOR, MIN_RISK_FLOOR
+from .plot import DOMINATING_COLOUR, FRONTIER_COLOUR, SAFE_HARBOR_COLOUR, SEARCHED_COLOUR
+
+BEFORE_COLOUR = "#8c8c8c"  # the original data: a grey darker than the searched cloud's, so it prints
+AFTER_COLOUR = FRONTIER_COLOUR  # the release: the frontier's blue
+SAMPLE_COLOUR = FRONTIER_COLOUR
+SAFE_HARBOR_MARK = SAFE_HARBOR_COLOUR
+POPULATION_COLOUR = DOMINATING_COLOUR
+TEXT = 'font-size="11" fill="#333"'
+MAX_SCATTER = 5_000  # background dots kept after merging those on the same pixel
+
+
+def readable_number(value: float | int | None) -> str:
+    """A number as a reviewer reads it: 1,234 · 0.612 · 0.000232 · 130.6 · 2,640.3 (never 2.32e-04).
+
+    Integers with thousands separators; other numbers to three significant digits in fixed
+    point (trailing zeros dropped), or one decimal from 100 on.  The exact value is in the
+    element's ``data-`` attribute; a test reading the printed text formats with this function.
+    """
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1000):
+        return f"{int(value):,}"
+    v = float(value)
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:  # one decimal, never rounding away a whole digit
+        return f"{v:,.1f}"
+    if abs(v) < 1e-9:
+        return f"{v:.3g}"
+    digits = max(0, 3 - 1 - math.floor(math.log10(abs(v))))  # three significant digits, fixed point
+    text = f"{v:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def share_text(share: float) -> str:
+    """A share of records as a percentage: 51.2 % · 0.05 % · 0 %."""
+    return readable_number(round(share * 100, 2) if share >= 0.001 else share * 100) + " %"
+
+
+def tick_text(value: float) -> str:
+    """A short axis label: 0 · 0.01 · 1e-5 · 10,000 · 1e6."""
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        mantissa, exponent = f"{value:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}" if mantissa != "1" else f"1e{int(exponent)}"
+    return readable_number(value)
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 × 10ⁿ at or above ``value`` (the top of a count axis)."""
+    if value <= 0:
+        return 1.0
+    base = 10.0 ** math.floor(math.log10(value))
+    return next(m * base for m in (1, 2, 5, 10) if m * base >= value * (1 - 1e-12))
+
+
+def _data(value: object) -> str:
+    """A value for a ``data-`` attribute: exact (repr of floats, JSON of lists), escaped."""
+    text = json.dumps(value, separators=(",", ":")) if isinstance(value, (list, tuple, dict)) else repr(value)
+    return escape(text, quote=True)
+
+
+def _open(chart_id: str, width: int, height: int, label: str, extra: str = "") -> str:
+    return (f'<svg id="{escape(chart_id)}" class="chart" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}"{extra}>'
+            f"<title>{escape(label)}</title>")
+
+
+def _count_axis(x0: float, x1: float, y0: float, y1: float, top: float, label: str) -> list[str]:
+    """Left axis from 0 to ``top`` with three ticks and light grid lines, and its label."""
+    out = []
+    for t in (0.0, 0.5, 1.0):
+        y = y1 - t * (y1 - y0)
+        out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ececec"/>'
+                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{escape(tick_text(t * top))}</text>')
+    out.append(f'<path d="M{x0} {y0}V{y1}H{x1}" stroke="#333" fill="none"/>')
+    out.append(f'<text transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" text-anchor="middle" {TEXT}>'
+               f"{escape(label)}</text>")
+    return out
+
+
+def histogram(chart_id: str, edges: Sequence[float], counts: Sequence[float], *, title: str, x_label: str,
+              y_label: str = "records", colour: str = AFTER_COLOUR) -> str:
+    """Bins as equal-width bars (edges may be on a log scale), each edge labelled below its line."""
+    return paired_histogram(chart_id, edges, [(y_label, counts, colour)], title=title, x_label=x_label,
+                            y_label=y_label)
+
+
+def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tuple[str, Sequence[float], str]], *,
+                     title: str, x_label: str, y_label: str) -> str:
+    """One bar per series and bin, side by side; ``series`` = (name, counts, colour) each.
+
+    Bins are drawn equal-width whatever their edges, so log-spaced bins (group sizes 1, 2, 5,
+    10 … 10⁶) stay readable; the edge values are the tick labels.
+    """
+    width, height, left, right, top, bottom = 560, 230, 58, 12, 12, 58
+    bins = max(len(edges) - 1, 1)
+    peak = max((float(c) for _, counts, _ in series for c in counts), default=0.0)
+    ceiling = nice_ceiling(peak)
+    x0, x1, y0, y1 = left, width - right, top, height - bottom
+    step = (x1 - x0) / bins
+    bar = step * 0.8 / max(len(series), 1)
+    edge_data = _data(list(edges))
+    series_data = "".join(f' data-{escape(_slug(name))}="{_data(list(counts))}"' for name, counts, _ in series)
+    out = [_open(chart_id, width, height, title, f' data-edges="{edge_data}"{series_data}')]
+    out += _count_axis(x0, x1, y0, y1, ceiling, y_label)
+    for s, (name, counts, colour) in enumerate(series):
+        for i, count in enumerate(counts):
+            h = (float(count) / ceiling) * (y1 - y0)
+            x = x0 + i * step + step * 0.1 + s * bar
+            lo, hi = edges[i], edges[i + 1] if i + 1 < len(edges) else edges[i]
+            out.append(f'<rect x="{x:.1f}" y="{y1 - h:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{colour}" '
+                       f'data-series="{escape(name)}" data-lo="{_data(lo)}" data-hi="{_data(hi)}" '
+                       f'data-count="{_data(count)}"><title>{escape(name)} {escape(tick_text(lo))}–'
+                       f"{escape(tick_text(hi))}: {escape(readable_number(count))}</title></rect>")
+    every = max(1, math.ceil(len(edges) / 10))  # at most ~10 edge labels
+    for i, edge in enumerate(edges):
+        if i % every == 0 or i == len(edges) - 1:
+            x = x0 + i * step
+            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y1 + 4}" stroke="#333"/>'
+                       f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{escape(tick_text(edge))}</text>')
+    out.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{height - 26}" text-anchor="middle" {TEXT}>{escape(x_label)}</text>')
+    if len(series) > 1:
+        x = x0
+        for name, _, colour in series:
+            out.append(f'<rect x="{x}" y="{height - 12}" width="10" height="10" fill="{colour}"/>'
+                       f'<text x="{x + 14}" y="{height - 3}" {TEXT}>{escape(name)}</text>')
+            x += 24 + 7 * len(name)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bar_chart(chart_id: str, items: Sequence[tuple[str, float]], *, title: str, colour: str = AFTER_COLOUR) -> str:
+    """Shares of records per label: labelled horizontal bars for up to 12 labels, else thin
+    columns with the first and last label below (each bar names itself in a ``<title>``)."""
+    values = [float(v) for _, v in items]
+    shares = _data(values)
+    if len(items) <= 12:
+        width, row, left, right = 300, 16, 110, 54
+        height = 20 + row * max(len(items), 1)
+        peak = max(values, default=0.0) or 1.0
+        out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'),
+               f'<text x="0" y="12" {TEXT} font-weight="bold">{escape(title)}</text>']
+        for i, (label, share) in enumerate(items):
+            y = 18 + i * row
+            w = float(share) / peak * (width - left - right)
+            out.append(f'<text x="{left - 4}" y="{y + 11}" text-anchor="end" {TEXT}>{escape(_clip(label, 17))}'
+                       f'</text><rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{colour}" '
+                       f'data-label="{escape(label)}" data-share="{_data(share)}"><title>{escape(label)}: '
+                       f'{escape(share_text(share))}</title></rect><text x="{left + w + 4:.1f}" y="{y + 11}" '
+                       f'{TEXT}>{escape(share_text(share))}</text>')
+        out.append("</svg>")
+        return "".join(out)
+    width, height, left, right, top, bottom = 300, 130, 36, 6, 18, 22
+    ceiling = nice_ceiling(max(values, default=0.0))
+    x0, x1, y1 = left, width - right, height - bottom
+    step = (x1 - x0) / len(items)
+    out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'),
+           f'<text x="0" y="12" {TEXT} font-weight="bold">{escape(title)}</text>',
+           f'<path d="M{x0} {top}V{y1}H{x1}" stroke="#333" fill="none"/>',
+           f'<text x="{x0 - 4}" y="{top + 8}" text-anchor="end" font-size="9" fill="#333">'
+           f"{escape(share_text(ceiling))}</text>"]
+    for i, (label, share) in enumerate(items):
+        h = float(share) / ceiling * (y1 - top)
+        out.append(f'<rect x="{x0 + i * step:.2f}" y="{y1 - h:.1f}" width="{max(step * 0.85, 0.5):.2f}" '
+                   f'height="{h:.1f}" fill="{colour}" data-label="{escape(label)}" data-share="{_data(share)}">'
+                   f"<title>{escape(label)}: {escape(share_text(share))}</title></rect>")
+    out.append(f'<text x="{x0}" y="{height - 6}" {TEXT}>{escape(_clip(items[0][0], 14))}</text>'
+               f'<text x="{x1}" y="{height - 6}" text-anchor="end" {TEXT}>{escape(_clip(items[-1][0], 14))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def scatter(chart_id: str, points: Sequence[Sequence[float]], marked: Sequence[tuple[str, str, Sequence[float],
+            str, str]], *, title: str, x_label: str = "normalized risk (log scale)",
+            y_label: str = "normalized utility loss") -> str:
+    """(risk, loss) points in grey on a log risk axis and [0, 1] loss, with ``marked`` points
+    on top: (element id, label, (risk, loss), colour, "circle" or "star") each, labelled."""
+    width, height, left, right, top, bottom = 640, 400, 62, 16, 14, 48
+    x0, x1, y0, y1 = left, width - right, top, height - bottom
+    positive = [float(p[0]) for p in [*points, *(m[2] for m in marked)] if float(p[0]) > 0]
+    floor = DEFAULT_RISK_FLOOR if not positive else min(max(
+        10.0 ** math.floor(math.log10(min(positive)) + 1e-12), MIN_RISK_FLOOR), 0.1)
+    span = -math.log10(floor)
+
+    def sx(risk: float) -> float:
+        t = (math.log10(max(float(risk), floor)) + span) / span
+        return x0 + 6 + min(max(t, 0.0), 1.0) * (x1 - x0 - 12)
+
+    def sy(loss: float) -> float:
+        return y1 - 6 - min(max(float(loss), 0.0), 1.0) * (y1 - y0 - 12)
+
+    out = [_open(chart_id, width, height, title, f' data-points="{len(points)}"')]
+    for d in range(round(math.log10(floor)), 1):
+        x = sx(10.0 ** d)
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" stroke="#ececec"/>'
+                   f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{tick_text(10.0 ** d)}</text>')
+    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = sy(t)
+        out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ececec"/>'
+                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{t:g}</text>')
+    out.append(f'<path d="M{x0} {y0}V{y1}H{x1}" stroke="#333" fill="none"/>')
+    seen: dict[tuple[int, int], tuple[float, float]] = {}
+    for p in points:
+        seen.setdefault((round(sx(p[0])), round(sy(p[1]))), (sx(p[0]), sy(p[1])))
+    kept = list(seen.values())
+    if len(kept) > MAX_SCATTER:
+        kept = [kept[int(i * len(kept) / MAX_SCATTER)] for i in range(MAX_SCATTER)]
+    if kept:
+        dots = "".join(f"M{x:.1f} {y:.1f}h0" for x, y in kept)
+        out.append(f'<path class="searched" d="{dots}" stroke="{SEARCHED_COLOUR}" stroke-width="3" '
+                   'stroke-linecap="round" fill="none"/>')
+    for element_id, label, (risk, loss), colour, shape in marked:
+        x, y = sx(risk), sy(loss)
+        data = f'id="{escape(element_id)}" fill="{colour}" stroke="#000" stroke-width=".6" ' \
+               f'data-risk="{_data(risk)}" data-loss="{_data(loss)}"'
+        if shape == "star":
+            corners = [((8 if i % 2 == 0 else 3.6), math.pi / 2 + i * math.pi / 5) for i in range(10)]
+            pts = " ".join(f"{x + r * math.cos(a):.1f},{y - r * math.sin(a):.1f}" for r, a in corners)
+            out.append(f'<polygon points="{pts}" {data}><title>{escape(label)}</title></polygon>')
+        else:
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {data}><title>{escape(label)}</title></circle>')
+        anchor = "end" if x > (x0 + x1) / 2 else "start"
+        dx = -10 if anchor == "end" else 10
+        out.append(f'<text x="{x + dx:.1f}" y="{y - 8:.1f}" text-anchor="{anchor}" font-size="12" '
+                   f'font-weight="bold" fill="{colour}">{escape(label)}</text>')
+    out.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{height - 10}" text-anchor="middle" {TEXT}>{escape(x_label)}</text>'
+               f'<text transform="translate(14 {(y0 + y1) / 2:.0f}) rotate(-90)" text-anchor="middle" {TEXT}>'
+               f"{escape(y_label)}</text></svg>")
+    return "".join(out)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _slug(name: str) -> str:
+    """A series name as a ``data-`` attribute name (lower case letters, digits and dashes)."""
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "series"
