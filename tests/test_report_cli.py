@@ -321,3 +321,61 @@ def test_with_release_criteria_the_verdict_follows_the_gate(run, project) -> Non
     assert json.loads((project.dir / "top.json").read_text())["summary"]["verdict"] == "passed"
     result = run("report", spec, "--policy", "age:cuts=18,65", "--out", project.dir / "failed.html")
     assert "verdict: failed" in result.stdout  # a report of a refused policy is written: a reviewer may see it
+
+
+# -- --report on safe-harbor, compile and dbt; --policy safe-harbor ---------------------------------
+
+def _with_safe_harbor_roles(project) -> Path:
+    qis = [q.replace('name = "age"', 'name = "age"\nrole = "age"').replace('name = "zip"', 'name = "zip"\nrole = "zip"')
+           for q in project.DEFAULT_QIS]
+    return project.spec(name="roles.toml", qis=qis)
+
+
+def test_safe_harbor_release_writes_its_report_and_report_names_safe_harbor(run, project) -> None:
+    spec = _with_safe_harbor_roles(project)
+    out, page = project.dir / "sh.parquet", project.dir / "sh.html"
+    result = run("safe-harbor", spec, "--materialize", out, "--report", page)
+    assert out.exists() and page.exists() and page.with_suffix(".json").exists()
+    assert f"report: {page}" in result.stdout
+    twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+    assert twin["summary"]["released"] == str(out)
+    assert "--policy safe-harbor" in twin["method"]["commands"]["report"]
+    # the rebuild command works: 'deid-sql report --policy safe-harbor' reports the same figures
+    again = project.dir / "again.html"
+    run("report", spec, "--policy", "safe-harbor", "--out", again)
+    rebuilt = json.loads(again.with_suffix(".json").read_text(encoding="utf-8"))
+    assert rebuilt["risk"]["figures"] == twin["risk"]["figures"]
+    assert rebuilt["summary"]["policy"] == twin["summary"]["policy"]
+
+
+def test_safe_harbor_report_without_a_release_is_refused(run, project) -> None:
+    spec = _with_safe_harbor_roles(project)
+    before = project.files()
+    one_line_error(run("safe-harbor", spec, "--report", project.dir / "sh.html", expect=2), "--materialize")
+    assert project.files() == before
+
+
+def test_compile_report_keeps_stdout_for_the_sql(run, project) -> None:
+    page = project.dir / "sql.html"
+    result = run("compile", project.spec_path, "--policy", POLICY, "--report", page)
+    assert result.stdout.rstrip().endswith(";") and "report:" not in result.stdout
+    assert f"report: {page}" in result.stderr
+    twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+    assert twin["summary"]["released"].startswith("SQL for duckdb")
+    assert twin["risk"]["figures"]["k"] == evaluated(run, project.spec_path)["k"]
+
+
+def test_dbt_model_writes_its_report(run, project) -> None:
+    page, warehouse = project.dir / "model.html", project.dir / "warehouse"
+    run("dbt", project.spec_path, "--policy", POLICY, "--project", warehouse, "--report", page)
+    twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+    assert twin["summary"]["released"].startswith("dbt model ") and str(warehouse) in twin["summary"]["released"]
+    assert (warehouse / "models").is_dir()
+
+
+def test_dbt_with_an_existing_report_writes_no_model(run, project) -> None:
+    page, warehouse = project.dir / "model.html", project.dir / "warehouse"
+    page.write_text("signed already", encoding="utf-8")
+    one_line_error(run("dbt", project.spec_path, "--policy", POLICY, "--project", warehouse, "--report", page,
+                       expect=2), "already exists")
+    assert not warehouse.exists() and page.read_text(encoding="utf-8") == "signed already"

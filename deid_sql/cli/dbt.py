@@ -16,6 +16,7 @@ from .options import (
     read_policy,
     spec_argument,
 )
+from .report import finish_release_report, prepare_release_report, report_option
 
 
 @click.command(name="dbt")
@@ -42,10 +43,11 @@ from .options import (
               help="Profile named in a dbt_project.yml this command creates.")
 @click.option("--overwrite", is_flag=True, help="Replace the model's files written by an earlier run.")
 @accept_risk_option
+@report_option
 @handles_errors
 def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name: str, source_table: str | None,
          source_schema: str | None, dialect: str | None, k: int | None, materialized: str, profile: str,
-         overwrite: bool, accept_risk: str | None) -> None:
+         overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
     """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
 
     Writes models/<model>.sql, models/<model>.yml (row count equals the source's, every QI
@@ -55,7 +57,10 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
     with open_problem(spec) as problem:
-        out = write_dbt(problem, read_policy(policy), project, model=model, source_name=source_name,
+        text = read_policy(policy)
+        pending = prepare_release_report(problem, text, report, overwrite, accept_risk,
+                                         f"dbt model {model or 'of the source'} in project {project}")
+        out = write_dbt(problem, text, project, model=model, source_name=source_name,
                         source_table=source_table, source_schema=source_schema, dialect=dialect, k=k,
                         materialized=materialized, profile=profile, overwrite=overwrite, accept_risk=accept_risk)
     if out.created_project:
@@ -66,4 +71,7 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
     if out.unchanged:
         click.echo(f"unchanged: {', '.join(out.unchanged)}")
     echo_release(out)
+    if pending is not None:
+        pending.report["summary"]["released"] = f"dbt model {out.model} in project {project}"
+    finish_release_report(pending, [])
     click.echo(f"next: dbt run --select {out.model} && dbt test --select {out.model}  (in {project})")

@@ -32,9 +32,10 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--table", default=None, help="Source table name for non-DuckDB dialects.")
 @suppress_option
 @accept_risk_option
+@report_option
 @handles_errors
 def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_below: int | None,
-             accept_risk: str | None) -> None:
+             accept_risk: str | None, report: Path | None) -> None:
     """Print the SELECT that applies a policy, in any SQL dialect.
 
     The SQL releases data wherever it runs, so it is judged like a release first: only declared
@@ -44,9 +45,18 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
     Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
     """
     with open_problem(spec) as problem:
-        sql, judged = compile_release(problem, read_policy(policy), dialect, table, suppress_below, accept_risk)
+        text = read_policy(policy)
+        pending = None
+        if report is not None:
+            if suppress_below is not None:
+                raise OutputError("--report cannot describe SQL with --suppress-below yet (its figures would leave "
+                                  "the suppression out); compile without --report")
+            pending = prepare_release_report(problem, text, report, False, accept_risk,
+                                             f"SQL for {dialect} (printed by compile)")
+        sql, judged = compile_release(problem, text, dialect, table, suppress_below, accept_risk)
         click.echo(sql + ";")
         echo_release(judged, err=True)
+        finish_release_report(pending, [], err=True)
 
 
 @click.command(name="materialize")

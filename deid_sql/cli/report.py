@@ -19,10 +19,14 @@ import click
 from ..errors import OutputError, PolicyError
 from ..output import check_not_input
 from ..problem import Problem
+from ..recoding import Recoding
 from ..release.sidecar import INVOCATION, sidecar_path
 from ..report.release_report import build_report, load_sidecar, policy_from_file
 from ..report.release_write import check_report_target, report_paths, write_report
+from ..safe_harbor import safe_harbor
 from .options import handles_errors, open_problem, read_policy, spec_argument
+
+SAFE_HARBOR = "safe-harbor"  # --policy safe-harbor: HIPAA Safe Harbor's recoding (as 'deid-sql adversary' reads it)
 
 REPORT_HELP = ("Also write the expert-determination report of this release, FILE.html, and its JSON twin FILE.json "
                "(see 'deid-sql report --help'); refused before anything is written when FILE exists.")
@@ -36,7 +40,8 @@ def report_option(fn: Any) -> Any:
 @click.command()
 @spec_argument
 @click.option("--policy", "-p", "policy", default=None, metavar="P",
-              help="Policy text ('age:cuts=18,65|zip:top', or @FILE), as for 'deid-sql materialize'.")
+              help="Policy text ('age:cuts=18,65|zip:top', or @FILE), as for 'deid-sql materialize'; "
+                   "'safe-harbor' reports HIPAA Safe Harbor.")
 @click.option("--from-release", "release", type=click.Path(path_type=Path, dir_okay=False), default=None,
               metavar="FILE.release.json", help="Report the release this sidecar records (it must be of SPEC).")
 @click.option("--from-policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -84,7 +89,8 @@ def report(spec: Path, policy: str | None, release: Path | None, policy_file: Pa
             item = policy_from_file(policy_file, problem)
         else:
             assert policy is not None
-            item = read_policy(policy)
+            text = read_policy(policy)
+            item = safe_harbor(problem).recoding if text == SAFE_HARBOR else text
         # no release command of our own: a sidecar's is its release's, and a policy is not released yet
         built = build_report(problem, item, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
                              accept_risk=accept_risk)
@@ -118,12 +124,12 @@ def _same(a: Any, b: Any) -> bool:
     return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)))
 
 
-def echo_report(built: dict[str, Any], paths: list[Path]) -> None:
-    """Where the report went and its verdict, in one line each."""
+def echo_report(built: dict[str, Any], paths: list[Path], err: bool = False) -> None:
+    """Where the report went and its verdict, in one line each (``err``: on stderr, for ``compile``)."""
     summary = built.get("summary", {})
-    click.echo(f"report: {paths[0]} (JSON twin {paths[1]})")
+    click.echo(f"report: {paths[0]} (JSON twin {paths[1]})", err=err)
     headline = "; ".join(str(s) for s in summary.get("headline", []))
-    click.echo(f"  verdict: {summary.get('verdict')}" + (f" — {headline}" if headline else ""))
+    click.echo(f"  verdict: {summary.get('verdict')}" + (f" — {headline}" if headline else ""), err=err)
 
 
 @dataclass
@@ -135,7 +141,7 @@ class PendingReport:
     overwrite: bool
 
 
-def prepare_release_report(problem: Problem, policy: str, out: Path | None, overwrite: bool,
+def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path | None, overwrite: bool,
                            accept_risk: str | None, released: str, release: Path | None = None) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
@@ -152,13 +158,14 @@ def prepare_release_report(problem: Problem, policy: str, out: Path | None, over
     built = build_report(problem, policy, command=command, accept_risk=accept_risk)
     built["summary"]["released"] = released
     built["method"]["commands"]["release"] = command
-    rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", policy, "--out", str(out), "--overwrite"]
+    text = policy if isinstance(policy, str) else policy.name  # Safe Harbor's recoding is named "safe-harbor"
+    rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", text, "--out", str(out), "--overwrite"]
     rebuild += ["--accept-risk", accept_risk] if accept_risk else []
     built["method"]["commands"]["report"] = shlex.join(rebuild)
     return PendingReport(built, out, overwrite)
 
 
-def finish_release_report(pending: PendingReport | None, undo: list[Path]) -> None:
+def finish_release_report(pending: PendingReport | None, undo: list[Path], err: bool = False) -> None:
     """Write the report after its release; if that fails (the target appeared meanwhile, a full disk),
     remove the release files in ``undo`` so neither is left without the other, and say so in one line."""
     if pending is None:
@@ -173,4 +180,4 @@ def finish_release_report(pending: PendingReport | None, undo: list[Path]) -> No
         removed = f"; the release ({', '.join(p.name for p in undo)}) was removed too" if undo else \
             "; the release inside the database stays (it passed the gate and has its record table)"
         raise OutputError(f"could not write the report {pending.out}: {e}{removed}") from None
-    echo_report(pending.report, paths)
+    echo_report(pending.report, paths, err)

@@ -12,10 +12,12 @@ from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
 from ..output import create_view, materialize
+from ..release.sidecar import sidecar_path
 from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
+from .report import finish_release_report, prepare_release_report, report_option
 
 METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 
@@ -30,9 +32,10 @@ METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
               help="DuckDB file for --view.")
 @click.option("--replace", is_flag=True, help="Replace an existing view.")
 @accept_risk_option
+@report_option
 @handles_errors
 def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str | None, db: Path | None,
-                 replace: bool, accept_risk: str | None) -> None:
+                 replace: bool, accept_risk: str | None, report: Path | None) -> None:
     """Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its risk.
 
     Example: deid-sql safe-harbor demo/demo.toml --materialize safe_harbor.parquet
@@ -50,14 +53,25 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
         click.echo(f"  age   {AGE_LIMIT} and above become {AGE_LIMIT}+; dates become years; other QIs kept")
         click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
                    f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique records {m.sample_unique_records}")
+        if report is not None and out is None and view_name is None:
+            raise OutputError("--report describes a release: add --materialize FILE or --view NAME --db FILE "
+                              "(or run 'deid-sql report SPEC --policy safe-harbor --out FILE.html')")
+        released = " and ".join(([f"{out}"] if out is not None else [])
+                                + ([f"view {view_name} in {db}"] if view_name is not None else []))
+        pending = prepare_release_report(problem, sh.recoding, report, overwrite or replace, accept_risk, released,
+                                         out)
+        undo: list[Path] = []
         if out is not None:
             written = materialize(problem, sh.recoding, out, overwrite=overwrite, accept_risk=accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
             echo_release(written)
+            if written.path and written.format in ("parquet", "csv"):
+                undo = [written.path, sidecar_path(written.path)]
         if view_name is not None and db is not None:
             shown = create_view(problem, sh.recoding, db, view_name, replace, accept_risk=accept_risk)
             click.echo(f"created view {view_name} in {db}")
             echo_release(shown)
+        finish_release_report(pending, undo)
 
 
 @click.command()
