@@ -45,6 +45,7 @@ def sample_report() -> dict[str, Any]:
             "spec": "deid-sql-demo/demo.toml",
             "policy": "age: 10-year bands; sex: kept; race: kept; zip: first three digits",
             "released": "deid-sql-demo/release.parquet",
+            "operator": "custodian on records-host",
         },
         "data": {
             "source": {"path": "deid-sql-demo/cohort.parquet", "rows": 20000, "columns": 8,

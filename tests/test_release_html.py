@@ -363,3 +363,10 @@ def test_a_built_report_renders_with_its_exact_figures(project):
     assert len(page.encode()) < 1_000_000
     for svg in re.findall(r"<svg\b.*?</svg>", page, flags=re.S):
         ET.fromstring(svg)
+
+
+def test_the_summary_says_who_produced_the_report() -> None:
+    report = sample_report()
+    assert 'id="summary-operator">custodian on records-host<' in render_html(report)
+    report["summary"]["operator"] = None
+    assert 'id="summary-operator">(not recorded)<' in render_html(report)

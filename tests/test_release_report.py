@@ -26,7 +26,7 @@ KEYS = {
     "": {"format", "version", "created_at", "software", "summary", "data", "policy", "risk", "utility", "frontier",
          "method", "attestation"},
     "software": {"name", "version"},
-    "summary": {"verdict", "headline", "spec", "policy", "released"},
+    "summary": {"verdict", "headline", "spec", "policy", "released", "operator"},
     "data": {"source", "population", "columns", "qis"},
     "policy": {"text", "readable", "sha256", "rules", "suppression", "sample"},
     "policy.suppression": {"suppressed_records", "rule"},
@@ -317,3 +317,12 @@ def test_sample_as_population_and_a_recoding(project) -> None:
     check_contract(report)
     assert report["policy"]["text"] is None and report["policy"]["readable"] == "safe-harbor"
     assert report["risk"]["comparison"][0]["risk"] == report["risk"]["comparison"][1]["risk"] == metrics.risk
+
+
+def test_the_report_names_the_account_and_machine_that_ran_it(project) -> None:
+    import getpass
+    import socket
+
+    with Problem.from_spec(project.spec_path) as problem:
+        report = build_report(problem, "age:cuts=18,65|zip:top")
+    assert report["summary"]["operator"] == f"{getpass.getuser()} on {socket.gethostname()}"

@@ -13,8 +13,10 @@ utility is kept, where the policy sits on a frontier run, and how to reproduce i
 
 from __future__ import annotations
 
+import getpass
 import json
 import shlex
+import socket
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,7 +180,8 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
         "format": FORMAT, "version": VERSION, "created_at": utc_now(),
         "software": {"name": "deid-sql", "version": __version__},
         "summary": {"verdict": status, "headline": _headline(figure_dict, verdict, status),
-                    "spec": str(spec.path), "policy": readable, "released": _released(sidecar)},
+                    "spec": str(spec.path), "policy": readable, "released": _released(sidecar),
+                    "operator": _operator()},
         "data": {
             "source": (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)},
             "population": _population(problem, gate, sidecar),
@@ -283,6 +286,15 @@ def _columns(problem: Problem, released: list[tuple[str, str]], qi_columns: list
         role = "qi" if name in qi_columns else roles.get(name) or problem.spec.columns.role(name) or "drop"
         out.append({"name": name, "type": str(sql_type), "role": ROLE_WORDS.get(role, role)})
     return out
+
+
+def _operator() -> str | None:
+    """Who produced the report: the account and machine that ran it (a reviewer asks who, what, when);
+    None when the system cannot tell."""
+    try:
+        return f"{getpass.getuser()} on {socket.gethostname()}"
+    except (OSError, KeyError, ImportError):  # no login name in a container without a passwd entry
+        return None
 
 
 def _released(sidecar: dict[str, Any] | None) -> Any:
