@@ -34,6 +34,13 @@ class Chain:
     def __len__(self) -> int:
         return int(self.flips.size) + 1
 
+    def end(self) -> Policy:
+        """The last policy: the start with every flip set."""
+        bits = bytearray(self.start.bits)
+        for pos in self.flips:
+            bits[int(pos)] = 1
+        return Policy(self.start.lattice, bytes(bits))
+
     def policies(self) -> Iterator[Policy]:
         bits = bytearray(self.start.bits)
         yield self.start

@@ -7,9 +7,7 @@ from pathlib import Path
 import click
 
 from ..compile import DIALECTS
-from ..errors import OutputError
 from ..output import compile_release, create_view, materialize, output_format
-from ..release.sidecar import sidecar_path
 from .options import (
     accept_risk_option,
     echo_release,
@@ -21,7 +19,7 @@ from .options import (
     spec_argument,
     suppress_option,
 )
-from .report import finish_release_report, prepare_release_report, report_option
+from .report import finish_release_report, prepare_release_report, report_option, written_files
 
 
 @click.command(name="compile")
@@ -46,13 +44,8 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
     """
     with open_problem(spec) as problem:
         text = read_policy(policy)
-        pending = None
-        if report is not None:
-            if suppress_below is not None:
-                raise OutputError("--report cannot describe SQL with --suppress-below yet (its figures would leave "
-                                  "the suppression out); compile without --report")
-            pending = prepare_release_report(problem, text, report, False, accept_risk,
-                                             f"SQL for {dialect} (printed by compile)")
+        pending = prepare_release_report(problem, text, report, False, accept_risk,
+                                         f"SQL for {dialect} (printed by compile)", suppress_below=suppress_below)
         sql, judged = compile_release(problem, text, dialect, table, suppress_below, accept_risk)
         click.echo(sql + ";")
         echo_release(judged, err=True)
@@ -89,21 +82,17 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
         text = read_policy(policy)
         pending = None
         if report is not None:
-            if suppress_below is not None:
-                raise OutputError("--report cannot describe a release with --suppress-below yet (its figures "
-                                  "would leave the suppression out); write the release without --report")
             kind = output_format(out, fmt) if out is not None else None
             where = (f"table {table} in the {problem.spec.backend.engine} engine" if out is None else
                      f"table {table or 'deidentified'} in {out}" if kind == "duckdb" else f"{out} ({kind})")
-            pending = prepare_release_report(problem, text, report, overwrite, accept_risk, where, out)
+            pending = prepare_release_report(problem, text, report, overwrite, accept_risk, where, out,
+                                             suppress_below)
         written = materialize(problem, text, out, fmt, table, overwrite, suppress_below, accept_risk)
         where = (f"{written.path}" if written.path else "the database") + (
             f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
         echo_release(written)
-        undo = [written.path, sidecar_path(written.path)] if written.path and written.format in ("parquet", "csv") \
-            else []
-        finish_release_report(pending, undo)
+        finish_release_report(pending, written_files(written))
 
 
 @click.command()
@@ -132,13 +121,9 @@ def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, sup
     """
     with open_problem(spec) as problem:
         text = read_policy(policy)
-        pending = None
-        if report is not None:
-            if suppress_below is not None:
-                raise OutputError("--report cannot describe a view with --suppress-below yet (its figures "
-                                  "would leave the suppression out); create the view without --report")
-            pending = prepare_release_report(problem, text, report, replace, accept_risk,
-                                             f"view {name} in {db if db is not None else 'the database'}")
+        pending = prepare_release_report(problem, text, report, replace, accept_risk,
+                                         f"view {name} in {db if db is not None else 'the database'}",
+                                         suppress_below=suppress_below)
         written = create_view(problem, text, db, name, replace, suppress_below, accept_risk)
         click.echo(f"created view {name} in {db if db is not None else 'the database'}")
         echo_release(written)

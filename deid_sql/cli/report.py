@@ -142,12 +142,17 @@ class PendingReport:
 
 
 def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path | None, overwrite: bool,
-                           accept_risk: str | None, released: str, release: Path | None = None) -> PendingReport | None:
+                           accept_risk: str | None, released: str, release: Path | None = None,
+                           suppress_below: int | None = None) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
-    release file, which the report must not replace (nor its sidecar)."""
+    release file, which the report must not replace (nor its sidecar).  A release that suppresses
+    records (``suppress_below``) is refused: the report's figures would leave the suppression out."""
     if out is None:
         return None
+    if suppress_below is not None:
+        raise OutputError("--report cannot describe a release with --suppress-below yet (its figures would leave "
+                          "the suppression out); run it without --report")
     check_report_target(out, overwrite, "--report")
     for path in report_paths(out):
         check_not_input(problem.spec, path)
@@ -163,6 +168,15 @@ def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path |
     rebuild += ["--accept-risk", accept_risk] if accept_risk else []
     built["method"]["commands"]["report"] = shlex.join(rebuild)
     return PendingReport(built, out, overwrite)
+
+
+def written_files(written: Any) -> list[Path]:
+    """The files of a release (a Parquet or CSV file and its sidecar) that ``finish_release_report``
+    removes when the report cannot follow them; a table or view inside a database has none."""
+    path = getattr(written, "path", None)
+    if path is None or getattr(written, "format", None) not in ("parquet", "csv"):
+        return []
+    return [path, sidecar_path(path)]
 
 
 def finish_release_report(pending: PendingReport | None, undo: list[Path], err: bool = False) -> None:

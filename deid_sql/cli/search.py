@@ -12,12 +12,11 @@ from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
 from ..output import create_view, materialize
-from ..release.sidecar import sidecar_path
 from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
-from .report import finish_release_report, prepare_release_report, report_option
+from .report import finish_release_report, prepare_release_report, report_option, written_files
 
 METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 
@@ -65,8 +64,7 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
             written = materialize(problem, sh.recoding, out, overwrite=overwrite, accept_risk=accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
             echo_release(written)
-            if written.path and written.format in ("parquet", "csv"):
-                undo = [written.path, sidecar_path(written.path)]
+            undo = written_files(written)
         if view_name is not None and db is not None:
             shown = create_view(problem, sh.recoding, db, view_name, replace, accept_risk=accept_risk)
             click.echo(f"created view {view_name} in {db}")

@@ -136,14 +136,7 @@ class ChainEvaluator:
             self._split(int(bit))
             risks[i], losses[i] = self._metrics()
         if len(chain) > 1:  # the end in full, free of the steps' rounding drift
-            risks[-1], losses[-1] = self._exact(self.fast.raw(_end(chain).recoding()))
+            risks[-1], losses[-1] = self._exact(self.fast.raw(chain.end().recoding()))
         self.evaluations += len(chain)
         return risks, losses
 
-
-def _end(chain: Chain) -> Policy:
-    """The last policy of a chain: its start with every flip kept."""
-    bits = bytearray(chain.start.bits)
-    for pos in chain.flips:
-        bits[int(pos)] = 1
-    return Policy(chain.start.lattice, bytes(bits))
