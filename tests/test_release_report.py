@@ -13,7 +13,7 @@ import pytest
 
 from deid_sql import Problem
 from deid_sql.demo import build_demo, showcase_policies
-from deid_sql.errors import DeidError
+from deid_sql.errors import DeidError, ReleaseRefused
 from deid_sql.frontier_job import run_frontier
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 from deid_sql.report.release_report import build_report, load_sidecar, policy_from_file
@@ -326,3 +326,16 @@ def test_the_report_names_the_account_and_machine_that_ran_it(project) -> None:
     with Problem.from_spec(project.spec_path) as problem:
         report = build_report(problem, "age:cuts=18,65|zip:top")
     assert report["summary"]["operator"] == f"{getpass.getuser()} on {socket.gethostname()}"
+
+
+def test_sample_rows_of_a_release_the_gate_refuses_never_leave(project) -> None:
+    """Rows in a report are released rows: a release failing the gate shows none, unless accepted."""
+    with Problem.from_spec(project.spec_path) as problem:
+        with pytest.raises(ReleaseRefused, match="--sample-rows 3: the release fails the gate .*original data"):
+            build_report(problem, problem.lattice.bottom(), sample_rows=3)
+        assert build_report(problem, problem.lattice.bottom())["policy"]["sample"]["source"] == "synthetic"
+    with Problem.from_spec(with_roles(project, "min_k = 5", "strict.toml")) as problem:
+        with pytest.raises(ReleaseRefused, match="k .* must be >= 5"):
+            build_report(problem, POLICY, sample_rows=3)
+        accepted = build_report(problem, POLICY, sample_rows=3, accept_risk="IRB 2026-114 approved k=1")
+    assert accepted["policy"]["sample"]["source"] == "release" and len(accepted["policy"]["sample"]["rows"]) == 3

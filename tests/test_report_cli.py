@@ -379,3 +379,11 @@ def test_dbt_with_an_existing_report_writes_no_model(run, project) -> None:
     one_line_error(run("dbt", project.spec_path, "--policy", POLICY, "--project", warehouse, "--report", page,
                        expect=2), "already exists")
     assert not warehouse.exists() and page.read_text(encoding="utf-8") == "signed already"
+
+
+def test_sample_rows_of_a_refused_release_write_no_report(run, project) -> None:
+    before = project.files()
+    result = run("report", project.spec_path, "--policy", "bottom", "--sample-rows", 3, "--out",
+                 project.dir / "rows.html", expect=2)
+    one_line_error(result, "--sample-rows 3: the release fails the gate", "original data")
+    assert project.files() == before

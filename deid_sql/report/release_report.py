@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
-from ..errors import DeidError, PolicyError
+from ..errors import DeidError, PolicyError, ReleaseRefused
 from ..evaluate.metrics import Metrics
 from ..recoding import Recoding
 from ..release.gate import ReleaseGate, Verdict
@@ -140,6 +140,12 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
     gate = ReleaseGate.for_problem(problem, item, call=call, accept_risk=accept_risk)
     figures = gate.measure(problem.backend.execute, problem.query(item))
     verdict = gate.verdict(figures)
+    if sample_rows > 0 and not verdict.passed and accept_risk is None:
+        # the sample rows are rows of the release: they leave only through a gate that lets the release go
+        failures = "; ".join(verdict.failures)
+        raise ReleaseRefused(f"--sample-rows {sample_rows}: the release fails the gate ({failures}), so none of its "
+                             f"rows may leave, in a report either; leave out --sample-rows (the report shows "
+                             f"synthetic rows) or pass --accept-risk \"REASON\"")
     status = _status(verdict)
     metrics = problem.evaluate(item)
     original = problem.evaluate(problem.lattice.bottom())
