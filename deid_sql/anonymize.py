@@ -9,8 +9,10 @@ the reported statistics whatever the privacy model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlglot import exp
 
@@ -33,6 +35,7 @@ from .output import Written, materialize_query
 from .problem import Problem
 from .release.gate import ReleaseGate
 from .release.roles import apply_roles
+from .release.suppression import Suppression
 from .search.bfs import STORES, BFSResult, best_first_search
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
@@ -46,6 +49,9 @@ class Anonymization:
     result: BFSResult
     space: TransformationSpace
     evaluator: TransformEvaluator
+    models: tuple[PrivacyModel, ...] = ()
+    limit: float = 0.0  # the share of records that may be suppressed
+    metric: str = "loss"
 
     @property
     def levels(self) -> tuple[int, ...] | None:
@@ -79,7 +85,57 @@ def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float =
     evaluator = TransformEvaluator(problem, models, METRICS[metric](), suppression, space=space)
     with progress.counting(f"searching {space.size:,} transformations", unit="checked") as checked:
         result = best_first_search(space, evaluator, STORES[store], time_limit, checked)
-    return Anonymization(result, space, evaluator)
+    return Anonymization(result, space, evaluator, tuple(models), float(suppression), metric)
+
+
+def model_parameters(models: Sequence[PrivacyModel]) -> dict[str, Any]:
+    """The privacy models as ``privacy_models``' keyword arguments (recorded in the sidecar, so a
+    report of the release can run the same deterministic search again)."""
+    out: dict[str, Any] = {"k": None, "l": None, "sensitive": None, "risk": None}
+    for model in models:
+        if isinstance(model, KAnonymity):
+            out["k"] = model.k
+        elif isinstance(model, DistinctLDiversity):
+            out["l"], out["sensitive"] = model.l, model.sensitive
+        elif isinstance(model, AverageRisk):
+            out["risk"] = model.threshold
+    return out
+
+
+def model_words(models: Sequence[PrivacyModel]) -> str:
+    """The privacy models in words, e.g. ``k-anonymity (k = 5) and average risk at most 0.05``."""
+    words = []
+    for model in models:
+        if isinstance(model, KAnonymity):
+            words.append(f"k-anonymity (k = {model.k})")
+        elif isinstance(model, DistinctLDiversity):
+            words.append(f"distinct ℓ-diversity (ℓ = {model.l} on {model.sensitive!r})")
+        elif isinstance(model, AverageRisk):
+            words.append(f"average record risk at most {model.threshold:g}")
+    return " and ".join(words)
+
+
+def release_suppression(run: Anonymization) -> Suppression:
+    """The optimum's suppression as the report and sidecar describe it: the groups the search
+    suppressed, the rule in words, and the search's parameters (to run it again)."""
+    groups = suppressed_groups(run)
+    rule = (f"every record of a group that fails {model_words(run.models)} shows '*' in each QI (and "
+            f"deid_suppressed = true): {len(groups):,} group(s) chosen by the search, at most "
+            f"{run.limit:.1%} of the records allowed")
+    return Suppression.of_groups(groups, rule, {"anonymize": {
+        "models": model_parameters(run.models), "suppression": run.limit, "metric": run.metric,
+        "levels": list(run.levels) if run.levels is not None else None}})
+
+
+def rerun(problem: Problem, recorded: dict[str, Any]) -> Anonymization:
+    """The anonymization a sidecar records (``release_suppression``'s parameters), run again: the
+    search is deterministic, so on the same data it finds the same optimum and suppression."""
+    try:
+        models = privacy_models(**recorded["models"])
+        return anonymize(problem, models, float(recorded["suppression"]), str(recorded["metric"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise DeidError(f"the release records an anonymization this version cannot run again ({e}); "
+                        f"report it with --policy") from None
 
 
 def suppressed_groups(run: Anonymization) -> list[tuple[str, ...]]:
@@ -130,5 +186,6 @@ def write_release(problem: Problem, run: Anonymization, out: str | Path, overwri
     call = f"deid_sql.anonymize.write_release(problem, anonymize(problem, …), {str(out)!r})  # optimum {text}"
     gate = ReleaseGate.for_problem(problem, run.space.recoding(run.levels), call, accept_risk, policy_text=text,
                                    flag=True)
+    gate.extra["suppression"] = release_suppression(run).to_dict()
     gate.precheck()
     return materialize_query(problem, release_query(problem, run), out, overwrite=overwrite, gate=gate)

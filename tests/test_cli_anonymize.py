@@ -23,7 +23,7 @@ def _run(*args: object, expect: int = 0):
 def test_output_is_k_anonymous_and_within_the_limit(tmp_path, k, limit):
     spec = small_spec(tmp_path)
     out = tmp_path / "release.parquet"
-    result = _run("anonymize", spec, "--k", k, "--suppression", limit, "--out", out, "--report")
+    result = _run("anonymize", spec, "--k", k, "--suppression", limit, "--out", out, "--store-stats")
     assert "optimum" in result.stdout and "insufficient quality" in result.stdout
     rows = pq.read_table(out).to_pylist()
     qis = ["age", "sex", "race", "zip"]

@@ -286,22 +286,6 @@ def test_demo_ends_by_writing_the_report_of_its_policy(run, tmp_path: Path) -> N
     assert page.stat().st_size < 1_000_000
 
 
-def test_a_report_that_would_disagree_with_its_release_is_refused(run, project) -> None:
-    """A release that suppressed records: the report (which cannot describe suppression yet) would show other
-    figures than the release recorded, so it is refused; --report with --suppress-below likewise."""
-    release = project.dir / "release.parquet"
-    run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "5", "--out", release)
-    result = run("report", project.spec_path, "--from-release", project.dir / "release.parquet.release.json",
-                 "--out", project.dir / "r.html", expect=2)
-    one_line_error(result, "differ", "suppress")
-    assert report_files(project.dir) == ["release.parquet.release.json"]
-    result = run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "5", "--out",
-                 project.dir / "other.parquet", "--report", project.dir / "other.html", expect=2)
-    one_line_error(result, "--suppress-below")
-    assert not (project.dir / "other.parquet").exists()
-    assert report_files(project.dir) == ["release.parquet.release.json"]
-
-
 def test_with_release_criteria_the_verdict_follows_the_gate(run, project) -> None:
     """min_k = 5: a policy with small groups is refused with its report; released anyway with --accept-risk,
     its report says "accepted"; a general enough policy "passed"."""

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..anonymize import METRICS, anonymize, privacy_models, write_release
+from ..anonymize import METRICS, anonymize, privacy_models, release_query, release_suppression, write_release
+from ..errors import OutputError
 from ..search.bfs import STORES
 from .options import (
     FiniteFloat,
@@ -17,6 +18,7 @@ from .options import (
     risk_model_option,
     spec_argument,
 )
+from .report import finish_release_report, prepare_release_report, report_option, written_files
 
 
 @click.command(name="anonymize")
@@ -38,17 +40,25 @@ from .options import (
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
-@click.option("--report", is_flag=True, help="Also print the statistics of each predictive property.")
+@click.option("--store-stats", is_flag=True, help="Also print how each store of predictive properties was used.")
 @risk_model_option()
 @accept_risk_option
+@report_option
 @handles_errors
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
                suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
-               overwrite: bool, report: bool, risk_model: str | None, accept_risk: str | None) -> None:
+               overwrite: bool, store_stats: bool, risk_model: str | None, accept_risk: str | None,
+               report: Path | None) -> None:
     """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
+
+    With --out the optimum is written (suppressed records show '*' and are flagged) through the
+    release gate, with its record OUT.release.json; --report FILE.html adds the report a reviewer
+    signs, describing the suppression too.
 
     Example: deid-sql anonymize demo/demo.toml --k 2 --suppression 0.05 --metric loss --out demo-2anon.parquet
     """
+    if report is not None and out is None:
+        raise OutputError("--report describes a release: give --out FILE too (the table the report is about)")
     with open_problem(spec, risk_model) as problem:
         run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
         r, best = run.result, run.result.optimum
@@ -63,13 +73,17 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
         click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
                    f"{r.pruned:,} excluded by prediction, {r.seconds:.2f} s"
                    + (" (time limit reached: best found so far)" if r.timed_out else ""))
-        if report:
+        if store_stats:
             for name, s in r.stores.items():
                 rate = s.hits / s.queries if s.queries else 0.0
                 size = s.max_size / s.inserts if s.inserts else 0.0
                 click.echo(f"  {name:<26} inserts {s.inserts:,}  queries {s.queries:,}  hits {rate:.1%}  "
                            f"max antichain {s.max_size:,} ({size:.1%} of inserts)")
         if out is not None and best is not None:
+            pending = prepare_release_report(problem, run.space.recoding(best.levels), report, overwrite, accept_risk,
+                                             str(out), out, suppression=release_suppression(run),
+                                             query=release_query(problem, run), policy_text=run.space.text(best.levels))
             written = write_release(problem, run, out, overwrite, accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
             echo_release(written)
+            finish_release_report(pending, written_files(written))

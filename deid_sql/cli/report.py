@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,10 +21,14 @@ from ..output import check_not_input
 from ..problem import Problem
 from ..recoding import Recoding
 from ..release.sidecar import INVOCATION, sidecar_path
-from ..report.release_report import build_report, load_sidecar, policy_from_file
+from ..release.suppression import Suppression
+from ..report.release_report import ReportInputError, build_report, load_sidecar, policy_from_file
 from ..report.release_write import check_report_target, report_paths, write_report
 from ..safe_harbor import safe_harbor
 from .options import handles_errors, open_problem, read_policy, spec_argument
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 SAFE_HARBOR = "safe-harbor"  # --policy safe-harbor: HIPAA Safe Harbor's recoding (as 'deid-sql adversary' reads it)
 
@@ -81,10 +85,10 @@ def report(spec: Path, policy: str | None, release: Path | None, policy_file: Pa
     with open_problem(spec) as problem:
         for path in report_paths(out):
             check_not_input(problem.spec, path)
-        sidecar = None
+        sidecar, suppression, query, text = None, None, None, None
         if release is not None:
             sidecar = load_sidecar(release, problem)
-            item = str(sidecar["policy"]["text"])  # load_sidecar refuses a release without policy text
+            item, text, suppression, query = release_of_sidecar(problem, sidecar, release)
         elif policy_file is not None:
             item = policy_from_file(policy_file, problem)
         else:
@@ -93,11 +97,35 @@ def report(spec: Path, policy: str | None, release: Path | None, policy_file: Pa
             item = safe_harbor(problem).recoding if text == SAFE_HARBOR else text
         # no release command of our own: a sidecar's is its release's, and a policy is not released yet
         built = build_report(problem, item, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
-                             accept_risk=accept_risk)
+                             accept_risk=accept_risk, suppression=suppression, release=query, policy_text=text)
         if sidecar is not None:
             check_against_release(built, sidecar, release)
         paths = write_report(built, out, overwrite)
     echo_report(built, paths)
+
+
+def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -> tuple[
+        str | Recoding, str | None, Suppression | None, exp.Select | None]:
+    """What a sidecar's release released: the policy (text, or an anonymization's recoding and its
+    text), its suppression, and its release query when it is not the compiler's.  An anonymization
+    is run again from its recorded parameters (the search is deterministic) and must reach the
+    recorded optimum; the figures are compared with the recorded ones afterwards."""
+    text = str(sidecar["policy"]["text"])  # load_sidecar refuses a release without policy text
+    recorded = sidecar.get("suppression") if isinstance(sidecar.get("suppression"), dict) else {}
+    search = recorded.get("anonymize") if isinstance(recorded.get("anonymize"), dict) else None
+    if search is not None:
+        from ..anonymize import release_query, release_suppression, rerun
+
+        run = rerun(problem, search)
+        if run.levels is None or list(run.levels) != list(search.get("levels") or []):
+            found = "none" if run.levels is None else run.space.text(run.levels)
+            raise ReportInputError(f"--from-release {where}: the anonymization run again finds {found}, not the "
+                                   f"released {text}: the data changed since; nothing was written")
+        return run.space.recoding(run.levels), text, release_suppression(run), release_query(problem, run)
+    below = sidecar.get("suppress_below")
+    if isinstance(below, int) and not isinstance(below, bool):
+        return text, None, Suppression.smaller_than(below), None
+    return text, None, None, None
 
 
 #: figures a release's sidecar records and the report recomputes: (sidecar key, report key)
@@ -114,8 +142,7 @@ def check_against_release(built: dict[str, Any], sidecar: dict[str, Any], where:
               if theirs in recorded and not _same(recorded[theirs], figures.get(ours))]
     if differ:
         raise OutputError(f"--from-release {where}: the report's figures differ from those the release recorded "
-                          f"({'; '.join(differ[:3])}): the data changed since, or the release suppressed records "
-                          f"(--suppress-below) the report cannot describe yet; nothing was written")
+                          f"({'; '.join(differ[:3])}): the data changed since the release; nothing was written")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -143,16 +170,17 @@ class PendingReport:
 
 def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path | None, overwrite: bool,
                            accept_risk: str | None, released: str, release: Path | None = None,
-                           suppress_below: int | None = None) -> PendingReport | None:
+                           suppress_below: int | None = None, suppression: Suppression | None = None,
+                           query: exp.Select | None = None, policy_text: str | None = None) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
     release file, which the report must not replace (nor its sidecar).  A release that suppresses
-    records (``suppress_below``) is refused: the report's figures would leave the suppression out."""
+    records gives ``suppress_below`` (the compiler's rule) or ``suppression`` and its ``query``
+    (``anonymize``'s)."""
     if out is None:
         return None
     if suppress_below is not None:
-        raise OutputError("--report cannot describe a release with --suppress-below yet (its figures would leave "
-                          "the suppression out); run it without --report")
+        suppression = Suppression.smaller_than(suppress_below)
     check_report_target(out, overwrite, "--report")
     for path in report_paths(out):
         check_not_input(problem.spec, path)
@@ -160,14 +188,33 @@ def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path |
             raise OutputError(f"--report {out}: its page or JSON twin {path.name} would replace the release or its "
                               f"sidecar; name the report differently (e.g. {release.stem}-report.html)")
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
-    built = build_report(problem, policy, command=command, accept_risk=accept_risk)
+    built = build_report(problem, policy, command=command, accept_risk=accept_risk, suppression=suppression,
+                         release=query, policy_text=policy_text)
     built["summary"]["released"] = released
     built["method"]["commands"]["release"] = command
-    text = policy if isinstance(policy, str) else policy.name  # Safe Harbor's recoding is named "safe-harbor"
-    rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", text, "--out", str(out), "--overwrite"]
-    rebuild += ["--accept-risk", accept_risk] if accept_risk else []
-    built["method"]["commands"]["report"] = shlex.join(rebuild)
+    if suppression is None:
+        text = policy if isinstance(policy, str) else policy.name  # Safe Harbor's recoding is named "safe-harbor"
+        rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", text]
+    elif release is not None and _sidecar_file(release):  # it records the suppression: the report rebuilds this
+        rebuild = ["deid-sql", "report", str(problem.spec.path), "--from-release", str(sidecar_path(release))]
+    else:  # a view or table with suppression: its release command writes this report again
+        rebuild = None
+    if rebuild is not None:
+        rebuild += ["--out", str(out), "--overwrite"] + (["--accept-risk", accept_risk] if accept_risk else [])
+        built["method"]["commands"]["report"] = shlex.join(rebuild)
+    else:
+        built["method"]["commands"]["report"] = command
     return PendingReport(built, out, overwrite)
+
+
+def _sidecar_file(release: Path) -> bool:
+    """Whether a release file gets a sidecar file (Parquet, CSV) rather than a record table (DuckDB)."""
+    from ..output import output_format
+
+    try:
+        return output_format(release, None) in ("parquet", "csv")
+    except OutputError:
+        return False
 
 
 def written_files(written: Any) -> list[Path]:

@@ -202,14 +202,16 @@ def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray,
 
 
 def cell_groups(recoding: Recoding, sample: Cells, population: Cells | None) -> tuple[list[np.ndarray], np.ndarray,
-                                                                                    np.ndarray]:
+                                                                                    np.ndarray, np.ndarray]:
     """The groups ``recoding`` makes of the sample cells, for a report's distributions: per QI
-    each group's id, its sample records m, and g = max(census people, m) (g = m without a
-    population), as ``evaluate`` counts them.  Groups are sorted by their mixed-radix key."""
+    each group's id, its sample records m, g = max(census people, m) (g = m without a
+    population), as ``evaluate`` counts them, and each sample cell's group.  Groups are sorted
+    by their mixed-radix key."""
     census = Census.from_cells(recoding, population, sample.total)
     ids = [q.group_of[sample.positions[:, i]] for i, q in enumerate(recoding.qis)]
     keys = census.key_of(ids)
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    m = np.bincount(np.asarray(inverse).ravel(), weights=sample.counts.astype(np.float64), minlength=len(uniq))
+    inverse = np.asarray(inverse).ravel()
+    m = np.bincount(inverse, weights=sample.counts.astype(np.float64), minlength=len(uniq))
     g = np.maximum(census.people(uniq), m) if census.population else m.copy()
-    return [q[first] for q in ids], m, g
+    return [q[first] for q in ids], m, g, inverse

@@ -27,13 +27,18 @@ from .. import __version__
 from ..errors import DeidError, PolicyError, ReleaseRefused
 from ..evaluate.metrics import Metrics
 from ..recoding import Recoding
+from ..compile import SUPPRESSED
+from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, Verdict
+from ..release.suppression import Suppression
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from . import report_figures as rf
 from .frontier_report import CHECKPOINT, problem_identity
 
 if TYPE_CHECKING:
+    from sqlglot import exp
+
     from ..policy import Policy
     from ..problem import Problem
 
@@ -124,21 +129,33 @@ def _reason(e: Exception) -> str:
 # -- the report -------------------------------------------------------------------------------
 def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: dict[str, Any] | None = None,
                  frontier: Path | None = None, sample_rows: int = 0, command: str | None = None,
-                 accept_risk: str | None = None) -> dict[str, Any]:
-    """The report dict (see the module docstring and docs/report.md) of releasing ``item``."""
+                 accept_risk: str | None = None, suppression: Suppression | None = None,
+                 release: exp.Select | None = None, policy_text: str | None = None) -> dict[str, Any]:
+    """The report dict (see the module docstring and docs/report.md) of releasing ``item``.
+
+    ``suppression`` says which groups the release suppresses and ``release`` is its query when it
+    is not the compiler's (``anonymize``'s lists the suppressed groups); the figures are measured
+    on that query's rows and the distributions computed from cells with the same suppression,
+    and the two must agree (``ReportInputError`` otherwise: the report would describe another
+    release).  ``policy_text`` names a recoding that is not a lattice policy (a hierarchy-level
+    vector)."""
     if sample_rows < 0:
         raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")
     spec = problem.spec
     if isinstance(item, Recoding):
-        recoding, text, readable = problem.recoding(item), None, item.name or "recoding"
+        recoding, text, readable = problem.recoding(item), policy_text, item.name or "recoding"
     else:
         policy = problem.policy(item)
         recoding, text, readable = policy.recoding(), policy.text(), policy.readable()
     if accept_risk is None and sidecar is not None:
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
     call = f"build_report(Problem.from_spec({str(spec.path)!r}), {text or readable!r})"
-    gate = ReleaseGate.for_problem(problem, item, call=call, accept_risk=accept_risk)
-    figures = gate.measure(problem.backend.execute, problem.query(item))
+    below = suppression.below if suppression is not None else None
+    gate = ReleaseGate.for_problem(problem, item, call=call, accept_risk=accept_risk, suppress_below=below,
+                                   policy_text=text, flag=suppression is not None)
+    if release is None:
+        release = problem.query(item, below)
+    figures = gate.measure(problem.backend.execute, release)
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
         # the sample rows are rows of the release: they leave only through a gate that lets the release go
@@ -150,7 +167,14 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
     metrics = problem.evaluate(item)
     original = problem.evaluate(problem.lattice.bottom())
     harbor, harbor_note = _safe_harbor(problem)
-    groups = rf.Groups(problem, recoding)
+    groups = rf.Groups(problem, recoding, suppression)
+    if groups.suppressed != figures.suppressed:
+        raise ReportInputError(f"the release suppresses {figures.suppressed:,} records where its rule "
+                               f"({suppression.rule if suppression else 'no suppression'}) gives "
+                               f"{groups.suppressed:,} on the loaded data: the data changed while the report "
+                               f"was built; run it again")
+    kl, iyengar = rf.losses(problem, recoding, groups) if groups.suppressed else (metrics.kl, metrics.iyengar_loss)
+    loss = kl / original_top_kl(problem) if groups.suppressed else metrics.loss
     qi_columns = [q.column for q in spec.qis]
     columns = list(gate.columns)
 
@@ -159,7 +183,7 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                    "mean_record_risk": figures.mean_record_risk, "max_record_risk": figures.max_record_risk,
                    "k": figures.k, "sample_uniques": figures.sample_unique_records, "suppressed": figures.suppressed,
                    "risk": figures.risk}
-    comparison = [_row("this policy", metrics)]
+    comparison = [_row("this release" if groups.suppressed else "this policy", metrics, figures, loss)]
     if harbor is not None:
         comparison.append(_row("HIPAA Safe Harbor", harbor))
     comparison.append(_row("original data", original))
@@ -167,13 +191,17 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
     rules, per_qi, marginals = [], [], []
     for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
         before = rf.original_marginal(problem, q)
-        rules.append(rf.rule(qi.name, qi.kind, domain, qrec, groups.records_per_label(q, qrec.n_groups)))
-        per_qi.append({"qi": qi.name, "information_kept": rf.information_kept(before, qrec)})
+        after = groups.records_per_label(q, qrec.n_groups)
+        rules.append(rf.rule(qi.name, qi.kind, domain, qrec, after))
+        per_qi.append({"qi": qi.name, "information_kept": rf.information_kept(problem, q, qrec, groups)})
         ordered = qi.kind in ("integer", "date")
-        after = np.bincount(qrec.group_of, weights=before, minlength=qrec.n_groups)
+        released = float(after.sum()) + groups.suppressed
+        shown = rf.shares(list(qrec.labels), after, ordered and qrec.contiguous, total=released)
+        if groups.suppressed:
+            shown.append({"label": f"{SUPPRESSED} (suppressed)", "share": groups.suppressed / released})
         marginals.append({"qi": qi.name,
                           "before": rf.shares([domain.text(p) for p in range(domain.size)], before, ordered),
-                          "after": rf.shares(list(qrec.labels), after, ordered and qrec.contiguous)})
+                          "after": shown})
     if sample_rows > 0:
         names, rows = rf.release_rows(problem, item, sample_rows)
         sample = {"source": "release", "columns": names, "rows": rows}
@@ -196,7 +224,10 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                      "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
         },
         "policy": {"text": text, "readable": readable, "sha256": gate.policy["sha256"], "rules": rules,
-                   "suppression": {"suppressed_records": figures.suppressed, "rule": None},
+                   "suppression": {"suppressed_records": figures.suppressed,
+                                   "suppressed_groups": groups.suppressed_groups,
+                                   "share": figures.suppressed / figures.records if figures.records else 0.0,
+                                   **(suppression.to_dict() if suppression is not None else {"rule": None})},
                    "sample": sample},
         "risk": {
             "figures": figure_dict,
@@ -208,7 +239,7 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                 {"figure": c.figure, "value": float(c.value), "limit": float(c.limit), "at_most": c.at_most,
                  "passed": c.passed} for c in verdict.checks], "verdict": status},
         },
-        "utility": {"kl_loss": metrics.kl, "iyengar_loss": metrics.iyengar_loss, "per_qi": per_qi,
+        "utility": {"kl_loss": kl, "normalized_loss": loss, "iyengar_loss": iyengar, "per_qi": per_qi,
                     "marginals": marginals},
         "frontier": None if frontier is None else place_on_frontier(problem, Path(frontier), metrics, harbor),
         "method": {"papers": _papers(problem), "parameters": _parameters(problem, gate),
@@ -223,10 +254,22 @@ def _status(verdict: Verdict) -> str:
     return "passed" if verdict.declared else "no criteria"
 
 
-def _row(name: str, m: Metrics) -> dict[str, Any]:
+def _row(name: str, m: Metrics, figures: ReleaseFigures | None = None, loss: float | None = None) -> dict[str, Any]:
+    """One row of the comparison table; this release's risk figures are the gate's (measured on the
+    released rows, suppression included), which equal ``evaluate``'s without suppression (tested)."""
+    if figures is not None:
+        return {"name": name, "expected_reidentifications": figures.expected_reidentifications,
+                "max_record_risk": figures.max_record_risk, "k": figures.k,
+                "sample_uniques": figures.sample_unique_records, "risk": figures.risk,
+                "loss": m.loss if loss is None else loss}
     return {"name": name, "expected_reidentifications": m.expected_reidentifications,
             "max_record_risk": m.max_record_risk, "k": m.k, "sample_uniques": m.sample_unique_records,
             "risk": m.risk, "loss": m.loss}
+
+
+def original_top_kl(problem: Problem) -> float:
+    """KL(top) in nats, the normalizer of the loss (METHODS decision 3)."""
+    return problem.evaluate(problem.lattice.top()).kl or 1.0
 
 
 def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:

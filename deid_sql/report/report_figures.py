@@ -19,6 +19,7 @@ import numpy as np
 from ..domain import Domain
 from ..recoding import QIRecoding, Recoding
 from ..release.figures import cell_groups
+from ..release.suppression import Suppression
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -31,24 +32,43 @@ IN_WORDS = 8  # labels named in a rule's sentence
 
 
 class Groups:
-    """The released groups of one recoding over the sample cells: ids per QI, m, g, record risk."""
+    """The released groups of one recoding over the sample cells: ids per QI, m, g, record risk.
 
-    def __init__(self, problem: Problem, recoding: Recoding) -> None:
-        self.ids, self.m, self.g = cell_groups(recoding, problem.sample, problem.population)
+    With a ``suppression``, the groups it suppresses are taken out (``kept``) and their records
+    form the one suppressed group the release shows (every QI ``*``): ``suppressed`` records,
+    whose population size is max(population total, suppressed), as the gate counts them."""
+
+    def __init__(self, problem: Problem, recoding: Recoding, suppression: Suppression | None = None) -> None:
+        ids, m, g, self.cell_group = cell_groups(recoding, problem.sample, problem.population)
+        labels = [q.labels for q in recoding.qis]
+        mask = suppression.mask(labels, ids, m) if suppression is not None else np.zeros(m.size, dtype=bool)
+        self.cell_suppressed = mask[self.cell_group] if mask.size else np.zeros(0, dtype=bool)
+        self.suppressed = int(round(float(m[mask].sum())))
+        self.suppressed_groups = int(mask.sum())
+        kept = ~mask
+        self.ids, self.m, self.g = [q[kept] for q in ids], m[kept], g[kept]
         self.risk = np.asarray(problem.record_risk(self.g), dtype=np.float64) if self.g.size else np.zeros(0)
+        total = float(problem.population_total if problem.population is not None else problem.sample.total)
+        self.suppressed_risk = (float(np.asarray(problem.record_risk(np.asarray([max(total, self.suppressed)],
+                                                                                 dtype=np.float64)))[0])
+                                if self.suppressed else 0.0)
 
     def record_risk_histogram(self) -> dict[str, list[Any]]:
         """Records per record-risk bin: 0, then one bin per decade up to 1 (the last bin holds 1)."""
-        positive = self.risk[self.risk > 0]
+        risk, m = self.risk, self.m
+        if self.suppressed:  # the suppressed records are released too, as one group of '*'
+            risk, m = np.append(risk, self.suppressed_risk), np.append(m, float(self.suppressed))
+        positive = risk[risk > 0]
         low = int(math.floor(math.log10(float(positive.min())))) if positive.size else -1
         low = max(min(low, -1), -12)
         edges = [0.0] + [10.0 ** e for e in range(low, 1)]
-        counts, _ = np.histogram(np.clip(self.risk, 0.0, 1.0), bins=edges, weights=self.m)
+        counts, _ = np.histogram(np.clip(risk, 0.0, 1.0), bins=edges, weights=m)
         return {"edges": edges, "counts": [int(round(c)) for c in counts]}
 
     def group_sizes(self) -> dict[str, list[Any]]:
         """Groups per size bin (1, 2, 5, 10, 20, 50, … : log-spaced), by sample records m and by
-        population people g; the last edge is above the largest group."""
+        population people g; the last edge is above the largest group.  Suppressed records are
+        not a group of the release's labels and are left out."""
         top = float(max(self.g.max(), self.m.max())) if self.m.size else 1.0
         edges: list[int] = [1]
         step = 0
@@ -147,25 +167,72 @@ def entropy(counts: np.ndarray) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def information_kept(before: np.ndarray, qrec: QIRecoding) -> float:
-    """H(generalized marginal) / H(original marginal) = 1 − entropy lost / original entropy, in [0, 1].
+def information_kept(problem: Problem, q: int, qrec: QIRecoding, groups: Groups) -> float:
+    """I(value; released label) / H(value) of QI ``q``, in [0, 1]: the share of the QI's information
+    (in the sample's own distribution, ignoring the other QIs) an analyst still has.
 
-    Generalizing a QI is a function of its value, so it can only lose entropy; what is left is
-    the share of the QI's information (in the sample's own distribution, ignoring the other QIs)
-    an analyst still has.  A QI with one observed value has nothing to lose: 1."""
-    h = entropy(before)
+    Without suppression the label is a function of the value, so I = H(label): generalizing can
+    only lose entropy.  A suppressed record shows ``*`` whatever its value, so the label is then
+    not a function of the value and the mutual information H(value) + H(label) − H(value, label)
+    counts only what the label still says.  A QI with one observed value has nothing to lose: 1."""
+    counts = problem.sample.counts.astype(np.float64)
+    value = problem.sample.positions[:, q].astype(np.int64)
+    h = entropy(np.bincount(value, weights=counts))
     if h <= 0:
         return 1.0
-    after = np.bincount(qrec.group_of, weights=before, minlength=qrec.n_groups)
-    return float(min(1.0, max(0.0, entropy(after) / h)))
+    label = qrec.group_of[value].astype(np.int64)
+    if groups.cell_suppressed.size:
+        label = np.where(groups.cell_suppressed, qrec.n_groups, label)  # '*' is one more label
+    joint = np.unique(value * (qrec.n_groups + 1) + label, return_inverse=True)[1]
+    kept = h + entropy(np.bincount(label, weights=counts)) - entropy(np.bincount(np.asarray(joint).ravel(),
+                                                                               weights=counts))
+    return float(min(1.0, max(0.0, kept / h)))
 
 
-def shares(labels: Sequence[str], counts: np.ndarray, ordered: bool = False) -> list[dict[str, Any]]:
+def losses(problem: Problem, recoding: Recoding, groups: Groups) -> tuple[float, float]:
+    """KL(P‖Q) in nats and Iyengar's loss of the release, suppressed records included.
+
+    Seed 000 eq. 4 spreads each group's m records uniformly over the W_G cells it covers
+    (METHODS decision 3).  A suppressed record is generalized to the top, so the suppressed
+    group spreads its S records over every cell of the domain (W_top): a sample cell's
+    Q·N = m_G/W_G (when its group is kept) + S/W_top, and KL = Σ_cells (c/N) ln(c / (Q·N)).
+    Without suppression this is ``evaluate``'s KL (tested).  Iyengar's loss counts a suppressed
+    record as fully generalized (1 per QI)."""
+    sample = problem.sample
+    counts = sample.counts.astype(np.float64)
+    n = float(counts.sum())
+    if n <= 0:
+        return 0.0, 0.0
+    sizes = [d.size for d in problem.domains]
+    log_w = np.zeros(len(counts))
+    lm = np.zeros(len(counts))
+    for i, qrec in enumerate(recoding.qis):
+        width = qrec.widths[qrec.group_of[sample.positions[:, i]]].astype(np.float64)
+        log_w += np.log(width)
+        lm += (width - 1.0) / (sizes[i] - 1) if sizes[i] > 1 else 0.0
+    m_of = np.bincount(groups.cell_group, weights=counts)
+    suppressed = groups.cell_suppressed if groups.cell_suppressed.size else np.zeros(len(counts), dtype=bool)
+    m_cell = m_of[groups.cell_group]
+    with np.errstate(divide="ignore"):
+        log_kept = np.where(suppressed, -np.inf, np.log(m_cell) - log_w)
+        log_star = (np.log(groups.suppressed) - float(np.sum(np.log(sizes)))) if groups.suppressed else -np.inf
+        log_q = np.logaddexp(log_kept, log_star)
+    kl = float((counts * (np.log(counts) - log_q)).sum() / n)
+    lm = np.where(suppressed, float(len(sizes)), lm)
+    iyengar = float((counts * lm).sum() / (n * len(sizes))) if sizes else 0.0
+    return max(kl, 0.0), iyengar
+
+
+def shares(labels: Sequence[str], counts: np.ndarray, ordered: bool = False,
+           total: float | None = None) -> list[dict[str, Any]]:
     """Share per label, in domain order, adding up to 1.  At most ``MAX_LABELS`` labels: an ordered
     QI (integers, dates) past that is shown in ``MAX_LABELS`` consecutive bands (``0 … 4``), so the
     chart keeps its shape; any other keeps its largest labels with records and sums the rest as
-    ``other (N labels)``."""
-    total = float(counts.sum())
+    ``other (N labels)``.  ``total``: the records the shares are of, when some (suppressed ones)
+    are not among ``counts``."""
+    total = float(counts.sum()) if total is None else float(total)
+    if total <= 0:
+        return []
     if ordered and len(labels) > MAX_LABELS:
         width = -(-len(labels) // MAX_LABELS)
         out = []
