@@ -87,7 +87,8 @@ def sample_report() -> dict[str, Any]:
                 {"qi": "zip", "words": "the first three digits",
                  "labels": [{"label": "372**", "values": ZIPS, "records": 20000}]},
             ],
-            "suppression": {"suppressed_records": 0, "rule": None},
+            "suppression": {"suppressed_records": 0, "suppressed_groups": 0, "share": 0.0, "rule": None, "below": None,
+                            "groups": None},
             "sample": {"source": "synthetic", "columns": ["age", "sex", "race", "zip", "diagnosis", "systolic_bp"],
                        "rows": [["[40-49]", "Female", "White", "372**", "asthma", 128],
                                 ["[60-69]", "Male", "Black", "372**", "diabetes", 141],
@@ -126,7 +127,7 @@ def sample_report() -> dict[str, Any]:
                      "verdict": "passed"},
         },
         "utility": {
-            "kl_loss": 1.8734, "iyengar_loss": 0.4127,
+            "kl_loss": 1.8734, "normalized_loss": 0.3312, "iyengar_loss": 0.4127,
             "per_qi": [{"qi": "age", "information_kept": 0.52}, {"qi": "sex", "information_kept": 1.0},
                        {"qi": "race", "information_kept": 1.0}, {"qi": "zip", "information_kept": 0.0}],
             "marginals": [

@@ -211,7 +211,7 @@ def _reference_losses(problem: Problem, recoding, below: int) -> tuple[float, fl
     n = sum(counts)
     top = math.prod(sizes)
     kl = lm = 0.0
-    for cell, g, c in zip(cells, group, counts):
+    for g, c in zip(group, counts):
         width = [int(q.widths[gid]) for q, gid in zip(recoding.qis, g)]
         kept = records[g] >= below
         q_n = (records[g] / math.prod(width) if kept else 0.0) + suppressed_total / top

@@ -86,4 +86,4 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
             written = write_release(problem, run, out, overwrite, accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
             echo_release(written)
-            finish_release_report(pending, written_files(written))
+            finish_release_report(pending, written_files(written), figures=written.figures)

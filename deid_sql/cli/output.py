@@ -92,7 +92,7 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
             f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
         echo_release(written)
-        finish_release_report(pending, written_files(written))
+        finish_release_report(pending, written_files(written), figures=written.figures)
 
 
 @click.command()
@@ -127,4 +127,4 @@ def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, sup
         written = create_view(problem, text, db, name, replace, suppress_below, accept_risk)
         click.echo(f"created view {name} in {db if db is not None else 'the database'}")
         echo_release(written)
-        finish_release_report(pending, [])
+        finish_release_report(pending, [], figures=written.figures)

@@ -22,6 +22,7 @@ from .options import (
     read_policy,
     spec_argument,
 )
+from .report import batch_report, finish_release_report, report_option, written_files
 
 policy_file_argument = click.argument("policy_file", type=click.Path(path_type=Path, dir_okay=False))
 source_option = click.option("--source", "-s", default=None, type=click.Path(path_type=Path, dir_okay=False),
@@ -107,17 +108,22 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
               help="Release even though the batch drifted (the check exits 1 and nothing is written without it); "
                    "REASON is printed and kept with the release.")
 @accept_risk_option
+@report_option
 @handles_errors
 def apply_(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, out: Path | None,
            out_table: str | None, view: str | None, db: Path | None, overwrite: bool,
-           accept_drift: str | None, accept_risk: str | None) -> None:
+           accept_drift: str | None, accept_risk: str | None, report: Path | None) -> None:
     """Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no
     original data needed. A drifted batch is refused (exit 1, nothing written) unless --accept-drift.
+    With --report FILE.html the report a reviewer signs is written too, for the batch as released.
 
     Example: deid-sql apply policy.json --source demo/cohort.parquet --out release-batch.parquet
     """
+    released = (f"view {view} in {db if db is not None else 'the engine'}" if view is not None else
+                f"{out}" + (f" table {out_table}" if out_table else "") if out is not None else f"table {out_table}")
+    prepare = batch_report(report, overwrite, accept_risk, out if view is None else None, released)
     done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
-                        overwrite, accept_drift, accept_risk)
+                        overwrite, accept_drift, accept_risk, prepare=prepare)
     d = done.drift
     if d.exceeded:
         click.echo(f"drift accepted: {MEASURE} {d.new.mean_record_risk:.6g} exceeds the limit {d.threshold:.6g} "
@@ -135,6 +141,8 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
     if done.outside.records:
         click.echo(f"fallback: {done.outside.records:,} record(s) had values outside the saved domain and were "
                    f"released as {done.policy.fallback!r} ({done.outside.summary()})")
+    if done.written is not None:
+        finish_release_report(done.prepared, written_files(done.written), figures=done.written.figures)
 
 
 @click.command(name="check", help=(

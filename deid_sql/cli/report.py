@@ -10,7 +10,8 @@ written.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,11 @@ from .options import handles_errors, open_problem, read_policy, spec_argument
 
 if TYPE_CHECKING:
     from sqlglot import exp
+
+    from ..policyfile.batch import Batch
+    from ..release.figures import ReleaseFigures
+    from ..release.gate import ReleaseGate
+    from ..spec import Spec
 
 SAFE_HARBOR = "safe-harbor"  # --policy safe-harbor: HIPAA Safe Harbor's recoding (as 'deid-sql adversary' reads it)
 
@@ -141,6 +147,9 @@ def check_against_release(built: dict[str, Any], sidecar: dict[str, Any], where:
     differ = [f"{ours} {figures.get(ours)} (release: {recorded[theirs]})" for theirs, ours in RECORDED
               if theirs in recorded and not _same(recorded[theirs], figures.get(ours))]
     if differ:
+        if where is None:  # the release just written (its figures measured on the rows written)
+            raise OutputError(f"the report's figures differ from those measured on the rows written "
+                              f"({'; '.join(differ[:3])}): the data changed while the release was written")
         raise OutputError(f"--from-release {where}: the report's figures differ from those the release recorded "
                           f"({'; '.join(differ[:3])}): the data changed since the release; nothing was written")
 
@@ -182,11 +191,7 @@ def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path |
     if suppress_below is not None:
         suppression = Suppression.smaller_than(suppress_below)
     check_report_target(out, overwrite, "--report")
-    for path in report_paths(out):
-        check_not_input(problem.spec, path)
-        if release is not None and path.resolve() in (release.resolve(), sidecar_path(release).resolve()):
-            raise OutputError(f"--report {out}: its page or JSON twin {path.name} would replace the release or its "
-                              f"sidecar; name the report differently (e.g. {release.stem}-report.html)")
+    _check_report_paths(problem.spec, out, release)
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
     built = build_report(problem, policy, command=command, accept_risk=accept_risk, suppression=suppression,
                          release=query, policy_text=policy_text)
@@ -205,6 +210,49 @@ def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path |
     else:
         built["method"]["commands"]["report"] = command
     return PendingReport(built, out, overwrite)
+
+
+def _check_report_paths(spec: Spec, out: Path, release: Path | None) -> None:
+    """The report's page and twin may replace neither an input nor the release or its sidecar."""
+    for path in report_paths(out):
+        check_not_input(spec, path)
+        if release is not None and path.resolve() in (release.resolve(), sidecar_path(release).resolve()):
+            raise OutputError(f"--report {out}: its page or JSON twin {path.name} would replace the release or its "
+                              f"sidecar; name the report differently (e.g. {release.stem}-report.html)")
+
+
+def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, release: Path | None,
+                 released: str) -> Callable[[Batch, ReleaseGate], PendingReport] | None:
+    """``--report`` of ``apply``: the target is checked now, before the batch is read; the returned
+    hook builds the report once the batch passed its checks and before the release is written
+    (``apply_policy``'s ``prepare``).  The report is that of the batch as a problem of its own, with
+    the policy file's saved domains and the spec's population; its figures are checked against the
+    release's after it is written (``finish_release_report``)."""
+    if out is None:
+        return None
+    check_report_target(out, overwrite, "--report")
+
+    def prepare(batch: Batch, gate: ReleaseGate) -> PendingReport:
+        if batch.outside.records:
+            raise OutputError(f"--report: {batch.outside.records:,} record(s) of the batch hold values outside the "
+                              f"saved domains ({batch.outside.summary()}), released as the fallback label; the "
+                              f"report describes only batches within them: release without --report, or save the "
+                              f"policy again on data that covers these values")
+        _check_report_paths(batch.spec, out, release)
+        pf = batch.policy
+        recoding = replace(pf.recoding(), name=pf.readable)
+        command = INVOCATION.get()
+        with Problem.from_spec(batch.frozen_spec()) as problem:
+            built = build_report(problem, recoding, command=command, accept_risk=accept_risk, policy_text=pf.policy)
+        built["summary"]["released"] = released
+        built["data"]["batch"] = {"source": batch.describe(), "policy_file": gate.policy.get("file"),
+                                  "policy_file_sha256": gate.policy.get("file_sha256"),
+                                  "drift": gate.extra.get("drift")}
+        built["method"]["commands"]["release"] = command
+        built["method"]["commands"]["report"] = command  # the batch's release command writes this report again
+        return PendingReport(built, out, overwrite)
+
+    return prepare
 
 
 def _sidecar_file(release: Path) -> bool:
@@ -226,12 +274,16 @@ def written_files(written: Any) -> list[Path]:
     return [path, sidecar_path(path)]
 
 
-def finish_release_report(pending: PendingReport | None, undo: list[Path], err: bool = False) -> None:
+def finish_release_report(pending: PendingReport | None, undo: list[Path], err: bool = False,
+                          figures: ReleaseFigures | None = None) -> None:
     """Write the report after its release; if that fails (the target appeared meanwhile, a full disk),
-    remove the release files in ``undo`` so neither is left without the other, and say so in one line."""
+    or the release's ``figures`` (measured on the rows written) differ from the report's, remove the
+    release files in ``undo`` so neither is left without the other, and say so in one line."""
     if pending is None:
         return
     try:
+        if figures is not None:
+            check_against_release(pending.report, {"figures": figures.to_dict()}, None)
         paths = write_report(pending.report, pending.out, pending.overwrite)
     except BaseException as e:
         for path in undo:

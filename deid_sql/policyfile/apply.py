@@ -7,8 +7,10 @@ reason to release it anyway; the report and the reason come back in ``Applied``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..backends import engine_class
 from ..errors import OutputError
@@ -37,12 +39,14 @@ class Applied:
     view: str | None = None
     db: Path | None = None  # the DuckDB file of the view; None for a view in the engine
     accepted_drift: str | None = None  # the --accept-drift reason (given, whether or not drift was found)
+    prepared: Any = None  # what ``prepare`` returned (the CLI's pending report)
 
 
 def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
                  out: str | Path | None = None, view: str | None = None, db: str | Path | None = None,
                  out_table: str | None = None, overwrite: bool = False,
-                 accept_drift: str | None = None, accept_risk: str | None = None) -> Applied:
+                 accept_drift: str | None = None, accept_risk: str | None = None,
+                 prepare: Callable[[Batch, ReleaseGate], Any] | None = None) -> Applied:
     """Generalize a batch with a saved policy into ``out`` (Parquet, CSV or a DuckDB table, atomic
     and row-count checked), into view ``view`` (of the DuckDB file ``db``, or of the engine), or —
     on PostgreSQL or Spark — into table ``out_table`` of the engine.
@@ -53,6 +57,9 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     ``check_policy``) is refused with ``DriftRefused`` unless ``accept_drift`` says why it may go.
     Then the release gate: the spec's column roles, and its ``[release]`` criteria judged on the
     rows written (``accept_risk`` overrides a failure); the sidecar records both reasons.
+    ``prepare(batch, gate)`` runs after the checks and before anything is written (the CLI builds
+    the release's report there, so a report that cannot be built writes nothing); what it returns
+    comes back as ``Applied.prepared``.
     """
     reason = override_reason(accept_drift, "--accept-drift", "new clinic joined in June")
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
@@ -75,6 +82,8 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
                                                        ("out_table", out_table)) if v) + ")")
         gate = batch_gate(batch, drift, call, accept_risk, reason)
         gate.precheck()
+        if prepare is not None:
+            done = replace(done, prepared=prepare(batch, gate))
         if view is None:
             written = write_query(batch.backend, batch.spec, batch.release_query(), target, batch.records, None,
                                   out_table, overwrite, gate=gate)

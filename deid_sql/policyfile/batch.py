@@ -12,7 +12,7 @@ view re-reads its file on every query).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -259,6 +259,20 @@ class Batch:
             raise DataError(read_problem("batch", self.describe(), str(e))) from None
 
     # -- SQL ------------------------------------------------------------------------------
+    def frozen_spec(self) -> Spec:
+        """The spec over this batch with every category and ZIP domain pinned to the saved one (in
+        its saved order), so a ``Problem`` loaded from it has the policy file's domains, not the
+        batch's own values (``values_from = "source"`` would read them anew)."""
+        qis = []
+        for q, domain in zip(self.spec.qis, self.domains):
+            if isinstance(domain, CategoryDomain):  # ZIP domains are category domains too
+                values = list(domain.values)
+                if q.nulls == "category" and values and values[-1] == q.null_label:
+                    values.pop()  # the loader appends the NULL category again
+                q = replace(q, values=tuple(values), values_from=None)
+            qis.append(q)
+        return replace(self.spec, qis=tuple(qis))
+
     def ok(self, i: int, persistent: bool = False, q: QISpec | None = None,
            sql_type: str | None = None) -> exp.Expression:
         """Is the value of QI i in its saved domain?  ``persistent``: SQL that needs nothing of this

@@ -21,18 +21,16 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .. import __version__
+from ..compile import SUPPRESSED
 from ..errors import DeidError, PolicyError, ReleaseRefused
 from ..evaluate.metrics import Metrics
 from ..recoding import Recoding
-from ..compile import SUPPRESSED
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, Verdict
-from ..release.suppression import Suppression
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
+from ..release.suppression import Suppression
 from . import report_figures as rf
 from .frontier_report import CHECKPOINT, problem_identity
 
@@ -227,7 +225,8 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                    "suppression": {"suppressed_records": figures.suppressed,
                                    "suppressed_groups": groups.suppressed_groups,
                                    "share": figures.suppressed / figures.records if figures.records else 0.0,
-                                   **(suppression.to_dict() if suppression is not None else {"rule": None})},
+                                   **(suppression.to_dict() if suppression is not None else
+                                      {"rule": None, "below": None, "groups": None})},
                    "sample": sample},
         "risk": {
             "figures": figure_dict,
