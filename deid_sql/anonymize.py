@@ -17,7 +17,6 @@ from typing import Any
 from sqlglot import exp
 
 from . import progress
-from .compile import SUPPRESSED, col, ident
 from .errors import DeidError
 from .fulldomain import (
     KL,
@@ -31,12 +30,11 @@ from .fulldomain import (
     TransformationSpace,
     TransformEvaluator,
 )
-from .output import Written, materialize_query
+from .output import Written, materialize
 from .problem import Problem
-from .release.gate import ReleaseGate
-from .release.roles import apply_roles
-from .release.suppression import Suppression
+from .release.plan import ReleasePlan, plan_of
 from .search.bfs import STORES, BFSResult, best_first_search
+from .suppression import Suppression
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
 FLAG = "deid_suppressed"
@@ -149,43 +147,28 @@ def suppressed_groups(run: Anonymization) -> list[tuple[str, ...]]:
     return [tuple(labels[q][int(ids[q][i])] for q in range(len(x))) for i in range(int(mask.sum()))]
 
 
-def release_query(problem: Problem, run: Anonymization) -> exp.Select:
-    """The generalizing query with suppressed groups blanked to ``*`` and flagged: the flag
-    is computed once per row (one IN over the suppressed label tuples), then applied."""
-    assert run.levels is not None
-    inner = problem.query(run.space.recoding(run.levels), roles=False)
-    qi_cols = [q.column for q in problem.spec.qis]
-    groups = suppressed_groups(run)
-    if groups:
-        key = exp.Tuple(expressions=[col(c) for c in qi_cols])
-        hit: exp.Expression = exp.In(this=key, expressions=[
-            exp.Tuple(expressions=[exp.Literal.string(v) for v in g]) for g in groups])
-    else:
-        hit = exp.false()
-    flagged = exp.select(exp.Star(), exp.alias_(hit, ident(FLAG))).from_(
-        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized"))))
-    projections: list[exp.Expression] = []
-    for name in problem.columns:
-        if name in qi_cols:
-            case = exp.Case().when(col(FLAG), exp.Literal.string(SUPPRESSED)).else_(col(name))
-            projections.append(exp.alias_(case, ident(name)))
-        else:
-            projections.append(col(name))
-    projections.append(col(FLAG))
-    outer = exp.select(*projections).from_(exp.Subquery(this=flagged, alias=exp.TableAlias(this=ident("flagged"))))
-    return apply_roles(outer, problem.spec.columns, qi_cols, problem.backend, problem.source_label)
-
-
-def write_release(problem: Problem, run: Anonymization, out: str | Path, overwrite: bool = False,
-                  accept_risk: str | None = None) -> Written:
-    """Write the optimum's release through the release gate (figures measured on the written rows,
-    the suppressed records flagged), with its sidecar."""
+def release_plan(problem: Problem, run: Anonymization) -> ReleasePlan:
+    """The optimum as a release plan: its level vector's recoding (the hierarchies' labels) and the
+    groups the search suppressed, so it goes through every release path (file, engine table, view,
+    dbt model, policy file) like any policy."""
     if run.levels is None:
-        raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to write")
+        raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to release")
     text = run.space.text(run.levels)
-    call = f"deid_sql.anonymize.write_release(problem, anonymize(problem, …), {str(out)!r})  # optimum {text}"
-    gate = ReleaseGate.for_problem(problem, run.space.recoding(run.levels), call, accept_risk, policy_text=text,
-                                   flag=True)
-    gate.extra["suppression"] = release_suppression(run).to_dict()
-    gate.precheck()
-    return materialize_query(problem, release_query(problem, run), out, overwrite=overwrite, gate=gate)
+    plan = plan_of(problem, levels=text)
+    return ReleasePlan(plan.item, None, plan.readable, release_suppression(run), plan.levels)
+
+
+def release_query(problem: Problem, run: Anonymization) -> exp.Select:
+    """The generalizing query with the suppressed groups blanked to ``*`` and flagged (a join to a
+    ``VALUES`` table of their label tuples, ``compile.generalize``)."""
+    plan = release_plan(problem, run)
+    return problem.query(plan.item, plan.suppression)
+
+
+def write_release(problem: Problem, run: Anonymization, out: str | Path | None, overwrite: bool = False,
+                  accept_risk: str | None = None, table: str | None = None) -> Written:
+    """Write the optimum's release through the release gate (figures measured on the written rows,
+    the suppressed records flagged), with its sidecar: a file, or (``out`` None) table ``table`` of
+    the engine."""
+    return materialize(problem, release_plan(problem, run), out, table=table, overwrite=overwrite,
+                       accept_risk=accept_risk)

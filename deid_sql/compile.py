@@ -28,6 +28,7 @@ from .sqltext import is_integer_type as is_integer_type
 from .sqltext import literal as literal
 from .sqltext import source_key as source_key
 from .sqltext import to_sql as to_sql
+from .suppression import Suppression
 
 SUPPRESSED = "*"
 
@@ -102,15 +103,17 @@ def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.E
 
 def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Domain],
                source: exp.Expression, columns: Mapping[str, str | None],
-               suppress_below: int | None = None, flag: str = "deid_suppressed",
+               suppression: Suppression | int | None = None, flag: str = "deid_suppressed",
                outside_label: str = SUPPRESSED) -> exp.Select:
     """``SELECT`` every source column in order, QIs replaced by their labels.
 
     A QI value outside its domain becomes ``outside_label`` (``label_expr``), so the query
     releases no raw value whatever data it later runs on.
 
-    With ``suppress_below = k`` every record of a group with fewer than k records gets
-    ``*`` in each QI and ``flag`` = true (a window count over the labels).
+    With a ``suppression`` every record of a suppressed group gets ``*`` in each QI and
+    ``flag`` = true: for ``k`` (or ``Suppression.smaller_than(k)``) the groups of fewer than k
+    records (a window count over the labels); for a set of label tuples those groups (a left
+    join to a ``VALUES`` table of them: no literal list however many there are).
     """
     qi_by_column = {q.column: i for i, q in enumerate(qis)}
     projections: list[exp.Expression] = []
@@ -122,22 +125,64 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
         else:
             projections.append(col(name))
     inner = exp.select(*projections, copy=False).from_(_from(source), copy=False)  # no deep copy of the CASEs
-    if suppress_below is None:
+    return suppress(inner, [q.column for q in qis], list(columns), suppression, flag)
+
+
+def suppress(inner: exp.Select, qi_cols: Sequence[str], columns: Sequence[str],
+             suppression: Suppression | int | None, flag: str = "deid_suppressed") -> exp.Select:
+    """``inner`` (the generalized rows: ``columns`` in order, QIs as labels) with the groups of
+    ``suppression`` blanked to ``*`` and flagged in ``flag``; ``inner`` itself without one."""
+    rule = Suppression.of(suppression)
+    if rule is None:
         return inner
-    qi_cols = [q.column for q in qis]
-    window = exp.Window(this=exp.func("count", exp.Star()),
-                        partition_by=[col(c) for c in qi_cols])
-    small = exp.LT(this=window, expression=exp.Literal.number(int(suppress_below)))
+    qi_set = set(qi_cols)
+    generalized: exp.Expression = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized")))
+    join: tuple[exp.Expression, exp.Expression] | None = None
+    if rule.below is not None:
+        window = exp.Window(this=exp.func("count", exp.Star()), partition_by=[col(c) for c in qi_cols])
+        small: exp.Expression = exp.LT(this=window, expression=exp.Literal.number(int(rule.below)))
+        column = col
+    else:
+        join, small = _suppressed_groups(qi_cols, rule.ordered_groups)
+        column = _generalized_column
     outer: list[exp.Expression] = []
     for name in columns:
-        if name in qi_by_column:
-            case = exp.Case().when(small.copy(), exp.Literal.string(SUPPRESSED)).else_(col(name))
+        if name in qi_set:
+            case = exp.Case().when(small.copy(), exp.Literal.string(SUPPRESSED)).else_(column(name))
             outer.append(exp.alias_(case, ident(name)))
         else:
-            outer.append(col(name))
+            outer.append(col(name) if column is col else exp.alias_(column(name), ident(name)))
     outer.append(exp.alias_(small, ident(flag)))
-    generalized = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized")))
-    return exp.select(*outer, copy=False).from_(generalized, copy=False)
+    query = exp.select(*outer, copy=False).from_(generalized, copy=False)
+    if join is not None:
+        query = query.join(join[0], on=join[1], join_type="LEFT", copy=False)
+    return query
+
+
+SUPPRESSED_TABLE = "deid_suppressed_groups"
+
+
+def _generalized_column(name: str) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident("generalized"))
+
+
+def _suppressed_groups(qi_cols: Sequence[str], groups: Sequence[tuple[str, ...]]) -> tuple[
+        tuple[exp.Expression, exp.Expression] | None, exp.Expression]:
+    """The ``LEFT JOIN (VALUES (labels…, TRUE), …) ON every QI equal`` of the suppressed groups and the
+    test "this row's group is suppressed"; with no group, no join and FALSE.  The tuples are distinct,
+    so the join keeps one row per source row."""
+    if not groups:
+        return None, exp.false()
+    names = [f"deid_s{i}" for i in range(len(qi_cols))] + ["deid_hit"]
+    rows = [exp.Tuple(expressions=[exp.Literal.string(v) for v in g] + [exp.true()]) for g in groups]
+    table = exp.Values(expressions=rows, alias=exp.TableAlias(
+        this=ident(SUPPRESSED_TABLE), columns=[ident(n) for n in names]))
+    on = exp.and_(*[exp.EQ(this=_generalized_column(c),
+                           expression=exp.Column(this=ident(names[i]), table=ident(SUPPRESSED_TABLE)))
+                    for i, c in enumerate(qi_cols)], copy=False)
+    hit = exp.Not(this=exp.Is(this=exp.Column(this=ident("deid_hit"), table=ident(SUPPRESSED_TABLE)),
+                              expression=exp.null()))
+    return (table, on), hit
 
 
 def _from(source: exp.Expression) -> exp.Expression:

@@ -26,8 +26,10 @@ from .problem import Problem
 from .recoding import Recoding
 from .release.figures import ReleaseFigures
 from .release.gate import ReleaseGate, Verdict
+from .release.plan import ReleasePlan, plan_of
 from .release.sidecar import file_sha256, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
+from .suppression import Suppression
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
            ".ddb": "duckdb"}
@@ -72,20 +74,20 @@ def check_not_input(spec: Spec, out: Path) -> None:
         raise OutputError(f"output {out} is an input of the spec; write the de-identified data elsewhere")
 
 
-def materialize(problem: Problem, item: Policy | Recoding | str, out: str | Path | None,
+def materialize(problem: Problem, item: ReleasePlan | Policy | Recoding | str, out: str | Path | None,
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
-                suppress_below: int | None = None, accept_risk: str | None = None) -> Written:
+                suppression: Suppression | int | None = None, accept_risk: str | None = None) -> Written:
     """Write the generalized source to Parquet, CSV or a DuckDB table, atomically; with ``out``
     None, as table ``table`` inside the engine (PostgreSQL, Spark), where the data is.
 
     The release gate runs on what is written (``deid_sql.release.gate``): a failed gate writes
     nothing unless ``accept_risk`` gives the reason; the sidecar is written with the release."""
-    call = (f"deid_sql.output.materialize(problem, {_policy_repr(problem, item)}, {str(out)!r}"
-            + (f", table={table!r}" if table else "") + (f", suppress_below={suppress_below}" if suppress_below else "")
-            + (", accept_risk=..." if accept_risk else "") + ")")
-    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    plan = plan_of(problem, item, suppression)
+    call = (f"deid_sql.output.materialize(problem, {_policy_repr(plan)}, {str(out)!r}"
+            + (f", table={table!r}" if table else "") + (", accept_risk=..." if accept_risk else "") + ")")
+    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
     gate.precheck()
-    return materialize_query(problem, problem.query(item, suppress_below), out, fmt, table, overwrite, gate)
+    return materialize_query(problem, problem.query(plan.item, plan.suppression), out, fmt, table, overwrite, gate)
 
 
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
@@ -170,10 +172,13 @@ def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
         reader.close()
 
 
-def _policy_repr(problem: Problem, item: Policy | Recoding | str) -> str:
-    if isinstance(item, Recoding):
-        return f"<recoding {item.name or 'recoding'}>"
-    return repr(problem.policy(item).text())
+def _policy_repr(plan: ReleasePlan) -> str:
+    if plan.text is None and plan.levels is None:
+        return f"<recoding {plan.readable}>"
+    call = plan.repr_call()
+    if plan.suppression is not None:
+        call += f", suppression=<{plan.suppression.rule}>"
+    return call
 
 
 def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int,
@@ -220,26 +225,27 @@ def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str, ex
     return rows
 
 
-def compile_release(problem: Problem, item: Policy | Recoding | str, dialect: str = "duckdb",
-                    table: str | None = None, suppress_below: int | None = None,
+def compile_release(problem: Problem, item: ReleasePlan | Policy | Recoding | str, dialect: str = "duckdb",
+                    table: str | None = None, suppression: Suppression | int | None = None,
                     accept_risk: str | None = None) -> tuple[str, Written]:
     """The release as SQL text for ``dialect``, judged like any release: compiled SQL leaves the
     system too (it runs elsewhere), so its rows are measured on the spec's data now and the text is
     only given when the gate passes (or ``accept_risk`` says why).  It holds no raw value outside
     the domain (the guards) and only declared columns; a pseudonymizing spec is refused (the text
     would hold the key)."""
-    call = (f"deid_sql.output.compile_release(problem, {_policy_repr(problem, item)}, {dialect!r}"
+    plan = plan_of(problem, item, suppression)
+    call = (f"deid_sql.output.compile_release(problem, {_policy_repr(plan)}, {dialect!r}"
             + (f", table={table!r}" if table else "") + ")")
-    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
     gate.precheck()
-    sql = problem.compile(item, dialect=dialect, suppress_below=suppress_below, table=table)
-    figures = gate.measure(problem.backend.execute, problem.query(item, suppress_below))
+    sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=table)
+    figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression))
     verdict = gate.judge(figures)
     return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
 
 
-def create_view(problem: Problem, item: Policy | Recoding | str, database: str | Path | None, name: str,
-                replace: bool = False, suppress_below: int | None = None,
+def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, database: str | Path | None, name: str,
+                replace: bool = False, suppression: Suppression | int | None = None,
                 accept_risk: str | None = None) -> Written:
     """``CREATE VIEW name`` in a DuckDB file over the source read in place, or (``database``
     None) in the engine's own catalog.  The gate judges the rows the view shows now; values
@@ -247,16 +253,17 @@ def create_view(problem: Problem, item: Policy | Recoding | str, database: str |
     ``<name>__release`` beside the view, created with it."""
     check_name(name, "--name")
     db = Path(database) if database is not None else None
-    call = (f"deid_sql.output.create_view(problem, {_policy_repr(problem, item)}, "
+    plan = plan_of(problem, item, suppression)
+    call = (f"deid_sql.output.create_view(problem, {_policy_repr(plan)}, "
             f"{str(db) if db else None!r}, {name!r})")
-    gate = ReleaseGate.for_problem(problem, item, call, accept_risk, suppress_below)
+    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
     gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    figures = gate.measure(problem.backend.execute, problem.query(item, suppress_below, persistent=True))
+    figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression, persistent=True))
     verdict = gate.judge(figures)
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
              "rows": figures.records}
-    problem.backend.create_view(db, name, problem.query(item, suppress_below, source, persistent=True), replace,
+    problem.backend.create_view(db, name, problem.query(plan.item, plan.suppression, source, persistent=True), replace,
                                 companions=gate.record_table(name, figures, verdict, where))
     return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 

@@ -28,10 +28,11 @@ from .evaluate.sqlpath import SQLEvaluator
 from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
 from .policy import Policy
-from .recoding import Recoding
+from .recoding import QIRecoding, Recoding
 from .release.pseudonym import type_problems
 from .release.roles import apply_roles
 from .spec import Spec
+from .suppression import Suppression
 
 
 class Problem:
@@ -146,6 +147,43 @@ class Problem:
             return text
         return self.lattice.parse(text)
 
+    def item(self, text: str | Policy | Recoding) -> Policy | Recoding:
+        """What a policy text names: the lattice policy, or — when a segment names a hierarchy level
+        that groups values that are not adjacent in the domain (``race:level=1``) — a recoding, which
+        every release path and evaluator takes but no lattice search visits.  The other segments
+        are read as ``Lattice.parse`` reads them."""
+        if not isinstance(text, str):
+            return text
+        scattered = self._scattered_levels(text)
+        if not scattered:
+            return self.lattice.parse(text)
+        segments = [s.strip() for s in text.split("|") if s.strip()]
+        rest = "|".join(s for s in segments if s.partition(":")[0].strip() not in scattered)
+        base = self.lattice.parse(rest) if rest else self.lattice.bottom()
+        qis = tuple(scattered[name] if name in scattered else base.qi_recoding(i)
+                    for i, name in enumerate(self.lattice.names))
+        return Recoding(qis, name="|".join(segments))
+
+    def _scattered_levels(self, text: str) -> dict[str, QIRecoding]:
+        """The ``QI:level=N`` segments of a text whose level is not interval-shaped, as recodings."""
+        out: dict[str, QIRecoding] = {}
+        for segment in filter(None, (s.strip() for s in text.split("|"))):
+            name, _, body = segment.partition(":")
+            name, body = name.strip(), body.strip()
+            hierarchy = self.lattice.hierarchies.get(name)
+            if not body.startswith("level=") or hierarchy is None or name not in self.lattice.names:
+                continue
+            try:
+                level = int(body[6:])
+            except ValueError:
+                continue  # the lattice's parser says what is wrong with it
+            if not 0 <= level < hierarchy.height:
+                continue
+            rec = hierarchy.recoding(self.domains[self.lattice.index(name)], level)
+            if not rec.contiguous:
+                out[name] = rec
+        return out
+
     def recoding(self, item: Policy | Recoding | str) -> Recoding:
         """The recoding of a policy (text or object), or a recoding checked against the domains."""
         if isinstance(item, Recoding):
@@ -153,7 +191,8 @@ class Problem:
                     q.group_of.size != d.size for q, d in zip(item.qis, self.domains)):
                 raise PolicyError("the recoding does not match this problem's QI domains")
             return item
-        return self.policy(item).recoding()
+        resolved = self.item(item)
+        return resolved if isinstance(resolved, Recoding) else resolved.recoding()
 
     # -- evaluation ---------------------------------------------------------------------
     @property
@@ -181,7 +220,7 @@ class Problem:
         is an error: silently evaluating on the fast path would pass off its figures as the SQL's)."""
         evaluator = self._evaluator(path)
         if isinstance(item, str):
-            item = self.policy(item)
+            item = self.item(item)
         if isinstance(item, Policy):
             return evaluator.evaluate(self.policy(item))
         return evaluator.evaluate(self.recoding(item))
@@ -198,7 +237,7 @@ class Problem:
         raise DeidError(f"unknown evaluation path {path!r}; use 'fast' (cells, numpy) or 'sql' (the reference)")
 
     # -- SQL ------------------------------------------------------------------------------
-    def query(self, item: Policy | Recoding | str, suppress_below: int | None = None,
+    def query(self, item: Policy | Recoding | str, suppression: Suppression | int | None = None,
               source: exp.Expression | None = None, roles: bool = True, persistent: bool = False) -> exp.Select:
         """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source).
 
@@ -216,7 +255,7 @@ class Problem:
                                   f"domain; set [release] outside_label to a text no group has")
         query = generalize(recoding, self.spec.qis, self.domains,
                            source if source is not None else self.source.copy(),
-                           self.columns, suppress_below, outside_label=self.spec.release.outside_label)
+                           self.columns, suppression, outside_label=self.spec.release.outside_label)
         if not roles:
             return query
         if persistent:
@@ -253,12 +292,12 @@ class Problem:
             raise SpecError(problems)
 
     def compile(self, item: Policy | Recoding | str, dialect: str = "duckdb",
-                suppress_below: int | None = None, table: str | None = None, pretty: bool = True) -> str:
+                suppression: Suppression | int | None = None, table: str | None = None, pretty: bool = True) -> str:
         """SQL text for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
         source = compile_source(self.spec.source, self.source, dialect, table)
-        query = self.query(item, suppress_below, source, persistent=True)  # built here, rendered once: no copy
+        query = self.query(item, suppression, source, persistent=True)  # built here, rendered once: no copy
         return to_sql(query, dialect, pretty=pretty, copy=False)
 
     @property

@@ -69,7 +69,7 @@ def test_passthrough_columns_are_unchanged(problem):
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_dialect_renders_and_parses_back(problem, dialect):
     sql = problem.compile("age:cuts=10,20|race:cuts=Black|zip:cuts=37301", dialect=dialect, table="patients",
-                          suppress_below=3)
+                          suppression=3)
     tree = sqlglot.parse_one(sql, read=dialect)
     assert tree.sql(dialect=dialect) == sqlglot.parse_one(tree.sql(dialect=dialect), read=dialect).sql(dialect=dialect)
     assert "'10-19'" in sql and "'Black|Asian|Other'" in sql

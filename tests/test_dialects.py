@@ -33,7 +33,7 @@ def test_policy_sql_parses_back(project, dialect: str, suppress: int | None) -> 
     with Problem.from_spec(project.spec_path) as problem:
         for policy in POLICIES:
             tree = same_tree(problem.compile(policy, dialect=dialect, table="warehouse.patients",
-                                             suppress_below=suppress), dialect)
+                                             suppression=suppress), dialect)
             assert isinstance(tree, exp.Select)
             assert [t.name for t in tree.find_all(exp.Table)] == ["patients"]
 

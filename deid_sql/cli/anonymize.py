@@ -6,8 +6,13 @@ from pathlib import Path
 
 import click
 
-from ..anonymize import METRICS, anonymize, privacy_models, release_query, release_suppression, write_release
+from ..anonymize import METRICS, anonymize, privacy_models, release_plan
 from ..errors import OutputError
+from ..output import create_view, materialize
+from ..policyfile.format import MEASURE
+from ..policyfile.save import save_policy_file
+from ..problem import Problem
+from ..release.plan import ReleasePlan
 from ..search.bfs import STORES
 from .options import (
     FiniteFloat,
@@ -39,7 +44,17 @@ from .report import finish_release_report, prepare_release_report, report_option
                    "the antichain invariant (for comparison).")
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--table", default=None,
+              help="Table name inside a .duckdb --out (default deidentified), or the table to create in the "
+                   "spec's PostgreSQL or Spark engine when --out is left out.")
+@click.option("--view", default=None,
+              help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
+@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="DuckDB file for --view (created if missing).")
+@click.option("--save-policy", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.json",
+              help="Save the optimum (levels and suppressed groups) as a policy file, to apply to new batches "
+                   "with 'deid-sql apply'.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file, table, view or policy file.")
 @click.option("--store-stats", is_flag=True, help="Also print how each store of predictive properties was used.")
 @risk_model_option()
 @accept_risk_option
@@ -47,18 +62,25 @@ from .report import finish_release_report, prepare_release_report, report_option
 @handles_errors
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
                suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
-               overwrite: bool, store_stats: bool, risk_model: str | None, accept_risk: str | None,
-               report: Path | None) -> None:
+               table: str | None, view: str | None, db: Path | None, save_policy: Path | None, overwrite: bool,
+               store_stats: bool, risk_model: str | None, accept_risk: str | None, report: Path | None) -> None:
     """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
 
-    With --out the optimum is written (suppressed records show '*' and are flagged) through the
-    release gate, with its record OUT.release.json; --report FILE.html adds the report a reviewer
-    signs, describing the suppression too.
+    The optimum is released like any policy: --out writes a file (or --table a table of the engine),
+    --view creates a view, --save-policy writes a policy file for new batches; suppressed records show
+    '*' and are flagged, and every release goes through the release gate with its record.
+    --report FILE.html adds the report a reviewer signs, describing the suppression too.
 
     Example: deid-sql anonymize demo/demo.toml --k 2 --suppression 0.05 --metric loss --out demo-2anon.parquet
     """
-    if report is not None and out is None:
-        raise OutputError("--report describes a release: give --out FILE too (the table the report is about)")
+    targets = [name for name, given in (("--out", out is not None or (table is not None and view is None)),
+                                         ("--view", view is not None)) if given]
+    if len(targets) > 1:
+        raise OutputError("give one release: --out FILE (or --table NAME in the engine) or --view NAME, not both")
+    if db is not None and view is None:
+        raise OutputError("--db is the DuckDB file of --view; give --view NAME too")
+    if report is not None and not targets:
+        raise OutputError("--report describes a release: give --out FILE, --table NAME or --view NAME too")
     with open_problem(spec, risk_model) as problem:
         run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
         r, best = run.result, run.result.optimum
@@ -79,11 +101,32 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
                 size = s.max_size / s.inserts if s.inserts else 0.0
                 click.echo(f"  {name:<26} inserts {s.inserts:,}  queries {s.queries:,}  hits {rate:.1%}  "
                            f"max antichain {s.max_size:,} ({size:.1%} of inserts)")
-        if out is not None and best is not None:
-            pending = prepare_release_report(problem, run.space.recoding(best.levels), report, overwrite, accept_risk,
-                                             str(out), out, suppression=release_suppression(run),
-                                             query=release_query(problem, run), policy_text=run.space.text(best.levels))
-            written = write_release(problem, run, out, overwrite, accept_risk)
-            click.echo(f"wrote {written.rows:,} rows to {written.path}")
-            echo_release(written)
-            finish_release_report(pending, written_files(written), figures=written.figures)
+        if best is None:
+            return
+        plan = release_plan(problem, run)
+        if targets:
+            _release(problem, plan, out, table, view, db, overwrite, accept_risk, report)
+        if save_policy is not None:
+            saved = save_policy_file(problem, plan, save_policy, overwrite=overwrite)
+            click.echo(f"saved policy {saved.path} (drift limit {saved.threshold:.6g} on {MEASURE})")
+
+
+def _release(problem: Problem, plan: ReleasePlan, out: Path | None, table: str | None, view: str | None,
+             db: Path | None, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
+    """The optimum through the release path every policy takes: a file, an engine table or a view."""
+    if view is not None:
+        where = f"view {view} in {db if db is not None else 'the database'}"
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, where)
+        written = create_view(problem, plan, db, view, overwrite, accept_risk=accept_risk)
+        click.echo(f"created view {view} in {db if db is not None else 'the engine'}")
+        echo_release(written)
+        finish_release_report(pending, [], figures=written.figures)
+        return
+    where = str(out) if out is not None else f"table {table} in the {problem.spec.backend.engine} engine"
+    pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, where, out)
+    written = materialize(problem, plan, out, table=table, overwrite=overwrite, accept_risk=accept_risk)
+    shown = (f"{written.path}" if written.path else "the database") + (f" table {written.table}" if written.table
+                                                                          else "")
+    click.echo(f"wrote {written.rows:,} rows to {shown}")
+    echo_release(written)
+    finish_release_report(pending, written_files(written), figures=written.figures)

@@ -13,7 +13,7 @@ from .options import (
     handles_errors,
     open_problem,
     policy_option,
-    read_policy,
+    release_plan,
     spec_argument,
 )
 from .report import finish_release_report, prepare_release_report, report_option
@@ -45,9 +45,9 @@ from .report import finish_release_report, prepare_release_report, report_option
 @accept_risk_option
 @report_option
 @handles_errors
-def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name: str, source_table: str | None,
-         source_schema: str | None, dialect: str | None, k: int | None, materialized: str, profile: str,
-         overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
+def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, model: str | None, source_name: str,
+         source_table: str | None, source_schema: str | None, dialect: str | None, k: int | None,
+         materialized: str, profile: str, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
     """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
 
     Writes models/<model>.sql, models/<model>.yml (row count equals the source's, every QI
@@ -57,7 +57,7 @@ def dbt_(spec: Path, policy: str, project: Path, model: str | None, source_name:
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
     with open_problem(spec) as problem:
-        text = read_policy(policy)
+        text = release_plan(problem, policy, levels)
         pending = prepare_release_report(problem, text, report, overwrite, accept_risk,
                                          f"dbt model {model or 'of the source'} in project {project}")
         out = write_dbt(problem, text, project, model=model, source_name=source_name,

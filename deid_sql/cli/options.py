@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 import click
 
 from ..adversary.params import RISKS
-from ..errors import DeidError, SpecError
+from ..errors import DeidError, PolicyError, SpecError
 from ..problem import Problem
+from ..release.plan import ReleasePlan, plan_of
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,11 +60,38 @@ class FiniteFloat(click.ParamType):
 
 
 spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
-policy_option = click.option(
-    "--policy", "-p", "policy", required=True, metavar="P",
+_POLICY = click.option(
+    "--policy", "-p", "policy", default=None, metavar="P",
     help="Policy text: 'age:cuts=18,65|zip:top', per-QI bits 'sex:1', 'race:level=1', "
-         "'top', 'bottom', or @FILE to read it from a file.",
+         "'top', 'bottom', or @FILE to read it from a file (or give --levels).",
 )
+_LEVELS = click.option(
+    "--levels", default=None, metavar="L",
+    help="Hierarchy levels instead of --policy, as 'deid-sql anonymize' prints them: 'sex:0|age:3|…' "
+         "(the hierarchies' own labels; QIs left out stay at level 0).",
+)
+
+
+def policy_option(fn: Any) -> Any:
+    """``--policy P`` or ``--levels L``: what to release (``policy_input`` checks that one is given)."""
+    return _POLICY(_LEVELS(fn))
+
+
+def policy_input(policy: str | None, levels: str | None) -> tuple[str | None, str | None]:
+    """The policy text (``@FILE`` read) or the levels given: exactly one of them."""
+    if policy is not None and levels is not None:
+        raise PolicyError("give the policy one way: --policy P or --levels L, not both")
+    if policy is None and levels is None:
+        raise PolicyError("say what to release: --policy P (e.g. 'age:cuts=18,65|zip:top') or --levels L "
+                          "(e.g. 'age:3|zip:1' on a spec with hierarchies)")
+    return (read_policy(policy) if policy is not None else None), levels
+
+
+def release_plan(problem: Problem, policy: str | None, levels: str | None,
+                 suppress_below: int | None = None) -> ReleasePlan:
+    """What ``--policy``/``--levels`` (and ``--suppress-below``) ask a release command to release."""
+    text, levels = policy_input(policy, levels)
+    return plan_of(problem, text, suppression=suppress_below, levels=levels)
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
     help="Output format when the extension does not tell.",

@@ -15,7 +15,7 @@ from .options import (
     handles_errors,
     open_problem,
     policy_option,
-    read_policy,
+    release_plan,
     spec_argument,
     suppress_option,
 )
@@ -32,8 +32,8 @@ from .report import finish_release_report, prepare_release_report, report_option
 @accept_risk_option
 @report_option
 @handles_errors
-def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_below: int | None,
-             accept_risk: str | None, report: Path | None) -> None:
+def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, table: str | None,
+             suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """Print the SELECT that applies a policy, in any SQL dialect.
 
     The SQL releases data wherever it runs, so it is judged like a release first: only declared
@@ -43,10 +43,10 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
     Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
     """
     with open_problem(spec) as problem:
-        text = read_policy(policy)
-        pending = prepare_release_report(problem, text, report, False, accept_risk,
-                                         f"SQL for {dialect} (printed by compile)", suppress_below=suppress_below)
-        sql, judged = compile_release(problem, text, dialect, table, suppress_below, accept_risk)
+        plan = release_plan(problem, policy, levels, suppress_below)
+        pending = prepare_release_report(problem, plan, report, False, accept_risk,
+                                         f"SQL for {dialect} (printed by compile)")
+        sql, judged = compile_release(problem, plan, dialect, table, accept_risk=accept_risk)
         click.echo(sql + ";")
         echo_release(judged, err=True)
         finish_release_report(pending, [], err=True)
@@ -66,8 +66,9 @@ def compile_(spec: Path, policy: str, dialect: str, table: str | None, suppress_
 @accept_risk_option
 @report_option
 @handles_errors
-def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, table: str | None, overwrite: bool,
-                 suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
+def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path | None, fmt: str | None,
+                 table: str | None, overwrite: bool, suppress_below: int | None, accept_risk: str | None,
+                 report: Path | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
     Only the columns the spec declares leave, and the rows written are checked against the spec's
@@ -79,15 +80,14 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
     Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
     with open_problem(spec) as problem:
-        text = read_policy(policy)
+        plan = release_plan(problem, policy, levels, suppress_below)
         pending = None
         if report is not None:
             kind = output_format(out, fmt) if out is not None else None
             where = (f"table {table} in the {problem.spec.backend.engine} engine" if out is None else
                      f"table {table or 'deidentified'} in {out}" if kind == "duckdb" else f"{out} ({kind})")
-            pending = prepare_release_report(problem, text, report, overwrite, accept_risk, where, out,
-                                             suppress_below)
-        written = materialize(problem, text, out, fmt, table, overwrite, suppress_below, accept_risk)
+            pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, where, out)
+        written = materialize(problem, plan, out, fmt, table, overwrite, accept_risk=accept_risk)
         where = (f"{written.path}" if written.path else "the database") + (
             f" table {written.table}" if written.table else "")
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
@@ -107,8 +107,8 @@ def materialize_(spec: Path, policy: str, out: Path | None, fmt: str | None, tab
 @accept_risk_option
 @report_option
 @handles_errors
-def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, suppress_below: int | None,
-         accept_risk: str | None, report: Path | None) -> None:
+def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, name: str, replace: bool,
+         suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
 
     The rows the view shows now are checked against the spec's release criteria; a record of the
@@ -120,11 +120,10 @@ def view(spec: Path, policy: str, db: Path | None, name: str, replace: bool, sup
     Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
     """
     with open_problem(spec) as problem:
-        text = read_policy(policy)
-        pending = prepare_release_report(problem, text, report, replace, accept_risk,
-                                         f"view {name} in {db if db is not None else 'the database'}",
-                                         suppress_below=suppress_below)
-        written = create_view(problem, text, db, name, replace, suppress_below, accept_risk)
+        plan = release_plan(problem, policy, levels, suppress_below)
+        pending = prepare_release_report(problem, plan, report, replace, accept_risk,
+                                         f"view {name} in {db if db is not None else 'the database'}")
+        written = create_view(problem, plan, db, name, replace, accept_risk=accept_risk)
         click.echo(f"created view {name} in {db if db is not None else 'the database'}")
         echo_release(written)
         finish_release_report(pending, [], figures=written.figures)

@@ -18,8 +18,8 @@ from .options import (
     echo_json,
     echo_release,
     handles_errors,
+    policy_input,
     policy_option,
-    read_policy,
     spec_argument,
 )
 from .report import batch_report, finish_release_report, report_option, written_files
@@ -62,12 +62,14 @@ def policy_group() -> None:
               help="Label for values of later batches outside the saved domains (default: refuse them).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing policy file.")
 @handles_errors
-def save(spec: Path, policy: str, out: Path, threshold: float | None, fallback: str | None, overwrite: bool) -> None:
+def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshold: float | None,
+         fallback: str | None, overwrite: bool) -> None:
     """Save a policy with its QI domains, schema, spec hash, figures and drift threshold.
 
     Example: deid-sql policy save demo/demo.toml --policy 'age:cuts=18,65|zip:top' --out fallback.json --fallback other
     """
-    saved = save_policy(spec, read_policy(policy), out, threshold, fallback, overwrite)
+    text, levels = policy_input(policy, levels)
+    saved = save_policy(spec, text, out, threshold, fallback, overwrite, levels=levels)
     f = saved.figures
     click.echo(f"saved {out}: {saved.readable}")
     click.echo(f"  {f.records:,} records in {f.groups:,} groups, k = {f.k}, risk {saved.metrics['risk']:.6g}, "

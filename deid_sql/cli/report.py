@@ -21,15 +21,15 @@ from ..errors import OutputError, PolicyError
 from ..output import check_not_input
 from ..problem import Problem
 from ..recoding import Recoding
+from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
-from ..release.suppression import Suppression
 from ..report.release_report import ReportInputError, build_report, load_sidecar, policy_from_file
 from ..report.release_write import check_report_target, report_paths, write_report
 from ..safe_harbor import safe_harbor
+from ..suppression import Suppression
 from .options import handles_errors, open_problem, read_policy, spec_argument
 
 if TYPE_CHECKING:
-    from sqlglot import exp
 
     from ..policyfile.batch import Batch
     from ..release.figures import ReleaseFigures
@@ -52,6 +52,8 @@ def report_option(fn: Any) -> Any:
 @click.option("--policy", "-p", "policy", default=None, metavar="P",
               help="Policy text ('age:cuts=18,65|zip:top', or @FILE), as for 'deid-sql materialize'; "
                    "'safe-harbor' reports HIPAA Safe Harbor.")
+@click.option("--levels", default=None, metavar="L",
+              help="Hierarchy levels instead of --policy, as 'deid-sql anonymize' prints them: 'sex:0|age:3|…'.")
 @click.option("--from-release", "release", type=click.Path(path_type=Path, dir_okay=False), default=None,
               metavar="FILE.release.json", help="Report the release this sidecar records (it must be of SPEC).")
 @click.option("--from-policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -70,8 +72,8 @@ def report_option(fn: Any) -> Any:
               help="The reason a policy failing the spec's release criteria is released anyway (as given to "
                    "materialize); the report's verdict is then 'accepted' and shows the reason.")
 @handles_errors
-def report(spec: Path, policy: str | None, release: Path | None, policy_file: Path | None, out: Path,
-           frontier: Path | None, sample_rows: int, overwrite: bool, accept_risk: str | None) -> None:
+def report(spec: Path, policy: str | None, levels: str | None, release: Path | None, policy_file: Path | None,
+           out: Path, frontier: Path | None, sample_rows: int, overwrite: bool, accept_risk: str | None) -> None:
     """Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.
 
     The page holds the verdict against the spec's release criteria, the data and every column's
@@ -81,57 +83,60 @@ def report(spec: Path, policy: str | None, release: Path | None, policy_file: Pa
 
     Example: deid-sql report demo/demo.toml --policy 'age:cuts=18,30,45,65,90|zip:top' --out report.html
     """
-    given = [name for name, value in (("--policy", policy), ("--from-release", release),
+    given = [name for name, value in (("--policy", policy), ("--levels", levels), ("--from-release", release),
                                       ("--from-policy", policy_file)) if value is not None]
     if len(given) != 1:
         raise PolicyError(("give the policy to report one way, not " + " and ".join(given)) if given else
-                          "say which policy to report: --policy P, --from-release FILE.release.json or "
+                          "say which policy to report: --policy P, --levels L, --from-release FILE.release.json or "
                           "--from-policy policy.json")
     check_report_target(out, overwrite)
     with open_problem(spec) as problem:
         for path in report_paths(out):
             check_not_input(problem.spec, path)
-        sidecar, suppression, query, text = None, None, None, None
+        sidecar = None
         if release is not None:
             sidecar = load_sidecar(release, problem)
-            item, text, suppression, query = release_of_sidecar(problem, sidecar, release)
+            item: ReleasePlan | Recoding | str = release_of_sidecar(problem, sidecar, release)
         elif policy_file is not None:
             item = policy_from_file(policy_file, problem)
+        elif levels is not None:
+            item = plan_of(problem, levels=levels)
         else:
             assert policy is not None
             text = read_policy(policy)
             item = safe_harbor(problem).recoding if text == SAFE_HARBOR else text
         # no release command of our own: a sidecar's is its release's, and a policy is not released yet
         built = build_report(problem, item, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
-                             accept_risk=accept_risk, suppression=suppression, release=query, policy_text=text)
+                             accept_risk=accept_risk)
         if sidecar is not None:
             check_against_release(built, sidecar, release)
         paths = write_report(built, out, overwrite)
     echo_report(built, paths)
 
 
-def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -> tuple[
-        str | Recoding, str | None, Suppression | None, exp.Select | None]:
-    """What a sidecar's release released: the policy (text, or an anonymization's recoding and its
-    text), its suppression, and its release query when it is not the compiler's.  An anonymization
-    is run again from its recorded parameters (the search is deterministic) and must reach the
-    recorded optimum; the figures are compared with the recorded ones afterwards."""
-    text = str(sidecar["policy"]["text"])  # load_sidecar refuses a release without policy text
+def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -> ReleasePlan:
+    """What a sidecar's release released, as a release plan: the policy text or level vector and the
+    suppression it records.  An anonymization is run again from its recorded parameters (the search
+    is deterministic) and must reach the recorded optimum; the figures are compared with the
+    recorded ones afterwards."""
+    policy = sidecar["policy"]  # load_sidecar refuses a release without policy text or levels
+    named = str(policy.get("text") or policy.get(LEVELS))
     recorded = sidecar.get("suppression") if isinstance(sidecar.get("suppression"), dict) else {}
     search = recorded.get("anonymize") if isinstance(recorded.get("anonymize"), dict) else None
     if search is not None:
-        from ..anonymize import release_query, release_suppression, rerun
+        from ..anonymize import release_plan, rerun
 
         run = rerun(problem, search)
         if run.levels is None or list(run.levels) != list(search.get("levels") or []):
             found = "none" if run.levels is None else run.space.text(run.levels)
             raise ReportInputError(f"--from-release {where}: the anonymization run again finds {found}, not the "
-                                   f"released {text}: the data changed since; nothing was written")
-        return run.space.recoding(run.levels), text, release_suppression(run), release_query(problem, run)
-    below = sidecar.get("suppress_below")
-    if isinstance(below, int) and not isinstance(below, bool):
-        return text, None, Suppression.smaller_than(below), None
-    return text, None, None, None
+                                   f"released {named}: the data changed since; nothing was written")
+        return release_plan(problem, run)
+    below = recorded.get("below", sidecar.get("suppress_below"))
+    rule = below if isinstance(below, int) and not isinstance(below, bool) else None
+    if policy.get(LEVELS):
+        return plan_of(problem, levels=str(policy[LEVELS]), suppression=rule)
+    return plan_of(problem, named, suppression=rule)
 
 
 #: figures a release's sidecar records and the report recomputes: (sidecar key, report key)
@@ -177,29 +182,25 @@ class PendingReport:
     overwrite: bool
 
 
-def prepare_release_report(problem: Problem, policy: str | Recoding, out: Path | None, overwrite: bool,
-                           accept_risk: str | None, released: str, release: Path | None = None,
-                           suppress_below: int | None = None, suppression: Suppression | None = None,
-                           query: exp.Select | None = None, policy_text: str | None = None) -> PendingReport | None:
+def prepare_release_report(problem: Problem, policy: ReleasePlan | str | Recoding, out: Path | None,
+                           overwrite: bool, accept_risk: str | None, released: str, release: Path | None = None,
+                           suppression: Suppression | int | None = None) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
-    release file, which the report must not replace (nor its sidecar).  A release that suppresses
-    records gives ``suppress_below`` (the compiler's rule) or ``suppression`` and its ``query``
-    (``anonymize``'s)."""
+    release file, which the report must not replace (nor its sidecar).  ``policy`` is what the
+    release releases (a plan, or a policy text or recoding with ``suppression``)."""
     if out is None:
         return None
-    if suppress_below is not None:
-        suppression = Suppression.smaller_than(suppress_below)
     check_report_target(out, overwrite, "--report")
     _check_report_paths(problem.spec, out, release)
+    plan = plan_of(problem, policy, suppression)
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
-    built = build_report(problem, policy, command=command, accept_risk=accept_risk, suppression=suppression,
-                         release=query, policy_text=policy_text)
+    built = build_report(problem, plan, command=command, accept_risk=accept_risk)
     built["summary"]["released"] = released
     built["method"]["commands"]["release"] = command
-    if suppression is None:
-        text = policy if isinstance(policy, str) else policy.name  # Safe Harbor's recoding is named "safe-harbor"
-        rebuild = ["deid-sql", "report", str(problem.spec.path), "--policy", text]
+    if plan.suppression is None:
+        named = ["--levels", plan.levels] if plan.levels is not None else ["--policy", plan.text or plan.readable]
+        rebuild: list[str] | None = ["deid-sql", "report", str(problem.spec.path), *named]
     elif release is not None and _sidecar_file(release):  # it records the suppression: the report rebuilds this
         rebuild = ["deid-sql", "report", str(problem.spec.path), "--from-release", str(sidecar_path(release))]
     else:  # a view or table with suppression: its release command writes this report again
@@ -240,10 +241,11 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
                               f"policy again on data that covers these values")
         _check_report_paths(batch.spec, out, release)
         pf = batch.policy
-        recoding = replace(pf.recoding(), name=pf.readable)
+        plan = ReleasePlan(replace(pf.recoding(), name=pf.readable), None if pf.levels else pf.policy, pf.readable,
+                           pf.suppression, pf.levels)
         command = INVOCATION.get()
         with Problem.from_spec(batch.frozen_spec()) as problem:
-            built = build_report(problem, recoding, command=command, accept_risk=accept_risk, policy_text=pf.policy)
+            built = build_report(problem, plan, command=command, accept_risk=accept_risk)
         built["summary"]["released"] = released
         built["data"]["batch"] = {"source": batch.describe(), "policy_file": gate.policy.get("file"),
                                   "policy_file_sha256": gate.policy.get("file_sha256"),

@@ -30,8 +30,10 @@ from pathlib import Path
 from ..errors import DeidError, ReleaseRefused
 from ..policy import Policy
 from ..problem import Problem
+from ..recoding import Recoding
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, Verdict
+from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import SUFFIX as SIDECAR
 from ..release.sidecar import to_json
 from .files import (
@@ -73,7 +75,8 @@ class DbtOutput:
     sidecar: str | None = None
 
 
-def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model: str | None = None,
+def write_dbt(problem: Problem, policy: ReleasePlan | Policy | Recoding | str, project: str | Path,
+              model: str | None = None,
               source_name: str = DEFAULT_SOURCE, source_table: str | None = None, source_schema: str | None = None,
               dialect: str | None = None, k: int | None = None, materialized: str = "table",
               profile: str = DEFAULT_PROFILE, overwrite: bool = False, accept_risk: str | None = None) -> DbtOutput:
@@ -97,12 +100,12 @@ def write_dbt(problem: Problem, policy: Policy | str, project: str | Path, model
     check_name(profile, "profile name", "--profile")
     shown = Path(project)
     root = shown.resolve()
-    pol = problem.policy(policy)
-    metrics = problem.evaluate(pol)
-    call = f"deid_sql.dbt.write_dbt(problem, {pol.text()!r}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
+    pol = plan_of(problem, policy)
+    metrics = problem.evaluate(pol.item)
+    call = f"deid_sql.dbt.write_dbt(problem, {pol.repr_call()}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
     gate = ReleaseGate.for_problem(problem, pol, call, accept_risk)
     gate.precheck()
-    figures = gate.measure(problem.backend.execute, problem.query(pol, persistent=True))
+    figures = gate.measure(problem.backend.execute, problem.query(pol.item, pol.suppression, persistent=True))
     if k is not None and figures.k < k:
         raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
                              + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")

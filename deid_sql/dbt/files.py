@@ -12,11 +12,13 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from ..compile import DIALECTS, to_sql
+from ..compile import DIALECTS, SUPPRESSED, to_sql
 from ..errors import DeidError, DialectError
 from ..evaluate import Metrics
-from ..policy import Policy
 from ..problem import Problem
+from ..recoding import Recoding
+from ..release.figures import FLAG
+from ..release.plan import ReleasePlan
 from ..spec import QISpec
 from .text import header, jinja_str, jinja_text, splice_source, yaml_dump
 
@@ -50,14 +52,17 @@ from model_rows cross join compare_rows
 where model_rows.n <> compare_rows.n
 {% endtest %}
 
-{% test deid_sql_min_group_size(model, columns=none, k=none, arguments=none) %}
-{#- The groups of equal values in `columns` with fewer than k rows. -#}
+{% test deid_sql_min_group_size(model, columns=none, k=none, suppressed=none, arguments=none) %}
+{#- The groups of equal values in `columns` with fewer than k rows (rows flagged `suppressed` are no group). -#}
 {%- set columns = columns or (arguments or {}).get('columns') -%}
 {%- set k = k or (arguments or {}).get('k') -%}
+{%- set suppressed = suppressed or (arguments or {}).get('suppressed') -%}
 {%- set quoted = [] -%}
 {%- for c in columns %}{% do quoted.append(adapter.quote(c | string)) %}{% endfor -%}
 select {{ quoted | join(', ') }}, count(*) as n_records
 from {{ model }}
+{% if suppressed %}where not {{ adapter.quote(suppressed | string) }}
+{% endif -%}
 group by {{ quoted | join(', ') }}
 having count(*) < {{ k | int }}
 {% endtest %}
@@ -112,8 +117,8 @@ def source_of(problem: Problem, name: str, table: str | None, schema: str | None
 
 # -- the model -------------------------------------------------------------------------------
 
-def model_sql(problem: Problem, policy: Policy, source: Source, dialect: str, materialized: str) -> str:
-    sql = problem.compile(policy, dialect=dialect, table=SENTINEL)
+def model_sql(problem: Problem, plan: ReleasePlan, source: Source, dialect: str, materialized: str) -> str:
+    sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=SENTINEL)
     call = f"{{{{ source({jinja_str(source.name)}, {jinja_str(source.table)}) }}}}"
     body = splice_source(sql, to_sql(exp.Table(this=exp.to_identifier(SENTINEL, quoted=True)), dialect), call)
     return (f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n\n"
@@ -129,12 +134,13 @@ def label_tests(model: str, qis: Sequence[QISpec]) -> list[str]:
     return names
 
 
-def labels_sql(problem: Problem, policy: Policy, model: str, dialect: str) -> str:
-    recoding = policy.recoding()
+def labels_sql(problem: Problem, plan: ReleasePlan, model: str, dialect: str) -> str:
+    recoding = plan.recoding
     parts = [f"{{# {header()} #}}",
              "{# Per QI a test that every value is one the policy can give it (the labels as SQL literals). #}"]
     for i, name in enumerate(label_tests(model, problem.spec.qis)):
-        literals = [to_sql(exp.Literal.string(label), dialect) for label in recoding.qis[i].labels]
+        labels = list(recoding.qis[i].labels) + ([SUPPRESSED] if plan.suppression is not None else [])
+        literals = [to_sql(exp.Literal.string(label), dialect) for label in dict.fromkeys(labels)]
         lines, line = [], ""
         for lit in literals:
             if line and len(line) + len(lit) > 100:
@@ -150,19 +156,21 @@ def labels_sql(problem: Problem, policy: Policy, model: str, dialect: str) -> st
 
 # -- yml -------------------------------------------------------------------------------------
 
-def model_yml(problem: Problem, policy: Policy, metrics: Metrics, source: Source, model: str, root: Path,
+def model_yml(problem: Problem, plan: ReleasePlan, metrics: Metrics, source: Source, model: str, root: Path,
               k: int | None) -> str:
     spec = problem.spec.path.resolve()
     try:
         spec_text = os.path.relpath(spec, root.resolve())
     except ValueError:  # another drive
         spec_text = str(spec)
-    groups = policy.generalized_groups()
+    groups = generalized_groups(problem, plan.recoding)
     tests: list[Any] = [{"deid_sql_same_row_count": {"arguments": {
         "compare_model": f"source({jinja_str(source.name)}, {jinja_str(source.table)})"}}}]
     if k is not None:
-        tests.append({"deid_sql_min_group_size": {"arguments": {
-            "columns": [q.column for q in problem.spec.qis], "k": k}}})
+        arguments: dict[str, Any] = {"columns": [q.column for q in problem.spec.qis], "k": k}
+        if plan.suppression is not None:
+            arguments["suppressed"] = FLAG
+        tests.append({"deid_sql_min_group_size": {"arguments": arguments}})
     columns = []
     tests_of = label_tests(model, problem.spec.qis)
     for i, qi in enumerate(problem.spec.qis):
@@ -175,10 +183,12 @@ def model_yml(problem: Problem, policy: Policy, metrics: Metrics, source: Source
         })
     doc = {"version": 2, "models": [{
         "name": model,
-        "description": f"{source.identifier} de-identified by deid-sql: {policy.readable()}",
+        "description": f"{source.identifier} de-identified by deid-sql: {plan.readable}",
         "config": {"meta": {
-            "deid_policy": policy.text(),
-            "deid_rules": policy.readable(),
+            "deid_policy": plan.text or plan.levels or plan.readable,
+            **({"deid_levels": plan.levels} if plan.levels is not None else {}),
+            **({"deid_suppression": plan.suppression.rule} if plan.suppression is not None else {}),
+            "deid_rules": plan.readable,
             "deid_risk": metrics.risk,
             "deid_loss": metrics.loss,
             "deid_kl": metrics.kl,
@@ -211,3 +221,23 @@ def project_yml(root: Path, profile: str) -> str:
            # the tests' `arguments:` blocks without a deprecation warning on dbt 1.10.5-1.10.9
            "flags": {"send_anonymous_usage_stats": False, "require_generic_test_arguments_property": True}}
     return f"# {header().split(';')[0]}; edit freely, it is never replaced\n" + yaml_dump(doc)
+
+
+def generalized_groups(problem: Problem, recoding: Recoding) -> dict[str, list[str]]:
+    """Per QI, the labels of the groups wider than one value, with their values when the label does
+    not say them (a hierarchy's own labels, values that are not adjacent)."""
+    out: dict[str, list[str]] = {}
+    for name, domain, qrec in zip(problem.spec.qi_names, problem.domains, recoding.qis):
+        shown = []
+        for g, label in enumerate(qrec.labels):
+            members = qrec.members(g)
+            if members.size < 2:
+                continue
+            if qrec.contiguous and label == domain.interval_label(int(members[0]), int(members[-1])):
+                shown.append(domain.readable_group(int(members[0]), int(members[-1])))
+            else:
+                values = ", ".join(domain.text(int(p)) for p in members[:5]) + (", …" if members.size > 5 else "")
+                shown.append(f"{label} ({values})")
+        if shown:
+            out[name] = shown
+    return out

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import DeidError, PolicyError, SpecError
+from ..levels import check_levels, levels_text, parse_levels, qi_levels
 from ..recoding import QIRecoding, Recoding
 
 if TYPE_CHECKING:
@@ -76,13 +77,7 @@ class TransformationSpace:
         hierarchies = problem.lattice.hierarchies
         self.levels: list[list[QIRecoding]] = []
         for name, domain in zip(self.names, self.domains):
-            h = hierarchies.get(name)
-            if h is None:
-                kept = QIRecoding.from_groups(domain, np.arange(domain.size))
-                top = QIRecoding.from_groups(domain, np.zeros(domain.size, dtype=np.int64), ["*"])
-                self.levels.append([kept, top])
-            else:
-                self.levels.append([h.recoding(domain, level) for level in range(h.height)])
+            self.levels.append(qi_levels(domain, hierarchies.get(name)))
         self.heights: tuple[int, ...] = tuple(len(lv) for lv in self.levels)
         self.group_of = [[r.group_of for r in lv] for lv in self.levels]
         self.n_groups = [[r.n_groups for r in lv] for lv in self.levels]
@@ -124,14 +119,7 @@ class TransformationSpace:
         """``x`` as a tuple of levels (a text is parsed); PolicyError when out of range."""
         if isinstance(x, str):
             return self.parse(x)
-        t = tuple(int(v) for v in x)
-        if len(t) != len(self.heights):
-            raise PolicyError(f"a transformation needs {len(self.heights)} levels ({', '.join(self.names)}), "
-                              f"got {len(t)}")
-        for name, v, h in zip(self.names, t, self.heights):
-            if not 0 <= v < h:
-                raise PolicyError(f"level {v} of QI {name!r} does not exist; its levels are 0..{h - 1}")
-        return t
+        return check_levels(x, self.names, self.heights)
 
     @staticmethod
     def rank(x: Sequence[int]) -> int:
@@ -171,29 +159,11 @@ class TransformationSpace:
     # -- text and recodings --------------------------------------------------------------
     def text(self, x: Sequence[int]) -> str:
         """``"sex:0|age:2|…"``."""
-        return "|".join(f"{n}:{int(v)}" for n, v in zip(self.names, x))
+        return levels_text(x, self.names)
 
     def parse(self, text: str) -> Transformation:
         """Inverse of ``text``; QIs left out stay at level 0; ``top`` and ``bottom`` work."""
-        text = text.strip()
-        if text in ("top", "bottom"):
-            return self.top if text == "top" else self.bottom
-        levels = list(self.bottom)
-        seen: set[str] = set()
-        for segment in filter(None, (s.strip() for s in text.split("|"))):
-            name, sep, body = segment.partition(":")
-            name = name.strip()
-            if not sep or name not in self._index:
-                raise PolicyError(f"transformation segment {segment!r} is not QI:LEVEL with a QI of "
-                                  f"{', '.join(self.names)} (e.g. {self.names[0]}:1)")
-            if name in seen:
-                raise PolicyError(f"transformation names QI {name!r} twice; give each QI once")
-            seen.add(name)
-            try:
-                levels[self._index[name]] = int(body)
-            except ValueError:
-                raise PolicyError(f"level {body.strip()!r} of QI {name!r} is not a whole number") from None
-        return self.check(levels)
+        return parse_levels(text, self.names, self.heights)
 
     def recoding(self, x: Sequence[int]) -> Recoding:
         """The ``Recoding`` of x (the core compiler and evaluators take it)."""

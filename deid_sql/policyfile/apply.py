@@ -16,7 +16,7 @@ from ..backends import engine_class
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..output import FORMATS, Written, view_source, write_query
-from ..release.figures import Census
+from ..release.figures import FLAG, Census
 from ..release.gate import ReleaseGate, describe_table, override_reason
 from ..release.sidecar import file_sha256, recoding_sha256, sidecar_table
 from ..spec import TableRef
@@ -124,12 +124,16 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
     source = describe_table(spec, ref, batch.records, {n: batch.columns[n] for n in names})
     population = "sample" if spec.population is None else describe_table(spec, spec.population,
                                                                           int(new.population_total), None)
-    policy = {"text": pf.policy, "readable": pf.readable, "sha256": recoding_sha256(recoding, spec.qi_names),
+    policy = {"text": None if pf.levels else pf.policy, "readable": pf.readable,
+              **({"levels": pf.levels} if pf.levels else {}), "sha256": recoding_sha256(recoding, spec.qi_names),
               "file": str(pf.path) if pf.path else None,
               "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None}
+    columns = spec.columns.released(names, qi_columns, f"batch {batch.describe()}")
+    if pf.suppression is not None:
+        columns.append((FLAG, "flag"))
     return ReleaseGate(
-        spec=spec, recoding=recoding, policy=policy, qi_columns=qi_columns,
-        columns=spec.columns.released(names, qi_columns, f"batch {batch.describe()}"), census=census,
+        spec=spec, recoding=recoding, policy=policy, qi_columns=qi_columns, columns=columns, census=census,
+        suppression=pf.suppression,
         record_risk=risk_model(spec, new.population_total),
         original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0, source=source, population=population,
         call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),

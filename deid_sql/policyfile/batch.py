@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from .. import progress
 from ..backends import Backend, connect, engine_class
-from ..compile import col, generalize
+from ..compile import col, generalize, suppress
 from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
 from ..guards import IN_LIST, in_domain
@@ -297,6 +297,8 @@ class Batch:
         columns = {c.name: self.columns[c.name] for c in self.policy.columns}
         query = generalize(recoding or self.policy.recoding(), self.spec.qis, self.domains,
                            source if source is not None else self.relation.copy(), columns)
+        # the saved suppressed groups (an anonymization's) go with the saved recoding, after the guards
+        suppression = self.policy.suppression if recoding is None else None
         guards = {q.column: i for i, q in enumerate(self.spec.qis)}
         projections = []
         for p in query.expressions:
@@ -309,7 +311,8 @@ class Batch:
                                  f"{q.name!r} saved in the policy file; run deid-sql check", col(q.column)))
                 p = exp.alias_(exp.Case().when(self.ok(i, persistent), p.this).else_(otherwise), p.args["alias"])
             projections.append(p)
-        query = query.select(*projections, append=False)
+        query = suppress(query.select(*projections, append=False), [q.column for q in self.spec.qis], list(columns),
+                         suppression)
         if not roles:
             return query
         return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,

@@ -31,6 +31,7 @@ from ..errors import BackendError, DataError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk, risk_model
 from ..loading import read_problem
 from ..recoding import Recoding
+from ..release.figures import FLAG
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
@@ -53,10 +54,17 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     labels are kept only with ``keep_groups`` (the original data's groups are many)."""
     rec = recoding or batch.policy.recoding()
     labels = [f"l{i}" for i in range(len(batch.domains))]
-    release = batch.release_query(recoding=rec, roles=False).subquery("deid_release")
+    # the saved policy's own release, with its suppressed groups (an anonymization's), when measuring it
+    suppressing = recoding is None and batch.policy.suppression is not None
+    release = batch.release_query(recoding=recoding, roles=False).subquery("deid_release")
     sample = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(batch.spec.qis)],
                          exp.alias_(exp.func("count", exp.Star()), "m"))
               .from_(release).group_by(*[exp.column(c) for c in labels]))
+    suppressed = 0
+    if suppressing:  # suppressed rows are no group of labels: counted apart, as the release gate counts them
+        sample = sample.where(exp.Not(this=col(FLAG)))
+        count = exp.select(exp.alias_(exp.func("count", exp.Star()), "s")).from_(release.copy()).where(col(FLAG))
+        suppressed = int(_execute(batch, count).column("s")[0].as_py() or 0)
     census, total = _census(batch, rec, labels)
     if census is None:
         query = exp.select(*[exp.column(c, "s") for c in labels], exp.column("m", "s"),
@@ -68,7 +76,7 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     # a fixed order of the groups fixes the order of every sum: the same data gives the same figures
     table = _execute(batch, query).sort_by([(c, "ascending") for c in labels])
     m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
-    records = int(m.sum())
+    records = int(m.sum()) + suppressed
     if census is None:
         population = None
         g = m.astype(np.float64)
@@ -76,12 +84,22 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     else:
         population = np.nan_to_num(np.asarray(table.column("n").to_numpy(zero_copy_only=False), dtype=np.float64))
         g = np.maximum(population, m)
-    risk = np.asarray(risk_model(batch.spec, total)(g), dtype=np.float64)
+    model = risk_model(batch.spec, total)
+    risk = np.asarray(model(g), dtype=np.float64)
     risk_sum = float((m * risk).sum())
+    expected = float((m / g).sum())
+    highest = float(risk.max()) if risk.size else 0.0
+    if suppressed:  # the attacker learns none of their QIs: one group of everyone (``release.figures``)
+        g_s = max(total, float(suppressed))
+        r_s = float(np.asarray(model(np.asarray([g_s])), dtype=np.float64)[0])
+        risk_sum += suppressed * r_s
+        expected += suppressed / g_s
+        highest = max(highest, r_s)
     figures = Figures(
-        records=records, groups=int(m.size), k=int(m.min()), sample_unique_records=int((m == 1).sum()),
-        risk_sum=risk_sum, mean_record_risk=risk_sum / records, expected_reidentifications=float((m / g).sum()),
-        max_record_risk=float(risk.max()),
+        records=records, groups=int(m.size), k=int(m.min()) if m.size else 0,
+        sample_unique_records=int((m == 1).sum()),
+        risk_sum=risk_sum, mean_record_risk=risk_sum / records, expected_reidentifications=expected,
+        max_record_risk=highest,
         corrected_groups=int((population < m).sum()) if population is not None else 0,
         population_total=float(total), risk=0.0)
     names = tuple(q.name for q in batch.policy.qis)

@@ -27,8 +27,9 @@ from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomai
 from ..errors import DeidError, PolicyError
 from ..lattice import Lattice
 from ..policy import Policy
-from ..recoding import Recoding
+from ..recoding import QIRecoding, Recoding
 from ..spec import Spec
+from ..suppression import Suppression
 from .groups import Groups
 from .tolerance import RULES, Tolerance
 
@@ -103,6 +104,14 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class SavedGroup:
+    """One group of a recoding saved group by group: its label and its values' domain positions."""
+
+    label: str
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SavedQI:
     """One QI as saved: its declaration, its full domain and the policy's intervals on it."""
 
@@ -112,6 +121,7 @@ class SavedQI:
     nulls: str
     domain: Domain
     intervals: tuple[Interval, ...]  # only the groups wider than one value; other values are kept
+    groups: tuple[SavedGroup, ...] | None = None  # every group, for a recoding that is not lattice-shaped
 
     def declaration(self) -> dict[str, Any]:
         """The part of the spec hash this QI contributes."""
@@ -128,18 +138,43 @@ class SavedQI:
     @classmethod
     def from_policy(cls, name: str, column: str, kind: str, nulls: str, domain: Domain, policy: Policy,
                     index: int) -> SavedQI:
-        rec = policy.qi_recoding(index)
-        first, last = rec.bounds()
-        labels = rec.labels
-        intervals = tuple(Interval(int(a), int(b), labels[g]) for g, (a, b) in enumerate(zip(first, last)) if b > a)
-        return cls(name, column, kind, nulls, domain, intervals)
+        return cls.from_recoding(name, column, kind, nulls, domain, policy.qi_recoding(index))
+
+    @classmethod
+    def from_recoding(cls, name: str, column: str, kind: str, nulls: str, domain: Domain,
+                      rec: QIRecoding) -> SavedQI:
+        """Intervals when the recoding is a lattice policy's (adjacent values, the domain's interval
+        labels); otherwise every group with its label and values (a hierarchy level's own labels,
+        values that are not adjacent)."""
+        first, last = rec.bounds() if rec.contiguous else (None, None)
+        labels = list(rec.labels)
+        if first is not None and all(labels[g] == domain.interval_label(int(a), int(b))
+                                     for g, (a, b) in enumerate(zip(first, last))):
+            intervals = tuple(Interval(int(a), int(b), labels[g]) for g, (a, b) in enumerate(zip(first, last))
+                              if b > a)
+            return cls(name, column, kind, nulls, domain, intervals)
+        groups = tuple(SavedGroup(labels[g], tuple(int(p) for p in rec.members(g))) for g in range(rec.n_groups))
+        return cls(name, column, kind, nulls, domain, (), groups)
+
+    def recoding(self) -> QIRecoding:
+        """The saved recoding of this QI, from the saved domain and intervals or groups only."""
+        if self.groups is None:
+            gid = np.concatenate(([0], np.cumsum(self.bits(), dtype=np.int64)))
+            return QIRecoding(gid, None, self.domain)
+        gid = np.empty(self.domain.size, dtype=np.int64)
+        for g, group in enumerate(self.groups):
+            gid[list(group.positions)] = g
+        return QIRecoding.from_groups(self.domain, gid, [group.label for group in self.groups])
 
     def to_json(self) -> dict[str, Any]:
         d = self.domain
-        return {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
-                "domain": domain_to_json(d),
-                "intervals": [{"label": iv.label, "first": value_to_json(d, iv.first),
-                               "last": value_to_json(d, iv.last)} for iv in self.intervals]}
+        out = {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
+               "domain": domain_to_json(d)}
+        if self.groups is not None:
+            return out | {"groups": [{"label": g.label, "values": [value_to_json(d, p) for p in g.positions]}
+                                     for g in self.groups]}
+        return out | {"intervals": [{"label": iv.label, "first": value_to_json(d, iv.first),
+                                     "last": value_to_json(d, iv.last)} for iv in self.intervals]}
 
 
 @dataclass(frozen=True)
@@ -200,6 +235,8 @@ class PolicyFile:
     groups: Groups
     tolerance: Tolerance = Tolerance()  # the drift rule; "exact" for --threshold and for files saved before it
     source_table: bool = False  # ``source`` names a table of the spec's engine, not a file
+    levels: str | None = None  # the level vector's text, when the policy is one (``--levels``, anonymize)
+    suppression: Suppression | None = None  # groups suppressed by label (an anonymization's)
     saved_at: str = ""
     saved_with: str = ""
     path: Path | None = None
@@ -216,8 +253,10 @@ class PolicyFile:
         return Lattice(self.names, self.domains)
 
     def recoding(self) -> Recoding:
-        """The saved policy as a recoding, built from the saved domains and intervals only."""
-        return self.lattice().policy(np.concatenate([q.bits() for q in self.qis])).recoding()
+        """The saved policy as a recoding, built from the saved domains and intervals or groups only."""
+        if all(q.groups is None for q in self.qis):
+            return self.lattice().policy(np.concatenate([q.bits() for q in self.qis])).recoding()
+        return Recoding(tuple(q.recoding() for q in self.qis), name=self.policy)
 
     def bottom(self) -> Recoding:
         return self.lattice().bottom().recoding()
@@ -239,6 +278,10 @@ class PolicyFile:
         data = {
             "format": FORMAT, "version": VERSION, "saved_with": self.saved_with, "saved_at": self.saved_at,
             "policy": self.policy, "readable": self.readable,
+            **({"levels": self.levels} if self.levels is not None else {}),
+            **({"suppression": {"rule": self.suppression.rule, "groups": [list(g) for g in
+                                                                          self.suppression.ordered_groups]}}
+               if self.suppression is not None else {}),
             "spec": {"path": relative(self.spec, folder), "sha256": self.spec_sha256},
             "source": {**({"table": self.source} if self.source_table else {"path": self.source}),
                        "records": self.figures.records,
@@ -362,14 +405,18 @@ class _Reader:
         if missing:
             raise self.fail("source.columns", f"lacks the QI column {missing[0]!r}")
         text = self.get(data, "policy", str, "")
-        lattice = Lattice(names, [q.domain for q in qis])
-        try:
+        levels = self.get(data, "levels", str, "", optional=True)
+        suppression = self.suppression(data.get("suppression"), len(qis))
+        if all(q.groups is None for q in qis):  # a lattice policy: its text and its intervals must agree
+            lattice = Lattice(names, [q.domain for q in qis])
+            try:
+                text = lattice.parse(text).text()
+            except PolicyError as e:
+                raise self.fail("policy", f"does not fit the saved domains ({e})") from None
             parsed = lattice.parse(text)
-        except PolicyError as e:
-            raise self.fail("policy", f"does not fit the saved domains ({e})") from None
-        for i, q in enumerate(qis):
-            if not np.array_equal(parsed.qi_bits(i).astype(np.uint8), q.bits()):
-                raise self.fail(f"qis[{i}].intervals", f"of QI {q.name!r} disagree with the policy text")
+            for i, q in enumerate(qis):
+                if not np.array_equal(parsed.qi_bits(i).astype(np.uint8), q.bits()):
+                    raise self.fail(f"qis[{i}].intervals", f"of QI {q.name!r} disagree with the policy text")
         digest = self.get(spec, "sha256", str, "spec")
         own = spec_sha256([q.declaration() for q in qis], [(c.name, c.kind) for c in columns])
         if own != digest:
@@ -399,7 +446,8 @@ class _Reader:
             raise self.fail("drift.threshold", "must be the saved figure (release.figures.mean_record_risk) with "
                                                f"rule {tolerance.rule!r}")
         return PolicyFile(
-            policy=parsed.text(), readable=self.get(data, "readable", str, ""), spec=spec_path.resolve(),
+            policy=text, readable=self.get(data, "readable", str, ""), spec=spec_path.resolve(),
+            levels=levels, suppression=suppression,
             spec_sha256=digest, source=source_name, columns=columns, qis=qis,
             fallback=fallback, risk_model=self.get(data, "risk_model", dict, ""),
             metrics=self.get(data, "metrics", dict, ""), threshold=threshold, threshold_from=threshold_from,
@@ -432,6 +480,9 @@ class _Reader:
         kind = self.get(raw, "kind", str, where)
         nulls = self.get(raw, "nulls", str, where)
         domain = self.domain(kind, self.get(raw, "domain", dict, where), f"{where}.domain")
+        if "groups" in raw and isinstance(raw, dict):
+            return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, (),
+                           self.saved_groups(self.get(raw, "groups", list, where), domain, f"{where}.groups"))
         intervals = []
         previous = -1
         for j, iv in enumerate(self.get(raw, "intervals", list, where)):
@@ -447,6 +498,35 @@ class _Reader:
             intervals.append(Interval(first, last, label))
             previous = last
         return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, tuple(intervals))
+
+    def saved_groups(self, raw: list[Any], domain: Domain, where: str) -> tuple[SavedGroup, ...]:
+        """Every group of a QI with its label and values: each domain value in exactly one group,
+        each label once."""
+        groups, seen, labels = [], set(), set()
+        for j, group in enumerate(raw):
+            at = f"{where}[{j}]"
+            label = self.get(group, "label", str, at)
+            if label in labels:
+                raise self.fail(f"{at}.label", f"{label!r} labels two groups")
+            labels.add(label)
+            positions = tuple(self.position(domain, v, f"{at}.values") for v in self.get(group, "values", list, at))
+            if not positions or seen & set(positions):
+                raise self.fail(f"{at}.values", "must be values of the domain that no other group has")
+            seen |= set(positions)
+            groups.append(SavedGroup(label, positions))
+        if len(seen) != domain.size:
+            raise self.fail(where, f"cover {len(seen)} of the domain's {domain.size} values; every value needs a group")
+        return tuple(groups)
+
+    def suppression(self, raw: Any, n_qis: int) -> Suppression | None:
+        """The suppressed groups (label tuples, one label per QI) and their rule, or None."""
+        if raw is None:
+            return None
+        rule = self.get(raw, "rule", str, "suppression")
+        groups = self.get(raw, "groups", list, "suppression")
+        if not all(isinstance(g, list) and len(g) == n_qis and all(isinstance(v, str) for v in g) for g in groups):
+            raise self.fail("suppression.groups", f"must be lists of {n_qis} labels (one per QI)")
+        return Suppression.of_groups([tuple(g) for g in groups], rule)
 
     def domain(self, kind: str, raw: dict[str, Any], where: str) -> Domain:
         try:

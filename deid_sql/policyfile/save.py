@@ -13,8 +13,9 @@ from .. import __version__
 from ..atomic import write_text
 from ..errors import OutputError, PolicyError
 from ..output import check_not_input
-from ..policy import Policy
 from ..problem import Problem
+from ..recoding import Recoding
+from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from .batch import declarations, open_batch, spec_for_batch
 from .drift import measure_with_risk
@@ -22,9 +23,10 @@ from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relat
 from .tolerance import DEFAULT, Tolerance
 
 
-def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold: float | None = None,
-                fallback: str | None = None, overwrite: bool = False) -> PolicyFile:
-    """Evaluate ``policy`` on the spec's data and write the policy file ``out`` (JSON, atomic).
+def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, threshold: float | None = None,
+                fallback: str | None = None, overwrite: bool = False, levels: str | None = None) -> PolicyFile:
+    """Evaluate ``policy`` (a policy text; or the level vector ``levels`` on the spec's hierarchies)
+    on the spec's data and write the policy file ``out`` (JSON, atomic).
 
     ``threshold`` is an exact drift limit on ``mean_record_risk``; by default the limit is the
     saved figure plus the tolerance of a permutation test against the saved groups
@@ -34,24 +36,40 @@ def save_policy(spec: str | Path | Spec, policy: str, out: str | Path, threshold
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
     target = Path(out)
     _check_target(parsed, target, overwrite)
+    with Problem.from_spec(parsed) as problem:
+        return save_policy_file(problem, plan_of(problem, policy, levels=levels), target, threshold, fallback,
+                                overwrite)
+
+
+def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, threshold: float | None = None,
+                     fallback: str | None = None, overwrite: bool = False) -> PolicyFile:
+    """Freeze ``plan`` (any recoding, with its suppressed groups) of a loaded problem in the policy
+    file ``out``: what ``save_policy`` writes, for a caller that has the problem open already
+    (``anonymize --save-policy``)."""
+    parsed = problem.spec
+    target = Path(out)
+    _check_target(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
         raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
     if fallback is not None and not fallback.strip():
         raise PolicyError("--fallback must be a non-empty label, e.g. 'other'")
+    if plan.suppression is not None and plan.suppression.below is not None:
+        raise PolicyError("a policy file keeps suppressed groups by their labels (anonymize --save-policy); "
+                          "suppression of small groups (--suppress-below) is not saved")
     spec_for_batch(parsed.path, parsed.source)  # refuses what a batch could not be read with, before loading
-    with Problem.from_spec(parsed) as problem:
-        chosen = problem.policy(policy)
-        if fallback is not None:
-            _check_fallback(fallback, problem, chosen)
-        metrics = problem.evaluate(chosen).to_dict()
-        qis = tuple(SavedQI.from_policy(q.name, q.column, q.kind, q.nulls, d, chosen, i)
-                    for i, (q, d) in enumerate(zip(parsed.qis, problem.domains)))
-        columns = tuple(Column(name, str(t)) for name, t in problem.columns.items())
+    recoding = plan.recoding
+    if fallback is not None:
+        _check_fallback(fallback, problem, recoding)
+    metrics = problem.evaluate(plan.item).to_dict()
+    qis = tuple(SavedQI.from_recoding(q.name, q.column, q.kind, q.nulls, d, recoding.qis[i])
+                for i, (q, d) in enumerate(zip(parsed.qis, problem.domains)))
+    columns = tuple(Column(name, str(t)) for name, t in problem.columns.items())
     metrics["mean_record_risk"] = metrics["risk_sum"] / metrics["records"]
     names = tuple(q.name for q in qis)
     on_table = parsed.source.format == "table"
     draft = PolicyFile(
-        policy=chosen.text(), readable=chosen.readable(), spec=parsed.path.resolve(), spec_sha256="",
+        policy=plan.text or plan.levels or plan.readable, readable=plan.readable, spec=parsed.path.resolve(),
+        spec_sha256="", levels=plan.levels, suppression=plan.suppression,
         source=str(parsed.source.table) if on_table else relative(Path(str(parsed.source.path)), target.parent),
         source_table=on_table,
         columns=columns, qis=qis, fallback=fallback, risk_model=risk_model_of(parsed), metrics=metrics,
@@ -78,10 +96,9 @@ def _hash(draft: PolicyFile, spec: Spec) -> str:
     return spec_sha256(declarations(spec, draft), [(c.name, c.kind) for c in draft.columns])
 
 
-def _check_fallback(fallback: str, problem: Problem, policy: Policy) -> None:
+def _check_fallback(fallback: str, problem: Problem, recoding: Recoding) -> None:
     """Out-of-domain records labelled like a real group would pose as its members (and be
     counted with them): the fallback must differ from every label the policy produces."""
-    recoding = problem.recoding(policy)
     for q, rec in zip(problem.spec.qis, recoding.qis):
         if fallback in rec.labels:
             raise PolicyError(f"--fallback {fallback!r} is also a label of QI {q.name} under this policy, so records "

@@ -23,8 +23,10 @@ from .. import __version__
 from ..errors import PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
+from ..suppression import Suppression
 from .criteria import ReleaseCriteria
 from .figures import FLAG, Census, ReleaseFigures, measure
+from .plan import ReleasePlan, plan_of
 from .sidecar import (
     FORMAT,
     INVOCATION,
@@ -112,20 +114,18 @@ class ReleaseGate:
     call: str  # the API call that reproduces the release (the CLI line replaces it when set)
     reference_risk: float | None = None  # Safe Harbor's risk, when [release] asks for it
     accept_risk: str | None = None
-    suppress_below: int | None = None
+    suppression: Suppression | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. drift check of a batch
 
     @classmethod
-    def for_problem(cls, problem: Problem, item: Policy | Recoding | str, call: str,
-                    accept_risk: str | None = None, suppress_below: int | None = None,
-                    policy_text: str | None = None, flag: bool = False) -> ReleaseGate:
-        """The gate of releasing ``item`` (a policy, its text, or a recoding) from ``problem``."""
+    def for_problem(cls, problem: Problem, item: ReleasePlan | Policy | Recoding | str, call: str,
+                    accept_risk: str | None = None, suppression: Suppression | int | None = None) -> ReleaseGate:
+        """The gate of releasing ``item`` (a release plan, a policy, its text, or a recoding) from
+        ``problem``, with ``suppression`` (k: groups of fewer than k records, or a ``Suppression``;
+        a plan carries its own)."""
         spec = problem.spec
-        if isinstance(item, Recoding):
-            recoding, text, readable = problem.recoding(item), policy_text, item.name or "recoding"
-        else:
-            policy = problem.policy(item)
-            recoding, text, readable = policy.recoding(), policy_text or policy.text(), policy.readable()
+        plan = plan_of(problem, item, suppression)
+        suppression, recoding = plan.suppression, plan.recoding
         reference = None
         if spec.release.no_riskier_than == "safe-harbor":
             from ..safe_harbor import safe_harbor
@@ -134,17 +134,16 @@ class ReleaseGate:
         original = problem.evaluate(problem.lattice.bottom()).risk_sum
         return cls(
             spec=spec, recoding=recoding,
-            policy={"text": text, "readable": readable,
-                    "sha256": recoding_sha256(recoding, spec.qi_names)},
+            policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)},
             qi_columns=[q.column for q in spec.qis],
-            columns=released_columns(problem, suppress_below is not None or flag),
+            columns=released_columns(problem, suppression is not None),
             census=Census.from_cells(recoding, problem.population, problem.sample.total),
             record_risk=problem.record_risk, original_risk_sum=original,
             source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
             population=("sample" if spec.population is None else
                         describe_table(spec, spec.population, problem.population_total, None)),
             call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
-            suppress_below=suppress_below)
+            suppression=suppression)
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -164,7 +163,7 @@ class ReleaseGate:
         keeps = all(q.n_groups == q.group_of.size for q in self.recoding.qis)
         if figures is not None:
             return keeps and figures.suppressed == 0
-        return keeps and self.suppress_below is None and not any(r == "flag" for _, r in self.columns)
+        return keeps and self.suppression is None and not any(r == "flag" for _, r in self.columns)
 
     def precheck(self) -> None:
         """Refuse before writing what can be refused without the rows: the original data."""
@@ -217,7 +216,8 @@ class ReleaseGate:
             "columns": [{"name": n, "role": r} for n, r in self.columns],
             "risk_model": {"risk": self.spec.risk, "gamma": self.spec.gamma,
                            "population": "sample" if self.spec.population is None else "table"},
-            "suppress_below": self.suppress_below,
+            "suppress_below": self.suppression.below if self.suppression is not None else None,
+            "suppression": self.suppression.to_dict() if self.suppression is not None else None,
             "figures": figures.to_dict(),
             "gate": {"criteria": self.spec.release.to_dict(), "reference_risk": self.reference_risk,
                      **verdict.to_dict()},

@@ -18,6 +18,7 @@ import json
 import shlex
 import socket
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,14 +29,14 @@ from ..evaluate.metrics import Metrics
 from ..recoding import Recoding
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, Verdict
+from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
-from ..release.suppression import Suppression
+from ..suppression import Suppression
 from . import report_figures as rf
 from .frontier_report import CHECKPOINT, problem_identity
 
 if TYPE_CHECKING:
-    from sqlglot import exp
 
     from ..policy import Policy
     from ..problem import Problem
@@ -90,15 +91,16 @@ def load_sidecar(path: Path, problem: Problem) -> dict[str, Any]:
         raise ReportInputError(f"release sidecar {path} was written for another spec ({spec.get('path')}, sha256 "
                                f"{saved}…) than {problem.spec.path} (sha256 {own[:12]}…); report it with the "
                                f"spec it was released from")
-    if not isinstance(policy.get("text"), str) or not policy["text"]:
+    if not any(isinstance(policy.get(key), str) and policy[key] for key in ("text", "levels")):
         raise ReportInputError(f"release sidecar {path} records no policy text (a recoding, e.g. Safe Harbor); "
                                f"report it with --policy")
     return data
 
 
-def policy_from_file(path: Path, problem: Problem) -> str:
-    """The policy text of a policy file (``deid-sql policy save``); refuses a file whose spec hash
-    does not match this problem's QI declarations and source columns (one line)."""
+def policy_from_file(path: Path, problem: Problem) -> ReleasePlan:
+    """The release plan of a policy file (``deid-sql policy save``, ``anonymize --save-policy``): its
+    recoding on the saved domains, text or levels, and suppressed groups; refuses a file whose spec
+    hash does not match this problem's QI declarations and source columns (one line)."""
     from ..policyfile import PolicyFile
     from ..policyfile.batch import declarations
     from ..policyfile.format import RESAVE, spec_sha256, type_class
@@ -108,7 +110,10 @@ def policy_from_file(path: Path, problem: Problem) -> str:
     if digest != pf.spec_sha256:
         raise ReportInputError(f"policy file {path} was saved for another spec/schema (hash {pf.spec_sha256[:12]}…, "
                                f"{problem.spec.path} gives {digest[:12]}…); {RESAVE}")
-    return pf.policy
+    if pf.suppression is None and pf.levels is None and all(q.groups is None for q in pf.qis):
+        return plan_of(problem, pf.policy)
+    recoding = problem.recoding(replace(pf.recoding(), name=pf.readable))  # the saved domains are the problem's
+    return ReleasePlan(recoding, None if pf.levels else pf.policy, pf.readable, pf.suppression, pf.levels)
 
 
 def _spec_sha256(problem: Problem) -> str:
@@ -125,35 +130,26 @@ def _reason(e: Exception) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
-def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: dict[str, Any] | None = None,
-                 frontier: Path | None = None, sample_rows: int = 0, command: str | None = None,
-                 accept_risk: str | None = None, suppression: Suppression | None = None,
-                 release: exp.Select | None = None, policy_text: str | None = None) -> dict[str, Any]:
-    """The report dict (see the module docstring and docs/report.md) of releasing ``item``.
+def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, *,
+                 sidecar: dict[str, Any] | None = None, frontier: Path | None = None, sample_rows: int = 0,
+                 command: str | None = None, accept_risk: str | None = None,
+                 suppression: Suppression | int | None = None) -> dict[str, Any]:
+    """The report dict (see the module docstring and docs/report.md) of releasing ``item`` (a
+    release plan, or a policy or recoding with ``suppression``).
 
-    ``suppression`` says which groups the release suppresses and ``release`` is its query when it
-    is not the compiler's (``anonymize``'s lists the suppressed groups); the figures are measured
-    on that query's rows and the distributions computed from cells with the same suppression,
-    and the two must agree (``ReportInputError`` otherwise: the report would describe another
-    release).  ``policy_text`` names a recoding that is not a lattice policy (a hierarchy-level
-    vector)."""
+    The figures are measured on the release query's rows and the distributions computed from
+    cells with the same suppression, and the two must agree (``ReportInputError`` otherwise: the
+    report would describe another release)."""
     if sample_rows < 0:
         raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")
     spec = problem.spec
-    if isinstance(item, Recoding):
-        recoding, text, readable = problem.recoding(item), policy_text, item.name or "recoding"
-    else:
-        policy = problem.policy(item)
-        recoding, text, readable = policy.recoding(), policy.text(), policy.readable()
+    plan = plan_of(problem, item, suppression)
+    recoding, text, readable, suppression = plan.recoding, plan.text, plan.readable, plan.suppression
     if accept_risk is None and sidecar is not None:
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
-    call = f"build_report(Problem.from_spec({str(spec.path)!r}), {text or readable!r})"
-    below = suppression.below if suppression is not None else None
-    gate = ReleaseGate.for_problem(problem, item, call=call, accept_risk=accept_risk, suppress_below=below,
-                                   policy_text=text, flag=suppression is not None)
-    if release is None:
-        release = problem.query(item, below)
-    figures = gate.measure(problem.backend.execute, release)
+    call = f"build_report(Problem.from_spec({str(spec.path)!r}), {plan.repr_call()})"
+    gate = ReleaseGate.for_problem(problem, plan, call=call, accept_risk=accept_risk)
+    figures = gate.measure(problem.backend.execute, problem.query(plan.item, suppression))
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
         # the sample rows are rows of the release: they leave only through a gate that lets the release go
@@ -162,7 +158,7 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                              f"rows may leave, in a report either; leave out --sample-rows (the report shows "
                              f"synthetic rows) or pass --accept-risk \"REASON\"")
     status = _status(verdict)
-    metrics = problem.evaluate(item)
+    metrics = problem.evaluate(plan.item)
     original = problem.evaluate(problem.lattice.bottom())
     harbor, harbor_note = _safe_harbor(problem)
     groups = rf.Groups(problem, recoding, suppression)
@@ -201,13 +197,13 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
                           "before": rf.shares([domain.text(p) for p in range(domain.size)], before, ordered),
                           "after": shown})
     if sample_rows > 0:
-        names, rows = rf.release_rows(problem, item, sample_rows)
+        names, rows = rf.release_rows(problem, plan.item, sample_rows, suppression)
         sample = {"source": "release", "columns": names, "rows": rows}
     else:
         sample = {"source": "synthetic", "columns": [n for n, _ in columns],
                   "rows": rf.synthetic_rows(columns, qi_columns, recoding, groups)}
     release_cmd = _release_command(sidecar, command)
-    report_cmd = _report_command(spec.path, text or readable, frontier, sample_rows, accept_risk)
+    report_cmd = _report_command(spec.path, plan, frontier, sample_rows, accept_risk)
     return {
         "format": FORMAT, "version": VERSION, "created_at": utc_now(),
         "software": {"name": "deid-sql", "version": __version__},
@@ -221,7 +217,8 @@ def build_report(problem: Problem, item: Policy | Recoding | str, *, sidecar: di
             "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": rf.domain_summary(d),
                      "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
         },
-        "policy": {"text": text, "readable": readable, "sha256": gate.policy["sha256"], "rules": rules,
+        "policy": {"text": text, "levels": plan.levels, "readable": readable, "sha256": gate.policy["sha256"],
+                   "rules": rules,
                    "suppression": {"suppressed_records": figures.suppressed,
                                    "suppressed_groups": groups.suppressed_groups,
                                    "share": figures.suppressed / figures.records if figures.records else 0.0,
@@ -361,14 +358,15 @@ def _release_command(sidecar: dict[str, Any] | None, command: str | None) -> str
     return reproduce.get("command") or command or reproduce.get("api")
 
 
-def _report_command(spec: Path, policy: str, frontier: Path | None, sample_rows: int,
+def _report_command(spec: Path, plan: ReleasePlan, frontier: Path | None, sample_rows: int,
                     accept_risk: str | None) -> str:
     """The command line of this report: the one running, when it is ``deid-sql report``; else the
     ``deid-sql report`` line that rebuilds it (a release's ``--report`` writes it with the release)."""
     running = INVOCATION.get()
     if running and running.startswith("deid-sql report "):
         return running
-    args = ["deid-sql", "report", str(spec), "--policy", policy, "--out", "report.html"]
+    named = ["--levels", plan.levels] if plan.levels is not None else ["--policy", plan.text or plan.readable]
+    args = ["deid-sql", "report", str(spec), *named, "--out", "report.html"]
     if frontier is not None:
         args += ["--frontier", str(frontier)]
     if sample_rows:

@@ -19,7 +19,7 @@ import numpy as np
 from ..domain import Domain
 from ..recoding import QIRecoding, Recoding
 from ..release.figures import cell_groups
-from ..release.suppression import Suppression
+from ..suppression import Suppression
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -254,11 +254,12 @@ def shares(labels: Sequence[str], counts: np.ndarray, ordered: bool = False,
 
 
 # -- rows an analyst sees ----------------------------------------------------------------------
-def release_rows(problem: Problem, item: Any, n: int) -> tuple[list[str], list[list[Any]]]:
+def release_rows(problem: Problem, item: Any, n: int, suppression: Suppression | None = None) -> tuple[
+        list[str], list[list[Any]]]:
     """The first ``n`` rows of the release query, as JSON values."""
     from sqlglot import exp
 
-    query = exp.select("*").from_(exp.Subquery(this=problem.query(item),
+    query = exp.select("*").from_(exp.Subquery(this=problem.query(item, suppression),
                                                alias=exp.TableAlias(this=exp.to_identifier("deid_release"))))
     table = problem.backend.execute(query.limit(n))
     return list(table.column_names), [[plain(v) for v in row.values()] for row in table.to_pylist()]

@@ -1,4 +1,4 @@
-"""Which released groups a release suppresses, as the report and the sidecar describe it.
+"""Which released groups a release suppresses: the compiler's, the gate's and the report's rule.
 
 A release suppresses whole groups: every record of the group shows ``*`` in each QI and is
 flagged in ``deid_suppressed``.  Two rules choose the groups:
@@ -6,7 +6,8 @@ flagged in ``deid_suppressed``.  Two rules choose the groups:
 - ``below``: groups of fewer than k records (``--suppress-below k`` of materialize, view,
   compile and dbt; the compiler's window count decides on the rows);
 - ``groups``: an explicit set of label tuples (``anonymize``'s optimum: the groups its search
-  suppressed, which depend on the privacy model, not only on the group size).
+  suppressed, which depend on the privacy model, not only on the group size); the compiler
+  joins them as a ``VALUES`` table, never as a literal list.
 
 ``mask`` applies the same rule to the groups a recoding makes of the sample cells, so a report
 computed from cells describes the same suppression the release query performed (the report
@@ -44,6 +45,20 @@ class Suppression:
     def of_groups(cls, groups: Sequence[tuple[str, ...]], rule: str,
                   parameters: dict[str, Any] | None = None) -> Suppression:
         return cls(groups=frozenset(tuple(g) for g in groups), rule=rule, parameters=dict(parameters or {}))
+
+    @classmethod
+    def of(cls, value: Suppression | int | None) -> Suppression | None:
+        """A suppression from what the API takes: None, k (groups of fewer than k records), or one."""
+        if value is None or isinstance(value, Suppression):
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise TypeError(f"a suppression is a Suppression or a whole number k, not {value!r}")
+        return cls.smaller_than(int(value))
+
+    @property
+    def ordered_groups(self) -> list[tuple[str, ...]]:
+        """The label tuples in a fixed order (the compiled SQL is the same on every run)."""
+        return sorted(self.groups or ())
 
     def mask(self, labels: Sequence[Sequence[str]], ids: Sequence[np.ndarray], m: np.ndarray) -> np.ndarray:
         """Which of the groups (per QI group ids into ``labels``, records ``m``) are suppressed."""
