@@ -11,9 +11,11 @@ from the synthetic census, the setting of bench/frontier.py):
 2. per run (the first, cold, and the median of --runs): ``problem.evaluate`` of the policy (the
    baseline), then ``build_report``, ``render_html`` and the atomic write of page + twin, timed apart;
 3. the same with the policy placed on a frontier run of --budget policies (``--frontier``);
-4. the sizes of the page and the twin, without and with the frontier.
+4. the same release with the groups of fewer than --suppress-below records suppressed (the report's
+   distributions, losses and information kept then come from the cells with the suppression);
+5. the sizes of the page and the twin, in each part.
 
-    python bench/report.py [--runs 3] [--budget 1000] [--policy P]
+    python bench/report.py [--runs 3] [--budget 1000] [--policy P] [--suppress-below 5]
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ BEYOND_TARGET_S = 3.0
 DEMO_SIZE_TARGET = 1_000_000  # the issue's bound for the demo's page; printed here for the Adult page
 
 
-def once(problem: Problem, policy: str, folder: Path, name: str, frontier: Path | None) -> dict[str, float]:
+def once(problem: Problem, policy: str, folder: Path, name: str, frontier: Path | None,
+         suppress_below: int | None = None) -> dict[str, float]:
     """One timed report: the evaluation, then build, render and write (each from a cold start of its own)."""
     t0 = time.perf_counter()
     problem.evaluate(problem.policy(policy))
     t1 = time.perf_counter()
-    report = build_report(problem, policy, frontier=frontier, command="python bench/report.py")
+    report = build_report(problem, policy, frontier=frontier, command="python bench/report.py",
+                          suppression=suppress_below)
     t2 = time.perf_counter()
     render_html(report)  # timed alone; write_report renders again, so the write is timed as the difference
     t3 = time.perf_counter()
@@ -55,8 +59,8 @@ def once(problem: Problem, policy: str, folder: Path, name: str, frontier: Path 
 
 
 def part(problem: Problem, policy: str, folder: Path, name: str, runs: int,
-         frontier: Path | None) -> tuple[dict[str, float], bool]:
-    timings = [once(problem, policy, folder, name, frontier) for _ in range(runs)]
+         frontier: Path | None, suppress_below: int | None = None) -> tuple[dict[str, float], bool]:
+    timings = [once(problem, policy, folder, name, frontier, suppress_below) for _ in range(runs)]
     med = {k: statistics.median(t[k] for t in timings) for k in timings[0]}
     beyond = med["report"] - med["evaluate"]
     first = timings[0]
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed reports per part (median)")
     parser.add_argument("--budget", type=int, default=1000, help="policies of the frontier run of part 3 (0: skip)")
     parser.add_argument("--policy", default=POLICY, help="the policy reported")
+    parser.add_argument("--suppress-below", type=int, default=5, help="part 4's suppression (0: skip)")
     args = parser.parse_args(argv)
     if not ADULT_CSV.exists():
         out(f"the Adult data is not in {ADULT_CSV.parent}; see ../shared/data/adult")
@@ -103,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                 out(f"  frontier run {time.perf_counter() - t0:.1f} s (not part of the report)")
                 _, ok_frontier = part(problem, args.policy, folder, "report-frontier", args.runs, folder / "frontier")
                 ok = ok and ok_frontier
+            if args.suppress_below:
+                out(f"\n4. the release with the groups of fewer than {args.suppress_below} records suppressed")
+                _, ok_suppressed = part(problem, args.policy, folder, "report-suppressed", args.runs, None,
+                                        args.suppress_below)
+                ok = ok and ok_suppressed
     out(f"\nsummary: report generation within {BEYOND_TARGET_S:g} s beyond the evaluation: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
