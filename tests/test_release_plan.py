@@ -191,3 +191,27 @@ def test_ten_thousand_suppressed_groups_are_a_values_join_not_a_literal_list(tmp
         assert all(r[q] == "*" for r in flagged for q in QIS)
         plan = plan_of(problem, policy, rule)
         assert plan.suppression is rule and plan.text is not None
+
+
+# -- an Adult hierarchy-level result through the gate -------------------------------------------------------
+
+def test_an_adult_anonymization_becomes_a_view_a_dbt_model_and_a_policy_file(run, tmp_path: Path) -> None:
+    from .test_fulldomain import adult_spec
+
+    spec = adult_spec(tmp_path / "adult")
+    args = ("anonymize", spec, "--k", "5", "--suppression", "0.04")
+    db, saved = tmp_path / "adult.duckdb", tmp_path / "adult-policy.json"
+    result = run(*args, "--view", "adult_5anon", "--db", db, "--save-policy", saved)
+    optimum = result.stdout.split("optimum", 1)[1].split()[0]
+    assert "created view adult_5anon" in result.stdout and "gate: passed" in result.stdout
+    rows = _view_rows(db, "adult_5anon")
+    assert len(rows) == 30_162
+    suppressed = sum(1 for r in rows if r[-1])
+    assert 0 < suppressed <= 0.04 * len(rows)
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    assert data["levels"] == optimum and data["release"]["figures"]["k"] >= 5
+    # the same levels, without the suppression, as a dbt model
+    result = run("dbt", spec, "--levels", optimum, "--project", tmp_path / "warehouse")
+    assert "gate: passed" in result.stdout
+    model = next((tmp_path / "warehouse" / "models").glob("*_deid.sql")).read_text(encoding="utf-8")
+    assert "CASE" in model.upper()
