@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..backends import connect
-from ..channels.job import Loaded, load
 from ..errors import DeidError, SpecError
 from ..problem import Problem
 from ..spec import Spec
 from .options import echo_json, handles_errors, open_problem, read_policy, risk_model_option, spec_argument
+
+if TYPE_CHECKING:
+    from ..channels.job import Loaded
 
 
 @click.command()
@@ -28,6 +31,8 @@ def validate(spec: Path) -> None:
             with Problem.from_spec(parsed, check_roles=True) as problem:
                 _report_problem(problem)
         if parsed.channels is not None:
+            from ..channels.job import load  # scipy's LP solvers: loaded only for a spec with [channels]
+
             with connect(parsed.backend.engine, **parsed.backend.options()) as backend:
                 _report_channels(load(parsed, backend))
     except SpecError as e:

@@ -2,24 +2,98 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
+from collections.abc import Iterator, MutableMapping
 
 import click
 
 from .. import __version__
-from ..release.sidecar import set_invocation
-from .adversary import adversary
-from .anonymize import anonymize_
-from .channels import channels
-from .dbt import dbt_
-from .demo import demo
-from .frontier import frontier
-from .inspect import evaluate, validate
-from .options import error_boundary
-from .output import compile_, materialize_, view
-from .policy import apply_, check, policy_group
-from .report import report
-from .search import alternatives, safe_harbor_
+from ..invocation import set_invocation
+from .boundary import error_boundary
+
+#: every command: name → (module of ``deid_sql.cli``, attribute, its one-line summary).  A command's
+#: module is imported when the command runs (or its own --help is asked), so ``deid-sql --help``
+#: lists them all without importing the library; tests/test_cli_startup.py checks each summary
+#: against the command's own help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "validate": ("inspect", "validate", "Check SPEC against its data and report every problem at once."),
+    "evaluate": ("inspect", "evaluate", "Print the risk and utility metrics of policies as JSON."),
+    "compile": ("output", "compile_", "Print the SELECT that applies a policy, in any SQL dialect."),
+    "materialize": ("output", "materialize_",
+                "Write the de-identified table (atomic; row count checked against the source)."),
+    "view": ("output", "view", "Create a DuckDB view that analysts can SELECT from; it reads the source in place."),
+    "safe-harbor": ("search", "safe_harbor_",
+                "Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its "
+                "risk."),
+    "alternatives": ("search", "alternatives",
+                "Find boundary policies no riskier than a threshold (default: Safe Harbor's risk)."),
+    "frontier": ("frontier", "frontier",
+                "Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity."),
+    "anonymize": ("anonymize", "anonymize_",
+                "Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first "
+                "search."),
+    "adversary": ("adversary", "adversary",
+                "Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov "
+                "decision process; see docs/adversary.md)."),
+    "channels": ("channels", "channels",
+                "Release identities with confidentiality-related values pooled into safe output channels."),
+    "dbt": ("dbt", "dbt_",
+                "Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta."),
+    "demo": ("demo", "demo",
+                "Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the "
+                "frontier, and the report a reviewer signs for the chosen policy (DIR/report.html)."),
+    "policy": ("policy", "policy_group",
+                "Save a chosen policy to a file that 'deid-sql apply' and 'deid-sql check' re-use on new batches."),
+    "apply": ("policy", "apply_",
+                "Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no "
+                "original data needed."),
+    "check": ("policy", "check",
+                "Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
+                "re-identifications per record) exceeds the drift limit, 0 when not, 2 for bad input."),
+    "report": ("report", "report",
+                "Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin."),
+}
+
+
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """The root group's commands: every name of ``COMMANDS`` is there from the start, its module
+    imported when the command is first looked up; commands added later (``add_command``) are kept
+    as they are."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+        self._names = list(COMMANDS)
+
+    def loaded(self, name: str) -> bool:
+        return name in self._loaded
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMANDS or name not in self._names:
+                raise KeyError(name)
+            module, attribute, _ = COMMANDS[name]
+            command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+            assert isinstance(command, click.Command)
+            self._loaded[name] = command
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        if name not in self._names:
+            self._names.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._names:
+            raise KeyError(name)
+        self._names.remove(name)
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class _Group(click.Group):
@@ -28,6 +102,21 @@ class _Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         set_invocation(args)
         return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the summaries above: no command module is imported for it."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in COMMANDS and not self.commands.loaded(name):  # type: ignore[attr-defined]
+                rows.append((name, click.utils.make_default_short_help(COMMANDS[name][2], limit)))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         """Every command inside the error boundary, also one without ``handles_errors``: no
@@ -55,10 +144,7 @@ def cli() -> None:
     """
 
 
-COMMANDS = (validate, evaluate, compile_, materialize_, view, safe_harbor_, alternatives, frontier, anonymize_,
-            adversary, channels, dbt_, demo, policy_group, apply_, check, report)
-for command in COMMANDS:
-    cli.add_command(command)
+cli.commands = _LazyCommands()  # every command, imported on first use
 
 
 def _terminated(signum: int, frame: object) -> None:

@@ -13,29 +13,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import shlex
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from ..invocation import INVOCATION as INVOCATION  # re-exported: releases read it from here
+from ..invocation import set_invocation as set_invocation
 from ..recoding import Recoding
 
 FORMAT = "deid-sql release"
 VERSION = 1
 SUFFIX = ".release.json"
 TABLE_SUFFIX = "__release"
-
-#: the deid-sql command line being run (set by the CLI); None when called from Python
-INVOCATION: ContextVar[str | None] = ContextVar("deid_sql_invocation", default=None)
-
-
-def set_invocation(args: Sequence[str]) -> None:
-    """Remember the command line (the CLI calls this before running a command)."""
-    INVOCATION.set(shlex.join(["deid-sql", *args]))
-
 
 def sidecar_path(release: Path) -> Path:
     """``release.parquet`` → ``release.parquet.release.json`` (one sidecar per release file)."""
