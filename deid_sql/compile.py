@@ -17,7 +17,7 @@ import numpy as np
 from sqlglot import exp
 
 from .domain import Domain, ZipDomain
-from .guards import implied_by_groups, member
+from .guards import IN_LIST, implied_by_groups, member
 from .names import table_name
 from .recoding import QIRecoding, Recoding
 from .spec import QISpec, TableRef
@@ -117,15 +117,55 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
     """
     qi_by_column = {q.column: i for i, q in enumerate(qis)}
     projections: list[exp.Expression] = []
+    joins: list[tuple[exp.Expression, exp.Expression]] = []
     for name, sql_type in columns.items():
         if name in qi_by_column:
             i = qi_by_column[name]
-            label = label_expr(qis[i], domains[i], recoding.qis[i], col(name), sql_type, outside_label)
+            q, domain, rec = qis[i], domains[i], recoding.qis[i]
+            if uses_label_table(domain, rec, sql_type):
+                table, on, label = label_table(q, domain, rec, col(name), sql_type, i, outside_label)
+                joins.append((table, on))
+            else:
+                label = label_expr(q, domain, rec, col(name), sql_type, outside_label)
             projections.append(exp.alias_(label, ident(name), copy=False))
         else:
             projections.append(col(name))
     inner = exp.select(*projections, copy=False).from_(_from(source), copy=False)  # no deep copy of the CASEs
+    for table, on in joins:
+        inner = inner.join(table, on=on, join_type="LEFT", copy=False)
     return suppress(inner, [q.column for q in qis], list(columns), suppression, flag)
+
+
+def uses_label_table(domain: Domain, recoding: QIRecoding, sql_type: str | None) -> bool:
+    """Whether a QI's labels come from a joined table of (value, label) rather than a ``CASE``: a
+    category (or text ZIP) QI whose groups would otherwise list more than ``IN_LIST`` values in
+    ``IN`` lists — a long literal list slows every engine (PostgreSQL's JIT most), a hash join
+    does not.  Ranges (``BETWEEN``) of ordered domains stay a ``CASE``."""
+    if not implied_by_groups(domain, sql_type) or domain.size <= IN_LIST:
+        return False
+    if _uses_between(domain) and recoding.contiguous:
+        return False
+    identity = recoding.n_groups == domain.size and all(
+        recoding.labels[int(g)] == domain.text(p) for p, g in enumerate(recoding.group_of))
+    return not identity  # the identity shows each value as itself: the guard alone (a VALUES subquery)
+
+
+def label_table(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Expression, sql_type: str | None,
+                index: int, outside_label: str = SUPPRESSED) -> tuple[exp.Expression, exp.Expression, exp.Expression]:
+    """``LEFT JOIN (VALUES (value, label), …) AS deid_labels_<i> ON key = value`` and the label it gives:
+    every domain value with its group's label, so a value in no row of the table is outside the
+    domain and shows ``outside_label`` (the join is the guard).  The values are distinct, so the join
+    keeps one row per source row."""
+    alias = f"deid_labels_{index}"
+    value, label = f"deid_value_{index}", f"deid_label_{index}"
+    labels = recoding.labels
+    rows = [exp.Tuple(expressions=[exp.Literal.string(domain.text(p)), exp.Literal.string(labels[int(g)])])
+            for p, g in enumerate(recoding.group_of)]
+    table = exp.Values(expressions=rows, alias=exp.TableAlias(this=ident(alias), columns=[ident(value), ident(label)]))
+    key = label_key(qi, domain, column, sql_type)
+    on = exp.EQ(this=key, expression=exp.Column(this=ident(value), table=ident(alias)))
+    shown = exp.func("coalesce", exp.Column(this=ident(label), table=ident(alias)), exp.Literal.string(outside_label))
+    return table, on, shown
 
 
 def suppress(inner: exp.Select, qi_cols: Sequence[str], columns: Sequence[str],
