@@ -146,7 +146,7 @@ def named_forms(lattice: Lattice, i: int) -> list[tuple[str, np.ndarray]]:
         width = max(len(v) for v in domain.values)
         out += [(f"digits={d}", digits_bits(domain, d)) for d in range(1, width)]
     if isinstance(domain, DateDomain):
-        out += [(f"by={u}", unit_bits(domain, u)) for u in UNITS]
+        out += [(f"by={u}", unit_bits(domain, u)) for u in reversed(UNITS)]  # the coarsest name that fits
     return out
 
 

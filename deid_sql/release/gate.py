@@ -131,7 +131,7 @@ class ReleaseGate:
             from ..safe_harbor import safe_harbor
 
             reference = problem.evaluate(safe_harbor(problem).recoding).risk
-        original = problem.evaluate(problem.lattice.original()).risk_sum  # the original data, even when cuts are constrained
+        original = problem.evaluate(problem.lattice.original()).risk_sum  # the original data, constrained or not
         return cls(
             spec=spec, recoding=recoding,
             policy={"text": text, "readable": readable,
