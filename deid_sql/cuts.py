@@ -225,13 +225,14 @@ def allowed_mask(rule: CutRule, domain: Domain, hierarchy: Hierarchy | None, whe
         mask = every_bits(domain, rule.every)
     elif rule.values is not None:
         mask = np.zeros(n, dtype=bool)
-        for v in rule.values:
-            pos = cut_position(domain, v)
-            if pos is None or pos == 0:
-                problems.append(f"{where}: cut {v!r} is not a value after the first of the domain; a cut names "
-                                f"the first value of a new group")
-                return None
-            mask[pos - 1] = True
+        positions = [cut_position(domain, v) for v in rule.values]
+        bad = [v for v, pos in zip(rule.values, positions) if not pos]
+        for v in bad:
+            problems.append(f"{where}: cut {v!r} is not a value after the first of the domain; a cut names "
+                            f"the first value of a new group")
+        if bad:
+            return None
+        mask[[int(pos) - 1 for pos in positions if pos]] = True
     elif rule.hierarchy:
         mask = None
         if hierarchy is not None and hierarchy.height > 1:

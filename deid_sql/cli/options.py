@@ -61,8 +61,9 @@ class FiniteFloat(click.ParamType):
 spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 policy_option = click.option(
     "--policy", "-p", "policy", required=True, metavar="P",
-    help="Policy text: 'age:cuts=18,65|zip:top', per-QI bits 'sex:1', 'race:level=1', "
-         "'top', 'bottom', or @FILE to read it from a file.",
+    help="Policy text, one part per QI joined by '|': 'age:every=10|zip:digits=3|admitted:by=month', "
+         "'age:cuts=18,65' (a new group at each value), 'race:level=1' (a hierarchy level), 'zip:top', "
+         "'sex:bottom' (kept), per-QI bits 'sex:1'; or 'top', 'bottom', or @FILE to read it from a file.",
 )
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
