@@ -18,7 +18,7 @@ from .errors import PolicyError
 from .hierarchy import Hierarchy
 from .limits import require_sizes
 from .policy import Policy
-from .policytext import bit_text, format_qi, named_forms, parse_qi
+from .policytext import bit_text, cut_texts, format_qi, named_forms, parse_qi
 from .recoding import Recoding
 
 
@@ -91,6 +91,7 @@ class Lattice:
         self.free_bits = int(np.count_nonzero(mask))  # the lattice holds 2 ** free_bits policies
         self._positions = np.flatnonzero(mask)
         self._named: dict[int, list[tuple[str, np.ndarray]]] = {}
+        self._cut_texts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def qi_allowed(self, i: int) -> np.ndarray:
         """The allowed boundaries of QI ``i`` (all True when the spec does not restrict it)."""
@@ -101,6 +102,12 @@ class Lattice:
         if i not in self._named:
             self._named[i] = named_forms(self, i)
         return self._named[i]
+
+    def cut_texts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """QI ``i``'s values as a cut list writes them, and which read back (``policytext.cut_texts``)."""
+        if i not in self._cut_texts:
+            self._cut_texts[i] = cut_texts(self.domains[i])
+        return self._cut_texts[i]
 
     def free_positions(self) -> int | np.ndarray:
         """What a search permutes to order the allowed bits at random: ``nbits`` when nothing is

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .cuts import UNITS, cut_position, digits_bits, every_bits, level_bits, unit_bits
-from .domain import DateDomain, IntegerDomain, ZipDomain
+from .domain import DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import PolicyError
 
 if TYPE_CHECKING:
@@ -167,10 +167,17 @@ def format_qi(lattice: Lattice, i: int, bits: np.ndarray) -> str:
         width = int(values[1] - values[0])
         if np.array_equal(every_bits(domain, width), kept):
             return f"every={width}"
-    texts = [domain.text(int(p)) for p in starts]
-    if all(_readable_cut(t) for t in texts):
-        return "cuts=" + ",".join(texts)
+    texts, readable = lattice.cut_texts(i)
+    if readable[starts].all():
+        return "cuts=" + ",".join(texts[starts].tolist())
     return bit_text(bits)
+
+
+def cut_texts(domain: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """Every value's text as a cut list writes it, and whether ``cuts=`` reads it back as itself
+    (computed once per lattice: ``Lattice.cut_texts`` caches them; a search writes many policies)."""
+    texts = np.array([domain.text(p) for p in range(domain.size)], dtype=object)
+    return texts, np.array([_readable_cut(t) for t in texts], dtype=bool)
 
 
 def _readable_cut(text: str) -> bool:
