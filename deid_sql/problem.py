@@ -149,7 +149,8 @@ class Problem:
         if isinstance(text, Policy):
             if text.lattice.names != self.lattice.names or len(text.bits) != self.lattice.nbits:
                 raise PolicyError("the policy belongs to a different problem (other QIs or domains)")
-            self.lattice.policy(text.bits)  # refuses a cut the spec does not allow
+            if self.lattice.constrained:
+                self.lattice.policy(text.bits)  # refuses a cut the spec does not allow
             return text
         return self.lattice.parse(text)
 

@@ -162,3 +162,60 @@ def test_alternatives_and_frontier_print_only_publishable_bands(demo_cuts, run, 
             for group in re.findall(r"age: ([^;]*)", row["readable"]):
                 for lo in re.findall(r"\[(\d+)-", group):
                     assert int(lo) % 5 == 0, row["readable"]
+
+
+def test_hierarchy_cuts_follow_level_one(project):
+    (project.dir / "race.csv").write_text("White;W;*\nBlack;NW;*\nAsian;NW;*\nOther;NW;*\n", encoding="utf-8")
+    race = RACE + 'hierarchy = "race.csv"\ncuts = "hierarchy"\n'
+    with Problem.from_spec(project.spec(qis=[AGE5, SEX, race, ZIP3])) as problem:
+        i = problem.lattice.index("race")
+        assert problem.lattice.qi_allowed(i).tolist() == [True, False, False]
+        assert problem.policy("race:level=1") == problem.policy("race:bottom")
+    (project.dir / "race.csv").write_text("White;W;*\nBlack;NW;*\nAsian;W;*\nOther;NW;*\n", encoding="utf-8")
+    with pytest.raises(SpecError, match='cuts = "hierarchy" needs level 1 of the hierarchy to group adjacent'):
+        Problem.from_spec(project.spec(qis=[AGE5, SEX, race, ZIP3]))
+
+
+def test_named_boundary_sets():
+    import datetime as dt
+
+    from deid_sql.cuts import CutRule, allowed_mask
+    from deid_sql.domain import DateDomain, IntegerDomain, ZipDomain
+
+    problems: list[str] = []
+    days = DateDomain(dt.date(2020, 12, 30), dt.date(2021, 4, 2))
+    quarters = allowed_mask(CutRule(date_units=("quarter",)), days, None, "q", problems)
+    assert [days.text(int(b) + 1) for b in np.flatnonzero(quarters)] == ["2021-01-01", "2021-04-01"]
+    listed = allowed_mask(CutRule(values=(dt.date(2021, 2, 14),)), days, None, "d", problems)
+    assert [days.text(int(b) + 1) for b in np.flatnonzero(listed)] == ["2021-02-14"]
+    ages = allowed_mask(CutRule(every=10), IntegerDomain(17, 41), None, "a", problems)
+    assert [17 + int(b) + 1 for b in np.flatnonzero(ages)] == [20, 30, 40]
+    zips = ZipDomain(("37002", "37099", "37105", "37205", "38001"))
+    z = allowed_mask(CutRule(zip_digits=(2, 3)), zips, None, "z", problems)
+    assert z.tolist() == [False, True, True, True] and not problems
+
+
+def test_publishable_policies_are_viewed_and_saved_through_the_gate(project, run):
+    import duckdb
+
+    spec = project.spec(qis=[AGE5, SEX, RACE, ZIP3])
+    policy = "age:every=10|race:top|zip:digits=3"
+    evaluated = json.loads(run("evaluate", spec, "--policy", policy).stdout)
+    assert evaluated["policy"] == "age:every=10|sex:bottom|race:top|zip:digits=3"
+    db = project.dir / "analysts.duckdb"
+    run("view", spec, "--policy", policy, "--db", db, "--name", "published")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        ages, zips = zip(*con.execute("SELECT age, zip FROM published").fetchall())
+        sidecar = json.loads(con.execute("SELECT sidecar FROM published__release").fetchone()[0])
+    finally:
+        con.close()
+    assert set(zips) == {"372**", "373**"} and "20-29" in ages and "120" in ages
+    assert sidecar["policy"]["text"] == evaluated["policy"]
+    assert sidecar["figures"]["risk"] == pytest.approx(evaluated["risk"], rel=1e-12)  # the original data's norm
+    out = project.dir / "published.json"
+    run("policy", "save", spec, "-p", policy, "--out", out)
+    saved = json.loads(out.read_text())
+    assert saved["policy"] == evaluated["policy"] and saved["release"]["figures"]["risk"] == pytest.approx(
+        evaluated["risk"], rel=1e-12)
+    run("apply", out, "--source", project.source_csv, "--out", project.dir / "again.csv")  # the file reads back
