@@ -219,3 +219,42 @@ def test_publishable_policies_are_viewed_and_saved_through_the_gate(project, run
     assert saved["policy"] == evaluated["policy"] and saved["release"]["figures"]["risk"] == pytest.approx(
         evaluated["risk"], rel=1e-12)
     run("apply", out, "--source", project.source_csv, "--out", project.dir / "again.csv")  # the file reads back
+
+
+def test_searches_on_random_constraints_return_only_allowed_cuts(project):
+    """Any allowed set (drawn by hypothesis): BPS, Directed, RCS and SHS return only its policies."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from deid_sql import Lattice
+
+    with Problem.from_spec(project.spec_path) as problem:
+        full = problem.lattice
+        sizes = [d.size - 1 for d in full.domains]
+        threshold = problem.evaluate(full.parse("age:cuts=18,30,45,65,90|zip:top")).risk
+
+        @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(st.tuples(*(st.lists(st.booleans(), min_size=n, max_size=n) for n in sizes)), st.integers(0, 99))
+        def check(parts, seed):
+            mask = {n: np.array(p, dtype=bool) for n, p in zip(full.names, parts)}
+            lat = Lattice(full.names, full.domains, allowed=mask)
+            if lat.free_bits < 2 or problem.evaluate(lat.bottom()).risk <= threshold:
+                return  # no boundary policy below the finest allowed one
+            ran.append(seed)
+            for search in (bisecting_policy_search, directed_policy_search):
+                for b in search(lat, problem.fast, threshold, 3, seed=seed).found:
+                    assert _inside_lattice(lat, b.policy.bits) and _inside_lattice(lat, b.witness.bits)
+            for searcher in (RandomChainSearch, SublatticeHeuristicSearch):
+                state = FrontierState(searcher.method, 60, seed, 0.3)
+                chains = ChainEvaluator(lat, problem.fast.path, problem.fast.normalizers)
+                run(searcher(lat, problem.fast.fork(), chains, state, np.random.default_rng(seed)))
+                assert all(_inside_lattice(lat, lat.parse(p.key).bits) for p in state.searched)
+                assert all(lat.parse(p.key).text() == p.key for p in state.searched)
+
+        ran: list[int] = []
+        check()
+        assert len(ran) >= 3  # most drawn sets leave boundary policies to search for
+
+
+def _inside_lattice(lattice, bits: bytes) -> bool:
+    return not np.any(np.frombuffer(bits, dtype=np.bool_) & ~lattice.allowed)
