@@ -4,6 +4,8 @@ The lattice knows the QIs' names and domains and nothing about data.  Order
 follows the paper: ``a ≺ b`` when a is strictly more general (every kept boundary
 of a is kept in b, and b keeps at least one more).  The paper's GLB of a policy is
 one of its *parents* here (one kept boundary removed); the LUB is a *child*.
+With the spec's allowed cut points (``cuts.py``) the lattice is the sublattice of the policies
+that keep only allowed boundaries; the text forms are in ``policytext.py``.
 """
 
 from __future__ import annotations
