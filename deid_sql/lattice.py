@@ -100,7 +100,7 @@ class Lattice:
         return self.allowed[self.offsets[i]:self.offsets[i + 1]]
 
     def named_forms(self, i: int) -> list[tuple[str, np.ndarray]]:
-        """The named text forms of QI ``i`` (``digits=3``, ``by=month``, ``level=1``), computed once."""
+        """The named text forms of QI ``i`` written without a search (``digits=3``, ``by=month``), computed once."""
         if i not in self._named:
             self._named[i] = named_forms(self, i)
         return self._named[i]

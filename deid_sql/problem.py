@@ -119,12 +119,11 @@ class Problem:
         if problems:
             raise_if(problems + roles)
         resolved = [d for d in domains if d is not None]
+        allowed = allowed_cuts(spec, resolved, hierarchies, problems)  # reported with the data's problems
         sample_cells = aggregate(backend, spec, resolved, source, problems)
         pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
         raise_if(problems + roles)
         assert sample_cells is not None
-        allowed = allowed_cuts(spec, resolved, hierarchies, problems)
-        raise_if(problems + roles)
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
         # a pseudonymized CSV column is hashed as the file's text (ID 007 stays 007 on every engine)
