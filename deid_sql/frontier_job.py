@@ -87,7 +87,7 @@ def _canonical_keys(state: dict[str, Any], lattice: Lattice) -> dict[str, Any]:
 def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: int = DEFAULT_BUDGET, seed: int = 0,
                  threshold: float = DEFAULT_THRESHOLD, resume: bool = False, overwrite: bool = False,
                  progress: Callable[[int], None] | None = None, plots: bool = True,
-                 k_values: tuple[int, ...] = K_VALUES) -> FrontierRun:
+                 k_values: tuple[int, ...] = K_VALUES, bits: bool = False) -> FrontierRun:
     """Search the frontier, checkpointing into ``folder``, then write its reports."""
     if method not in SEARCHES:
         raise DeidError(f"unknown frontier method {method!r}; use rcs or shs")
@@ -120,7 +120,7 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
     run(searcher, progress, save)
     save(state)
     result = _compare(problem, state, k_values)
-    result.written = write_reports(problem, folder, result, plots)
+    result.written = write_reports(problem, folder, result, plots, bits)
     return result
 
 
@@ -141,22 +141,29 @@ def _compare(problem: Problem, state: FrontierState, k_values: tuple[int, ...]) 
     return out
 
 
-def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True) -> list[Path]:
-    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html."""
+def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True,
+                  bits: bool = False) -> list[Path]:
+    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html; policies are
+    given by their readable text, and with ``bits`` also by their bit string (a last column)."""
+    extra = ["bits"] if bits else []
+
+    def bit_column(key: str) -> list[str]:
+        return [problem.lattice.parse(key).bit_text()] if bits else []
+
     state = result.state
     readable = {p.key: problem.lattice.parse(p.key).readable() for p in state.frontier}
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["risk", "loss", "policy", "readable", "dominates_safe_harbor"])
+    w.writerow(["risk", "loss", "policy", "readable", "dominates_safe_harbor", *extra])
     dominating = {p.key for p in result.dominating_safe_harbor}
     for p in state.frontier:
-        w.writerow([p.risk, p.loss, p.key, readable[p.key], p.key in dominating])
+        w.writerow([p.risk, p.loss, p.key, readable[p.key], p.key in dominating, *bit_column(p.key)])
     write_text(folder / "frontier.csv", rows.getvalue(), overwrite=True)
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["evaluation", "risk", "loss", "policy"])
+    w.writerow(["evaluation", "risk", "loss", "policy", *extra])
     for i, p in enumerate(state.searched, 1):
-        w.writerow([i, p.risk, p.loss, p.key])
+        w.writerow([i, p.risk, p.loss, p.key, *bit_column(p.key)])
     write_text(folder / "searched.csv", rows.getvalue(), overwrite=True)
     written = [folder / "frontier.csv", folder / "searched.csv"]
     if plots:

@@ -83,3 +83,16 @@ def test_the_demo_prints_policies_a_user_can_type(run, tmp_path):
     assert "zip:digits=3" in text and "race:top" in text and len(text) < 200
     view = json.loads((tmp_path / "demo" / "report.json").read_text())["method"]["commands"]["report"]
     assert text in view
+
+
+def test_frontier_writes_the_bit_string_only_on_request(project, run, tmp_path):
+    run("frontier", project.spec_path, "--budget", "30", "--out", tmp_path / "plain")
+    with open(tmp_path / "plain" / "frontier.csv", newline="") as f:
+        assert "bits" not in next(csv.reader(f))
+    run("frontier", project.spec_path, "--budget", "30", "--out", tmp_path / "bits", "--bits")
+    with Problem.from_spec(project.spec_path) as problem:
+        for name in ("frontier.csv", "searched.csv"):
+            with open(tmp_path / "bits" / name, newline="") as f:
+                rows = list(csv.DictReader(f))
+            assert rows and all(problem.policy(r["bits"]) == problem.policy(r["policy"]) for r in rows)
+            assert all(set(r["bits"].split("|")[0][4:]) <= {"0", "1"} for r in rows)
