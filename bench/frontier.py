@@ -15,13 +15,18 @@ checks all of it on the UCI Adult sample with synthetic ZIP codes drawn from a s
 3. SHS vs RCS area at every 100 evaluated policies over several seeds (Fig. 5);
 4. one full ``run_frontier`` per method (search, Safe Harbor, k-anonymity, CSV/PNG/HTML);
 5. H vs the empirical update share of the searched chains (Fig. 6);
-6. a summary.
+6. allowed cut points (issue 18): the frontier area and time of SHS and RCS on the lattice of
+   5-year ages and ZIP3 (``cuts = { every = 5 }``, ``zip_digits = [3]``) and of 5-year ages with
+   ZIP3 and ZIP5 boundaries (``zip_digits = [3, 5]``, which allows every ZIP5 boundary: only the
+   ages are constrained), against the unconstrained lattice, same seeds and budget, measured in
+   the same run; areas compare because risk is normalized by the original data in all three;
+7. a summary.
 
 Targets: chain evaluation >= 2,000 policies/s; SHS mean area <= RCS mean area at every
 checkpoint up to 1,000 policies; the full SHS run (plots included) <= 30 s.  Only the
 report goes to stdout; the SHS run's frontier.png is copied to bench/out/frontier.png.
 
-    python bench/frontier.py [--seeds 10] [--budget 14780] [--curve-budget 1000] [--th 0.3]
+    python bench/frontier.py [--seeds 10] [--budget 14780] [--curve-budget 1000] [--th 0.3] [--cut-seeds 5]
 """
 
 from __future__ import annotations
@@ -215,15 +220,81 @@ def part_h(states: list[FrontierState], th: float, rows: list[Row]) -> None:
     rows.append((f"Pearson r(H, E) over searched sublattices (paper {PAPER_R:.2f})", f"{r:.3f}", None))
 
 
+CUT_VARIANTS = {  # name -> (age rule, zip rule) added to the [[qi]] tables of the spec
+    "5-year ages, ZIP3": ("cuts = { every = 5 }", "zip_digits = [3]"),
+    "5-year ages, ZIP3/ZIP5": ("cuts = { every = 5 }", "zip_digits = [3, 5]"),
+}
+
+
+def constrained_spec(spec: Path, name: str, age: str, zip_rule: str) -> Path:
+    """The bench spec with allowed cut points on age and zip (same data, another file)."""
+    text = spec.read_text(encoding="utf-8")
+    text = text.replace('role = "age"\n', f'role = "age"\n{age}\n')
+    text = text.replace('role = "zip"\n', f'role = "zip"\n{zip_rule}\n')
+    if age not in text or zip_rule not in text:
+        raise SystemExit(f"bench spec {spec} has no age/zip roles to attach cut rules to")
+    path = spec.with_name(f"{name}.toml")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def part_cuts(problem: Problem, spec: Path, args: argparse.Namespace, rows: list[Row]) -> None:
+    """Issue 18: frontier area and search time with allowed cut points vs without, same seeds."""
+    seeds = range(args.cut_seeds)
+    base = {m: [search(problem, m, args.curve_budget, s, args.th) for s in seeds] for m in SEARCHERS}
+    out(f"  {'lattice':<24}{'free bits':>10}{'method':>7}{'area mean +- sd':>20}{'s/run':>8}{'chains':>7}"
+        f"{'area ratio':>11}{'time ratio':>11}{'ratio to r*':>12}")
+
+    def line(name: str, bits: int, m: str, states: list[FrontierState], reach: float = 1.0) -> tuple[float, ...]:
+        """``reach``: the risk of the constrained lattice's finest policy (r*); beyond it no
+        publishable policy exists, so the last column compares the areas over [0, r*] only."""
+        area, sd = mean_sd([s.frontier.area() for s in states])
+        secs = statistics.fmean([s.seconds for s in states])
+        chains = statistics.fmean([s.chains for s in states])
+        a0 = statistics.fmean([s.frontier.area() for s in base[m]])
+        t0 = statistics.fmean([s.seconds for s in base[m]])
+        near = statistics.fmean([s.frontier.area(0.0, reach) for s in states]) / statistics.fmean(
+            [s.frontier.area(0.0, reach) for s in base[m]])
+        out(f"  {name:<24}{bits:>10,}{m.upper():>7}{area:>12.4f} +- {sd:<6.4f}{secs:>7.2f}{chains:>7.1f}"
+            f"{area / a0:>11.3f}{secs / t0:>11.3f}{near:>12.3f}")
+        return area / a0, secs / t0, near
+
+    for m in SEARCHERS:
+        line("unconstrained", problem.lattice.free_bits, m, base[m])
+    for name, (age, zip_rule) in CUT_VARIANTS.items():
+        path = constrained_spec(spec, name.replace(" ", "_").replace("/", "_").replace(",", ""), age, zip_rule)
+        start = time.perf_counter()
+        with Problem.from_spec(path) as constrained:
+            load_s = time.perf_counter() - start
+            lat = constrained.lattice
+            reach = constrained.evaluate(lat.bottom()).risk
+            for m in SEARCHERS:
+                states = [search(constrained, m, args.curve_budget, s, args.th) for s in seeds]
+                bad = sum(int(np.any(lat.parse(p.key).array & ~lat.allowed)) for st in states for p in st.searched)
+                ratio, tratio, near = line(name, lat.free_bits, m, states, reach)
+                rows.append((f"{m.upper()} area ratio, {name} / unconstrained", f"{ratio:.3f}", None))
+                rows.append((f"{m.upper()} area ratio over [0, r*], {name}", f"{near:.3f}", None))
+                rows.append((f"{m.upper()} time ratio, {name} / unconstrained", f"{tratio:.3f}", None))
+                rows.append((f"{m.upper()} policies outside the allowed cuts, {name}", f"{bad}", bad == 0))
+            out(f"    ({name}: loaded in {load_s:.2f} s; finest allowed policy: risk r* = {reach:.4f} of the original "
+                f"data's, loss {constrained.evaluate(lat.bottom()).loss:.4f})")
+    out(f"  area ratio > 1: the publishable frontier loses more information at equal risk (over [0, 1], where it "
+        f"stays at its finest policy's loss above r*; and over [0, r*]); seeds 0..{args.cut_seeds - 1}, budget "
+        f"{args.curve_budget:,} each; chains per run: short chains of a small lattice cost more per policy")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 of the convergence curves (default 10)")
     parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="budget of the full runs (default 14780)")
     parser.add_argument("--curve-budget", type=int, default=1000, help="budget of the curve runs (default 1000)")
     parser.add_argument("--th", type=float, default=DEFAULT_THRESHOLD, help="TH of SHS (default: the library's, 0.3)")
+    parser.add_argument("--cut-seeds", type=int, default=5, help="seeds of the allowed-cuts comparison (default 5)")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.budget < 2 or args.curve_budget < CHECKPOINT_EVERY or not 0 <= args.th <= 1:
-        parser.error(f"need --seeds >= 1, --budget >= 2, --curve-budget >= {CHECKPOINT_EVERY}, 0 <= --th <= 1")
+    if (args.seeds < 1 or args.cut_seeds < 1 or args.budget < 2 or args.curve_budget < CHECKPOINT_EVERY
+            or not 0 <= args.th <= 1):
+        parser.error(f"need --seeds >= 1, --cut-seeds >= 1, --budget >= 2, --curve-budget >= {CHECKPOINT_EVERY}, "
+                     f"0 <= --th <= 1")
     out("deid-sql frontier-search benchmark: SHS vs RCS, Safe Harbor, k-anonymity, H")
     out(f"  python {sys.version.split()[0]}, seeds 0..{args.seeds - 1}, curve budget {args.curve_budget:,}, "
         f"full budget {args.budget:,}, TH {args.th}, data seed {DATA_SEED}")
@@ -257,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
             out("== 5. H vs empirical update share (seed 000 Fig. 6, seed 002 §5.5) ==")
             part_h([*shs_states[1:], full.state], args.th, rows)
             out()
-    out("== 6. Summary ==")
+            out(f"== 6. Allowed cut points (issue 18): SHS and RCS, budget {args.curve_budget:,}, "
+                f"seeds 0..{args.cut_seeds - 1}, TH {args.th} ==")
+            part_cuts(problem, spec, args, rows)
+            out()
+    out("== 7. Summary ==")
     for target, measured, ok in rows:
         verdict = "info" if ok is None else "PASS" if ok else "FAIL"
         out(f"  {target:<62} {measured:>10}   {verdict}")

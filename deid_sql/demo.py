@@ -128,28 +128,22 @@ def build_adult(folder: str | Path, adult_dir: str | Path, seed: int = 0) -> tup
     return census, hierarchies
 
 
-def zip3_bits(lattice: Lattice, qi: str = "zip") -> np.ndarray:
-    """Bits of a ZIP QI that keep only the boundaries between 3-digit prefixes."""
-    i = lattice.index(qi)
-    values = [lattice.domains[i].text(p) for p in range(lattice.domains[i].size)]
-    return np.array([a[:3] != b[:3] for a, b in zip(values, values[1:])], dtype=np.uint8)
-
-
 def showcase_policies(lattice: Lattice) -> list[tuple[str, Policy]]:
     """A few policies from the original data to full generalization, for the demo table."""
     bottom = lattice.bottom()
 
-    def with_qis(base: Policy, **parts: str | np.ndarray) -> Policy:
+    def with_qis(base: Policy, **parts: str) -> Policy:
+        """``base`` with some QIs replaced by policy text a user could type (``zip:digits=3``)."""
         bits = base.array.astype(np.uint8).copy()
         for name, value in parts.items():
             i = lattice.index(name)
             lo, hi = lattice.offsets[i], lattice.offsets[i + 1]
-            bits[lo:hi] = value if isinstance(value, np.ndarray) else lattice.parse(f"{name}:{value}").qi_bits(i)
+            bits[lo:hi] = lattice.parse(f"{name}:{value}").qi_bits(i)
         return lattice.policy(bits)
 
     five = "cuts=" + ",".join(str(a) for a in range(5, 91, 5))
     ten = "cuts=" + ",".join(str(a) for a in range(10, 91, 10))
-    z3 = zip3_bits(lattice)
+    z3 = "digits=3"  # a new group at each change of the first three digits
     return [
         ("original data", bottom),
         ("ZIP3, ages kept", with_qis(bottom, zip=z3)),

@@ -13,12 +13,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .atomic import write_text
 from .errors import DeidError, OutputError
 from .evaluate.chain import ChainEvaluator
+from .lattice import Lattice
 from .problem import Problem
 from .report.frontier_report import CHECKPOINT, FrontierReport, problem_identity
 from .report.html import html_frontier
@@ -49,7 +51,7 @@ class FrontierRun:
     written: list[Path] = field(default_factory=list)
 
 
-def _load_checkpoint(folder: Path, identity: str, method: str, seed: int) -> FrontierState:
+def _load_checkpoint(folder: Path, identity: str, method: str, seed: int, lattice: Lattice) -> FrontierState:
     path = folder / CHECKPOINT
     if not path.exists():
         raise OutputError(f"{folder} holds no {CHECKPOINT} to resume; run without --resume first")
@@ -57,17 +59,35 @@ def _load_checkpoint(folder: Path, identity: str, method: str, seed: int) -> Fro
     if data.get("problem") != identity:
         raise OutputError(f"{path} belongs to a different problem (spec, domains or data changed); "
                           f"refusing to resume — use another --out folder")
-    state = FrontierState.from_json(data["state"])
+    state = FrontierState.from_json(_canonical_keys(data["state"], lattice))
     if (state.method, state.seed) != (method, seed):
         raise OutputError(f"{path} is a {state.method} run with seed {state.seed}; resume it with "
                           f"--method {state.method} --seed {state.seed}")
     return state
 
 
+def _canonical_keys(state: dict[str, Any], lattice: Lattice) -> dict[str, Any]:
+    """The checkpoint's policy keys in today's text form: checkpoints written before policies
+    had a readable text hold bit strings, and a resumed run must recognize the policies they name
+    (``seen``) under the key it now gives them."""
+    known: dict[str, str] = {}
+
+    def key(text: str) -> str:
+        if text not in known:
+            known[text] = lattice.parse(text).text()
+        return known[text]
+
+    out = dict(state)
+    for name in ("frontier", "searched"):
+        out[name] = [[r, u, key(k)] for r, u, k in state[name]]
+    out["pruned"] = [[key(a), key(b)] for a, b in state["pruned"]]
+    return out
+
+
 def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: int = DEFAULT_BUDGET, seed: int = 0,
                  threshold: float = DEFAULT_THRESHOLD, resume: bool = False, overwrite: bool = False,
                  progress: Callable[[int], None] | None = None, plots: bool = True,
-                 k_values: tuple[int, ...] = K_VALUES) -> FrontierRun:
+                 k_values: tuple[int, ...] = K_VALUES, bits: bool = False) -> FrontierRun:
     """Search the frontier, checkpointing into ``folder``, then write its reports."""
     if method not in SEARCHES:
         raise DeidError(f"unknown frontier method {method!r}; use rcs or shs")
@@ -79,7 +99,7 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
     folder.mkdir(parents=True, exist_ok=True)
     identity = problem_identity(problem)
     if resume:
-        state = _load_checkpoint(folder, identity, method, seed)
+        state = _load_checkpoint(folder, identity, method, seed, problem.lattice)
         state.budget, state.threshold, state.interrupted = max(budget, state.evaluations), threshold, False
     else:
         taken = [n for n in (CHECKPOINT, *OUTPUTS) if (folder / n).exists()]
@@ -100,7 +120,7 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
     run(searcher, progress, save)
     save(state)
     result = _compare(problem, state, k_values)
-    result.written = write_reports(problem, folder, result, plots)
+    result.written = write_reports(problem, folder, result, plots, bits)
     return result
 
 
@@ -121,22 +141,29 @@ def _compare(problem: Problem, state: FrontierState, k_values: tuple[int, ...]) 
     return out
 
 
-def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True) -> list[Path]:
-    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html."""
+def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True,
+                  bits: bool = False) -> list[Path]:
+    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html; policies are
+    given by their readable text, and with ``bits`` also by their bit string (a last column)."""
+    extra = ["bits"] if bits else []
+
+    def bit_column(key: str) -> list[str]:
+        return [problem.lattice.parse(key).bit_text()] if bits else []
+
     state = result.state
     readable = {p.key: problem.lattice.parse(p.key).readable() for p in state.frontier}
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["risk", "loss", "policy", "readable", "dominates_safe_harbor"])
+    w.writerow(["risk", "loss", "policy", "readable", "dominates_safe_harbor", *extra])
     dominating = {p.key for p in result.dominating_safe_harbor}
     for p in state.frontier:
-        w.writerow([p.risk, p.loss, p.key, readable[p.key], p.key in dominating])
+        w.writerow([p.risk, p.loss, p.key, readable[p.key], p.key in dominating, *bit_column(p.key)])
     write_text(folder / "frontier.csv", rows.getvalue(), overwrite=True)
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["evaluation", "risk", "loss", "policy"])
+    w.writerow(["evaluation", "risk", "loss", "policy", *extra])
     for i, p in enumerate(state.searched, 1):
-        w.writerow([i, p.risk, p.loss, p.key])
+        w.writerow([i, p.risk, p.loss, p.key, *bit_column(p.key)])
     write_text(folder / "searched.csv", rows.getvalue(), overwrite=True)
     written = [folder / "frontier.csv", folder / "searched.csv"]
     if plots:

@@ -4,6 +4,8 @@ The lattice knows the QIs' names and domains and nothing about data.  Order
 follows the paper: ``a ≺ b`` when a is strictly more general (every kept boundary
 of a is kept in b, and b keeps at least one more).  The paper's GLB of a policy is
 one of its *parents* here (one kept boundary removed); the LUB is a *child*.
+With the spec's allowed cut points (``cuts.py``) the lattice is the sublattice of the policies
+that keep only allowed boundaries; the text forms are in ``policytext.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from .errors import PolicyError
 from .hierarchy import Hierarchy
 from .limits import require_sizes
 from .policy import Policy
+from .policytext import bit_text, cut_texts, format_qi, named_forms, parse_qi
+from .recoding import Recoding
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,20 @@ class Chain:
 
 
 class Lattice:
-    """All policies over the given QIs and their domains."""
+    """All policies over the given QIs and their domains, or, with ``allowed``, the sublattice of
+    the policies that keep only allowed boundaries (the spec's allowed cut points, ``cuts.py``).
+
+    A constrained lattice keeps the bit layout (one bit per domain boundary, so policies,
+    recodings and evaluators have the same shape); a boundary outside the allowed set is always
+    merged (its bit is always 0).  Its ``bottom`` is every allowed boundary kept, which is the
+    original data only when nothing is constrained; ``original`` is the original data's recoding
+    (evaluators normalize risk by it, seed 000 eq. 2-3, constrained or not).  Without ``allowed``
+    every method behaves, and draws random numbers, exactly as before constraints existed.
+    """
 
     def __init__(self, names: Sequence[str], domains: Sequence[Domain],
-                 hierarchies: Mapping[str, Hierarchy] | None = None) -> None:
+                 hierarchies: Mapping[str, Hierarchy] | None = None,
+                 allowed: Mapping[str, np.ndarray] | None = None) -> None:
         if len(names) != len(domains):
             raise PolicyError("a lattice needs one domain per QI name")
         self.names = tuple(names)
@@ -66,6 +80,46 @@ class Lattice:
         self.nbits = self.offsets[-1]
         self.qi_of_bit = np.repeat(np.arange(len(self.names), dtype=np.int32), sizes)
         self._index = {n: i for i, n in enumerate(self.names)}
+        mask = np.ones(self.nbits, dtype=bool)
+        for name, qi_mask in (allowed or {}).items():
+            i = self.index(name)
+            qi_mask = np.asarray(qi_mask, dtype=bool)
+            if qi_mask.shape != (sizes[i],):
+                raise PolicyError(f"the allowed cuts of QI {name!r} need one flag per boundary ({sizes[i]})")
+            mask[self.offsets[i]:self.offsets[i + 1]] = qi_mask
+        mask.setflags(write=False)
+        self.allowed = mask
+        self.constrained = not bool(mask.all())
+        self.free_bits = int(np.count_nonzero(mask))  # the lattice holds 2 ** free_bits policies
+        self._positions = np.flatnonzero(mask)
+        self._named: dict[int, list[tuple[str, np.ndarray]]] = {}
+        self._cut_texts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def qi_allowed(self, i: int) -> np.ndarray:
+        """The allowed boundaries of QI ``i`` (all True when the spec does not restrict it)."""
+        return self.allowed[self.offsets[i]:self.offsets[i + 1]]
+
+    def named_forms(self, i: int) -> list[tuple[str, np.ndarray]]:
+        """The named text forms of QI ``i`` written without a search (``digits=3``, ``by=month``), computed once."""
+        if i not in self._named:
+            self._named[i] = named_forms(self, i)
+        return self._named[i]
+
+    def cut_texts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """QI ``i``'s values as a cut list writes them, and which read back (``policytext.cut_texts``)."""
+        if i not in self._cut_texts:
+            self._cut_texts[i] = cut_texts(self.domains[i])
+        return self._cut_texts[i]
+
+    def free_positions(self) -> int | np.ndarray:
+        """What a search permutes to order the allowed bits at random: ``nbits`` when nothing is
+        constrained (``rng.permutation(n)``, as before constraints existed), else the positions."""
+        return self._positions if self.constrained else self.nbits
+
+    def original(self) -> Recoding:
+        """The original data (every boundary kept) as a recoding, constrained or not."""
+        rec = Policy(self, b"\x01" * self.nbits).recoding()
+        return Recoding(rec.qis, name="original data")
 
     # -- construction -----------------------------------------------------------------
     def policy(self, bits: Sequence[int] | np.ndarray | bytes) -> Policy:
@@ -77,15 +131,18 @@ class Lattice:
             )
         if arr.size and not np.isin(arr, (0, 1)).all():
             raise PolicyError("policy bits must be 0 or 1")
-        return Policy(self, arr.astype(np.uint8).tobytes())
+        policy = Policy(self, arr.astype(np.uint8).tobytes())
+        self._check(policy)
+        return policy
 
     def top(self) -> Policy:
         """The most general policy: every QI in one group."""
         return Policy(self, bytes(self.nbits))
 
     def bottom(self) -> Policy:
-        """The original data: every boundary kept."""
-        return Policy(self, b"\x01" * self.nbits)
+        """The most specific policy: every allowed boundary kept (the original data when
+        nothing is constrained)."""
+        return Policy(self, self.allowed.astype(np.uint8).tobytes())
 
     def index(self, name: str) -> int:
         try:
@@ -96,12 +153,11 @@ class Lattice:
             ) from None
 
     def parse(self, text: str) -> Policy:
-        """Parse a policy text.
+        """Parse a policy text (the forms per QI are in ``policytext``).
 
-        Forms per QI (segments separated by ``|``, QIs left out are kept as they are):
-        ``age:0110…`` (bits), ``age:top``, ``age:bottom``, ``age:level=2`` (a level of the
-        QI's hierarchy, when interval-shaped) and ``age:cuts=18,65`` (a new group starts
-        at each listed value).  The whole text may also be ``top`` or ``bottom``.
+        Segments are separated by ``|``; QIs left out are kept as they are (``bottom``: every
+        allowed boundary).  The whole text may also be ``top`` or ``bottom``.  A cut the spec
+        does not allow is refused, naming the allowed ones.
         """
         text = text.strip()
         if not text.strip("| \t\n"):  # an unset shell variable must not mean "keep everything"
@@ -115,7 +171,7 @@ class Lattice:
             name, sep, body = segment.partition(":")
             if not sep:
                 raise PolicyError(
-                    f"policy segment {segment!r} has no ':'; write QI:BITS, e.g. age:0110"
+                    f"policy segment {segment!r} has no ':'; write QI:FORM, e.g. age:every=10 or zip:digits=3"
                 )
             name = name.strip()
             i = self.index(name)
@@ -123,57 +179,27 @@ class Lattice:
                 raise PolicyError(f"policy names QI {name!r} twice; give each QI once")
             seen.add(name)
             lo, hi = self.offsets[i], self.offsets[i + 1]
-            bits[lo:hi] = self._parse_qi(i, body.strip())
+            bits[lo:hi] = parse_qi(self, i, body.strip())
         return Policy(self, bits.tobytes())
 
-    def _parse_qi(self, i: int, body: str) -> np.ndarray:
-        name, domain = self.names[i], self.domains[i]
-        n = domain.size - 1
-        if body == "top":
-            return np.zeros(n, dtype=np.uint8)
-        if body == "bottom":
-            return np.ones(n, dtype=np.uint8)
-        if body.startswith("level="):
-            return self._level_bits(i, body[6:])
-        if body.startswith("cuts="):
-            out = np.zeros(n, dtype=np.uint8)
-            for raw in filter(None, (c.strip() for c in body[5:].split(","))):
-                pos = domain.position(int(raw) if domain.kind == "integer" and _is_int(raw) else raw)
-                if pos is None or pos == 0:
-                    raise PolicyError(
-                        f"cut {raw!r} for QI {name!r} is not a value after the first of its "
-                        f"domain; cuts name the first value of each new group"
-                    )
-                out[pos - 1] = 1
-            return out
-        if len(body) != n or any(c not in "01" for c in body):
-            raise PolicyError(
-                f"QI {name!r} needs {n} bits (its domain has {domain.size} values) but the "
-                f"policy gives {body[:40]!r}{'…' if len(body) > 40 else ''}; use 0/1 per boundary, "
-                f"or top, bottom, level=N, cuts=v1,v2"
-            )
-        return np.frombuffer(body.encode(), dtype=np.uint8) - ord("0")
-
-    def _level_bits(self, i: int, raw: str) -> np.ndarray:
-        name = self.names[i]
-        hierarchy = self.hierarchies.get(name)
-        if hierarchy is None:
-            raise PolicyError(f"QI {name!r} has no hierarchy in the spec, so level={raw} means nothing")
-        if not _is_int(raw):
-            raise PolicyError(f"level for QI {name!r} must be a whole number, not {raw!r}")
-        rec = hierarchy.recoding(self.domains[i], int(raw))
-        if not rec.contiguous:
-            raise PolicyError(
-                f"level {raw} of the hierarchy of {name!r} groups non-adjacent values, so it is a "
-                f"recoding, not a lattice policy; reorder the domain or use it as a recoding"
-            )
-        return (np.diff(rec.group_of) != 0).astype(np.uint8)
+    def text(self, policy: Policy, bits: bool = False) -> str:
+        """The canonical text of ``policy`` (``policytext.format_qi`` per QI), or with ``bits``
+        the bit string of every QI (``age:0110…|sex:1``); both parse back to ``policy``."""
+        if bits:
+            return "|".join(f"{name}:{bit_text(policy.qi_bits(i))}" for i, name in enumerate(self.names))
+        return "|".join(f"{name}:{format_qi(self, i, policy.qi_bits(i))}" for i, name in enumerate(self.names))
 
     # -- order ------------------------------------------------------------------------
     def _check(self, *policies: Policy) -> None:
         for p in policies:
             if len(p.bits) != self.nbits:
                 raise PolicyError("policy does not belong to this lattice (wrong length)")
+            if self.constrained and np.any(p.array & ~self.allowed):
+                bad = int(np.flatnonzero(p.array & ~self.allowed)[0])
+                q = int(self.qi_of_bit[bad])
+                raise PolicyError(f"policy cuts QI {self.names[q]!r} where the spec allows no cut (before "
+                                  f"{self.domains[q].text(bad - self.offsets[q] + 1)}); its allowed cuts are "
+                                  f"{format_qi(self, q, self.qi_allowed(q))}")
 
     def leq(self, a: Policy, b: Policy) -> bool:
         """``a ≼ b``: a is at least as general as b."""
@@ -200,7 +226,7 @@ class Lattice:
 
     def children(self, p: Policy) -> list[Policy]:
         """Direct specializations: the policies ``p`` is a GLB of."""
-        return [self._flip(p, int(i)) for i in np.flatnonzero(~p.array)]
+        return [self._flip(p, int(i)) for i in np.flatnonzero(~p.array & self.allowed)]
 
     def is_cover(self, a: Policy, b: Policy) -> bool:
         """True when a is a GLB of b: they differ in exactly one bit, 0 in a, 1 in b."""
@@ -218,6 +244,7 @@ class Lattice:
 
     def in_sublattice(self, p: Policy, upper: Policy, lower: Policy) -> bool:
         """Membership in sublattice(upper, lower): ``upper ≼ p ≼ lower``."""
+        self._check(p, upper, lower)
         return self.leq(upper, p) and self.leq(p, lower)
 
     def _differing(self, upper: Policy, lower: Policy) -> np.ndarray:
@@ -253,13 +280,7 @@ class Lattice:
         return Chain(upper, rng.permutation(diff))
 
     def random_policy(self, rng: np.random.Generator, density: float = 0.5) -> Policy:
-        """A random lattice node; each boundary is kept with probability ``density``."""
-        return Policy(self, (rng.random(self.nbits) < density).astype(np.uint8).tobytes())
+        """A random lattice node; each allowed boundary is kept with probability ``density``
+        (the same draws constrained or not: a disallowed boundary's draw is discarded)."""
+        return Policy(self, ((rng.random(self.nbits) < density) & self.allowed).astype(np.uint8).tobytes())
 
-
-def _is_int(raw: str) -> bool:
-    try:
-        int(raw)
-    except ValueError:
-        return False
-    return True

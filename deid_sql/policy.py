@@ -7,6 +7,7 @@ is immutable and hashable so searches can cache and deduplicate evaluations.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ class Policy:
 
     @property
     def level(self) -> int:
-        """Number of kept boundaries (0 at the top, ``lattice.nbits`` at the bottom)."""
+        """Number of kept boundaries (0 at the top, ``lattice.free_bits`` at the bottom)."""
         return int(np.count_nonzero(self.array))
 
     def __lt__(self, other: Policy) -> bool:
@@ -55,11 +56,18 @@ class Policy:
         return self.lattice.leq(self, other)
 
     def text(self) -> str:
-        """Stable text form: ``age:0110…|sex:1|…`` (parse back with ``Lattice.parse``)."""
-        return "|".join(
-            f"{name}:" + "".join("1" if b else "0" for b in self.qi_bits(i))
-            for i, name in enumerate(self.lattice.names)
-        )
+        """The canonical text a person reads and writes: ``age:every=10|zip:digits=3|sex:bottom``
+        (``policytext``: named forms where they fit, the cut list otherwise); it is what every
+        output leads with, and ``Lattice.parse`` reads it back to this policy."""
+        return self._text
+
+    @functools.cached_property
+    def _text(self) -> str:  # a search prints the same policy many times; the forms cost a scan of each QI
+        return self.lattice.text(self)
+
+    def bit_text(self) -> str:
+        """The bit string of every QI: ``age:0110…|sex:1|…`` (``--bits``; parses back too)."""
+        return self.lattice.text(self, bits=True)
 
     def __str__(self) -> str:
         return self.text()

@@ -19,12 +19,14 @@ from .adversary.params import RISKS, AdversaryParams
 from .backends import Backend, connect, local
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
+from .cuts import allowed_mask
 from .domain import Domain
 from .errors import DeidError, OutputError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
 from .evaluate.riskmodel import risk_model
 from .evaluate.sqlpath import SQLEvaluator
+from .hierarchy import Hierarchy
 from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
 from .policy import Policy
@@ -50,7 +52,9 @@ class Problem:
         self.columns = columns
         self.source = source
         sizes = [d.size for d in domains]
-        bottom, top = lattice.bottom().recoding(), lattice.top().recoding()
+        # risk is normalized by the original data's, constrained lattice or not (seed 000 eq. 2-3,
+        # METHODS): figures of a constrained search compare with every other run's
+        bottom, top = lattice.original(), lattice.top().recoding()
         self.record_risk = risk_model(spec, self.population_total)
         self._fast_path = FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk)
         self.fast = Evaluator(self._fast_path, sample, bottom, top)
@@ -116,11 +120,12 @@ class Problem:
         if problems:
             raise_if(problems + roles)
         resolved = [d for d in domains if d is not None]
+        allowed = allowed_cuts(spec, resolved, hierarchies, problems)  # reported with the data's problems
         sample_cells = aggregate(backend, spec, resolved, source, problems)
         pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
         raise_if(problems + roles)
         assert sample_cells is not None
-        lattice = Lattice(spec.qi_names, resolved, hierarchies)
+        lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
         # a pseudonymized CSV column is hashed as the file's text (ID 007 stays 007 on every engine)
         text_cols |= {c: True for c in spec.columns.pseudonymize if c in source.columns and c not in text_cols}
@@ -144,6 +149,8 @@ class Problem:
         if isinstance(text, Policy):
             if text.lattice.names != self.lattice.names or len(text.bits) != self.lattice.nbits:
                 raise PolicyError("the policy belongs to a different problem (other QIs or domains)")
+            if self.lattice.constrained:
+                self.lattice.policy(text.bits)  # refuses a cut the spec does not allow
             return text
         return self.lattice.parse(text)
 
@@ -202,8 +209,7 @@ class Problem:
             sizes = [d.size for d in self.domains]
             path = SQLEvaluator(self._sql_backend(), self.sample, self.population, sizes, self.spec.gamma,
                                 record_risk=self.record_risk)
-            self._sql = Evaluator(path, self.sample, self.lattice.bottom().recoding(),
-                                  self.lattice.top().recoding())
+            self._sql = Evaluator(path, self.sample, self.lattice.original(), self.lattice.top().recoding())
         return self._sql
 
     def _sql_backend(self) -> Backend:
@@ -303,6 +309,20 @@ class Problem:
     @property
     def source_view(self) -> str:
         return SOURCE_VIEW
+
+
+def allowed_cuts(spec: Spec, domains: list[Domain], hierarchies: dict[str, Hierarchy],
+                 problems: list[str]) -> dict[str, np.ndarray]:
+    """Per constrained QI, the boundaries its ``cuts``/``zip_digits``/``date_cuts`` allow on its
+    resolved domain (``cuts.allowed_mask``); problems (a listed category not in the data, a
+    hierarchy level that is not interval-shaped) are collected with the data's."""
+    out: dict[str, np.ndarray] = {}
+    for q, domain in zip(spec.qis, domains):
+        if q.cuts is not None:
+            mask = allowed_mask(q.cuts, domain, hierarchies.get(q.name), f"[[qi]] {q.name!r}", problems)
+            if mask is not None:
+                out[q.name] = mask
+    return out
 
 
 def role_problems(spec: Spec, columns: dict[str, str]) -> list[str]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .cuts import CutRule, parse_rule
 from .domain import KINDS, parse_date
 from .errors import Problems, SpecError
 from .limits import domain_problems
@@ -36,7 +37,7 @@ POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "dup
 DUPLICATES = ("error", "sum")
 GLOB_CHARS = "*?[]{}"  # pattern characters of DuckDB's and Hadoop's (Spark's) file globs
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
-           "hierarchy", "nulls", "null_label", "role"}
+           "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts"}
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
 ENGINES = ("duckdb", "postgres", "spark")
@@ -77,6 +78,7 @@ class QISpec:
     nulls: str = "error"
     null_label: str = "NULL"
     role: str | None = None
+    cuts: CutRule | None = None  # where a policy may cut this QI (``cuts.py``); None: anywhere
 
 
 @dataclass(frozen=True)
@@ -433,7 +435,8 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
             problems.add(where, f"{key} must be a column name")
     if isinstance(lo, dt.datetime):
         lo = lo.date()
+    cuts = parse_rule(q, kind, lo, hi, values, where, problems)
     return QISpec(name=name, column=str(column), population_column=str(q.get("population_column", column)),
                   kind=kind, min=lo, max=hi, values=tuple(values) if values else None,
                   values_from=values_from, hierarchy=hpath, nulls=nulls, null_label=str(null_label),
-                  role=role)
+                  role=role, cuts=cuts)

@@ -375,6 +375,7 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
     with Problem.from_spec(db_project.spec_path) as problem:
         k = problem.evaluate(POLICY).k
         k_top = problem.evaluate("age:top|zip:top").k
+        text = problem.policy(POLICY).text()
     run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k)
     run("dbt", db_project.spec_path, "-p", "age:top|zip:top", "--project", out, "--model", "patients_top", "--k", k_top,
         "--materialized", "view")
@@ -387,7 +388,7 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
     assert set(results(out).values()) == {"pass"} and len(results(out)) == 2 * (len(QIS) + 2)
     manifest = json.loads((out / "target" / "manifest.json").read_text())
     meta = manifest["nodes"][f"model.warehouse.{MODEL}"]["config"]["meta"]
-    assert meta["deid_k"] == k and meta["deid_policy"].startswith("age:0")
+    assert meta["deid_k"] == k and meta["deid_policy"] == text and text.startswith("age:cuts=18,45,46,65")
 
     con = duckdb.connect(str(db), read_only=True)
     try:

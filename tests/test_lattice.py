@@ -93,7 +93,7 @@ def test_random_chain_is_uniform_over_maximal_chains():
 
 def test_sublattice_membership_matches_the_paper_example():
     lat = Lattice(["x"], [IntegerDomain(0, 4)])
-    members = {p.text() for p in (lat.policy([int(c) for c in f"{i:04b}"]) for i in range(16))
+    members = {p.bit_text() for p in (lat.policy([int(c) for c in f"{i:04b}"]) for i in range(16))
                if lat.in_sublattice(p, lat.parse("x:0001"), lat.parse("x:1011"))}
     assert members == {"x:0001", "x:0011", "x:1001", "x:1011"}  # seed 000 Figure 3
 
@@ -130,7 +130,7 @@ def test_policy_text_errors():
 
 def test_cuts_and_top_bottom_forms():
     p = LATTICE.parse("age:cuts=3,7|sex:top|race:bottom")
-    assert p.text().startswith("age:001000100|sex:0|race:111|")
+    assert p.bit_text().startswith("age:001000100|sex:0|race:111|")
     assert LATTICE.parse("top") == LATTICE.top() and LATTICE.parse("bottom") == LATTICE.bottom()
 
 

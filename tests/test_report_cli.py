@@ -266,10 +266,10 @@ def test_view_with_report(run, project) -> None:
 
 
 def test_report_is_a_listed_command_with_an_example() -> None:
-    from deid_sql.cli.main import COMMANDS
+    from deid_sql.cli.main import COMMANDS, cli
     from deid_sql.cli.report import report
 
-    assert report in COMMANDS
+    assert "report" in COMMANDS and cli.commands["report"] is report
     assert "Example: deid-sql report demo/demo.toml" in (report.help or "")
 
 

@@ -66,7 +66,7 @@ def _run(folder: Path, seed: int, budget: int) -> None:
                        f"{m.k:>6}{m.sample_unique_records:>9}")
         _safe_harbor_and_alternatives(problem)
         label, chosen = showcase[3]
-        click.echo(f"\nchosen: {label}\n  {chosen.readable()[:300]}")
+        click.echo(f"\nchosen: {label}\n  {chosen.readable()[:300]}\n  policy text: {chosen.text()}")
         sql = problem.compile(chosen, dialect="postgres", table="patients")
         click.echo("\nits SQL for PostgreSQL (first lines):\n  " + "\n  ".join(sql.splitlines()[:12]) + "\n  …")
         db = folder / "demo.duckdb"

@@ -25,10 +25,11 @@ from .options import FiniteFloat, handles_errors, open_problem, risk_model_optio
               help="Folder for frontier.csv, searched.csv, frontier.png, frontier.html and the checkpoint.")
 @click.option("--resume", is_flag=True, help="Continue the run checkpointed in --out (same problem, method, seed).")
 @click.option("--overwrite", is_flag=True, help="Start again in a folder that holds an earlier run.")
+@click.option("--bits", is_flag=True, help="Also give each policy of the CSV files as its bit string (a last column).")
 @risk_model_option("--risk", "--risk-model")
 @handles_errors
 def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, folder: Path, resume: bool,
-             overwrite: bool, risk_model: str | None) -> None:
+             overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.
 
     Example: deid-sql frontier demo/demo.toml --method shs --budget 2000 --seed 0 --out frontier-run
@@ -36,7 +37,7 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
     with open_problem(spec, risk_model) as problem:
         with progress.counting(f"{method}: evaluating up to {budget:,} policies", budget) as evaluated:
             result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
-                                  progress=evaluated.advance)
+                                  progress=evaluated.advance, bits=bits)
     s = result.state
     click.echo(f"{s.method}: {s.evaluations:,} policies evaluated in {s.seconds:.1f} s (seed {s.seed})")
     click.echo(f"  frontier size   {len(s.frontier):,}")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..backends import connect
-from ..errors import DeidError, SpecError
+from ..errors import DeidError, PolicyError, SpecError
+from ..policy import Policy
 from ..problem import Problem
+from ..release.plan import plan_of
 from ..spec import Spec
 from .options import echo_json, handles_errors, open_problem, read_policy, risk_model_option, spec_argument
 
@@ -56,7 +58,10 @@ def _report_problem(problem: Problem) -> None:
         click.echo("  population sample (group sizes from the sample itself)")
     for q, d in zip(s.qis, problem.domains):
         click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
-    click.echo(f"  lattice    {problem.lattice.nbits} bits, gamma = {s.gamma:g}")
+    lattice = problem.lattice
+    allowed = (f" ({lattice.free_bits} allowed by the spec's cuts: 2^{lattice.free_bits} policies)"
+               if lattice.constrained else "")
+    click.echo(f"  lattice    {lattice.nbits} bits{allowed}, gamma = {s.gamma:g}")
     released = problem.released_columns
     roles = s.columns
     shown = ", ".join(f"{name} ({role}{', ' + roles.pseudonym if role == 'pseudonymize' else ''})"
@@ -86,21 +91,51 @@ def _report_channels(loaded: Loaded) -> None:
 
 @click.command()
 @spec_argument
-@click.option("--policy", "-p", "policies", multiple=True, required=True, metavar="P",
+@click.option("--policy", "-p", "policies", multiple=True, metavar="P",
               help="Policy text (repeat for several); see 'deid-sql compile --help'.")
+@click.option("--levels", "levels", multiple=True, metavar="L",
+              help="Hierarchy levels, as 'deid-sql anonymize' prints them: 'sex:0|age:3|…' (repeat for several).")
 @click.option("--path", "path", type=click.Choice(["fast", "sql"]), default="fast", show_default=True,
               help="Evaluate on the cell arrays (fast) or with the reference SQL query.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
+              help="A brief table, or JSON (the default when the output is not a terminal, so scripts get JSON).")
+@click.option("--bits", is_flag=True, help="Also give each policy as its bit string (one 0/1 per boundary).")
 @risk_model_option("--risk", "--risk-model")
 @handles_errors
-def evaluate(spec: Path, policies: tuple[str, ...], path: str, risk_model: str | None) -> None:
-    """Print the risk and utility metrics of policies as JSON.
+def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], path: str, fmt: str | None,
+             bits: bool, risk_model: str | None) -> None:
+    """Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise.
 
-    Example: deid-sql evaluate demo/demo.toml --policy 'age:cuts=18,30,50,70|zip:top' --risk adversary
+    Example: deid-sql evaluate demo/demo.toml --policy 'age:every=10|zip:digits=3' --policy 'zip:top'
     """
+    fmt = fmt or ("table" if sys.stdout.isatty() else "json")
+    if not policies and not levels:
+        raise PolicyError("say what to evaluate: --policy P (e.g. 'age:every=10|zip:digits=3') or --levels L")
     with open_problem(spec, risk_model) as problem:
+        plans = ([plan_of(problem, read_policy(text)) for text in policies]
+                 + [plan_of(problem, levels=text) for text in levels])
         out = []
-        for text in policies:
-            policy = problem.policy(read_policy(text))
-            metrics = problem.evaluate(policy, path=path)
-            out.append({"policy": policy.text(), "readable": policy.readable(), **metrics.to_dict()})
-        echo_json(out[0] if len(out) == 1 else out)
+        for plan in plans:
+            metrics = problem.evaluate(plan.item, path=path)
+            row = {"policy": plan.text or plan.levels, "readable": plan.readable, **metrics.to_dict()}
+            if plan.levels is not None:
+                row["levels"] = plan.levels
+            if bits:
+                row["bits"] = plan.item.bit_text() if isinstance(plan.item, Policy) else None
+            out.append(row)
+        if fmt == "json":
+            echo_json(out[0] if len(out) == 1 else out)
+        else:
+            _table(out)
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    """Risk, loss and the counts a reviewer looks at first, then each policy's text and groups."""
+    click.echo(f"{'#':>2} {'risk':>10} {'loss':>8} {'k':>6} {'exp. re-ids':>12} {'uniques':>8}  policy")
+    for i, r in enumerate(rows, 1):
+        click.echo(f"{i:>2} {r['risk']:>10.6f} {r['loss']:>8.4f} {r['k']:>6} {r['expected_reidentifications']:>12.2f} "
+                   f"{r['sample_unique_records']:>8}  {r['policy']}")
+    for i, r in enumerate(rows, 1):
+        click.echo(f"\n{i}: {r['readable']}")
+        if "bits" in r:
+            click.echo(f"   bits {r['bits']}")

@@ -18,7 +18,8 @@ from .boundary import error_boundary
 #: against the command's own help.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "validate": ("inspect", "validate", "Check SPEC against its data and report every problem at once."),
-    "evaluate": ("inspect", "evaluate", "Print the risk and utility metrics of policies as JSON."),
+    "evaluate": ("inspect", "evaluate",
+                 "Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise."),
     "compile": ("output", "compile_", "Print the SELECT that applies a policy, in any SQL dialect."),
     "materialize": ("output", "materialize_",
                 "Write the de-identified table (atomic; row count checked against the source)."),

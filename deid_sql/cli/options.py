@@ -66,8 +66,10 @@ class FiniteFloat(click.ParamType):
 spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 _POLICY = click.option(
     "--policy", "-p", "policy", default=None, metavar="P",
-    help="Policy text: 'age:cuts=18,65|zip:top', per-QI bits 'sex:1', 'race:level=1', "
-         "'top', 'bottom', or @FILE to read it from a file (or give --levels).",
+    help="Policy text, one part per QI joined by '|': 'age:every=10|zip:digits=3|admitted:by=month', "
+         "'age:cuts=18,65' (a new group at each value), 'race:level=1' (a hierarchy level), 'zip:top', "
+         "'sex:bottom' (kept), per-QI bits 'sex:1'; or 'top', 'bottom', or @FILE to read it from a file "
+         "(or give --levels).",
 )
 _LEVELS = click.option(
     "--levels", default=None, metavar="L",
@@ -96,6 +98,8 @@ def release_plan(problem: Problem, policy: str | None, levels: str | None,
     """What ``--policy``/``--levels`` (and ``--suppress-below``) ask a release command to release."""
     text, levels = policy_input(policy, levels)
     return plan_of(problem, text, suppression=suppress_below, levels=levels)
+
+
 format_option = click.option(
     "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
     help="Output format when the extension does not tell.",

@@ -131,7 +131,7 @@ class ReleaseGate:
             from ..safe_harbor import safe_harbor
 
             reference = problem.evaluate(safe_harbor(problem).recoding).risk
-        original = problem.evaluate(problem.lattice.bottom()).risk_sum
+        original = problem.evaluate(problem.lattice.original()).risk_sum  # the original data, constrained or not
         return cls(
             spec=spec, recoding=recoding,
             policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)},

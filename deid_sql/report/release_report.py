@@ -159,7 +159,7 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
                              f"synthetic rows) or pass --accept-risk \"REASON\"")
     status = _status(verdict)
     metrics = problem.evaluate(plan.item)
-    original = problem.evaluate(problem.lattice.bottom())
+    original = problem.evaluate(problem.lattice.original())
     harbor, harbor_note = _safe_harbor(problem)
     groups = rf.Groups(problem, recoding, suppression)
     if groups.suppressed != figures.suppressed:

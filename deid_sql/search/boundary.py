@@ -82,8 +82,9 @@ def check_threshold(lattice: Lattice, evaluator: Evaluator, threshold: float) ->
         )
     bottom = evaluator.evaluate(lattice.bottom()).risk
     if bottom <= threshold:
+        what = "the finest policy the spec's allowed cuts permit" if lattice.constrained else "the original data"
         raise DeidError(
-            f"the original data already meets threshold {threshold:.6g} (its risk is {bottom:.6g}), so there is no "
+            f"{what} already meets threshold {threshold:.6g} (its risk is {bottom:.6g}), so there is no "
             f"boundary policy: lower the threshold"
         )
 

@@ -8,7 +8,9 @@ its witness.  Monotone risk (Thm 2.1) makes every bisection step sound.
 The halfway point generalizes ⌊d/2⌋ of the d boundaries on which ``min`` and ``max``
 disagree.  Which ones is drawn with probability ∝ w(b) = w_sizeOfField(b) +
 w_previousSolutions(b), where w_sizeOfField(b) = |domain of b's QI| − 1 and
-w_previousSolutions(b) = 1 + the number of earlier solutions that keep boundary b.
+w_previousSolutions(b) = 1 + the number of earlier solutions that keep boundary b.  With allowed cut
+points (``cuts.py``) only allowed boundaries differ between ``min`` and ``max``, so only they are drawn,
+and |domain of b's QI| − 1 becomes the number of the QI's allowed boundaries.
 Reading of the paper: a *chosen* bit is one that is generalized, so small domains
 (sex: weight 1) are generalized rarely, and boundaries kept by many earlier solutions
 are generalized more often — both steer later iterations away from earlier answers.
@@ -25,8 +27,10 @@ from .boundary import BoundarySearch, Progress, run_boundary_search
 
 
 def field_weights(lattice: Lattice) -> np.ndarray:
-    """w_sizeOfField per bit: the size of its QI's domain minus one."""
-    sizes = np.array([d.size - 1 for d in lattice.domains], dtype=np.float64)
+    """w_sizeOfField per bit: how many boundaries its QI may keep (the size of its domain minus one,
+    or with allowed cut points the number of allowed ones: the choices the field really offers)."""
+    sizes = np.array([np.count_nonzero(lattice.qi_allowed(i)) for i in range(len(lattice.domains))],
+                     dtype=np.float64)
     return sizes[lattice.qi_of_bit]
 
 

@@ -3,6 +3,7 @@
 Start at a uniformly random policy.  If it meets the threshold, walk down (towards the
 original data) through random children until one does not, and report its parent;
 otherwise walk up through random parents until one meets it, and report that one.
+With allowed cut points the start and every step keep only allowed boundaries.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def directed_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: fl
     """Run the directed walk ``iterations`` times; Ctrl-C returns what was found so far."""
 
     def iterate(ev: Evaluator, rng: np.random.Generator, _: BoundarySearch) -> tuple[Policy, Policy]:
-        current = lattice.policy(rng.integers(0, 2, lattice.nbits))
+        current = lattice.policy(rng.integers(0, 2, lattice.nbits) & lattice.allowed)
         if ev.evaluate(current).risk <= threshold:
             while True:  # down: the bottom exceeds T (checked), so this ends
                 child = _flip(lattice, current, rng, to=1)
@@ -39,5 +40,5 @@ def directed_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: fl
 def _flip(lattice: Lattice, policy: Policy, rng: np.random.Generator, to: int) -> Policy:
     """A random child (``to`` = 1: keep one more boundary) or parent (``to`` = 0)."""
     bits = policy.array.astype(np.uint8)
-    bits[int(rng.choice(np.flatnonzero(bits != to)))] = to
+    bits[int(rng.choice(np.flatnonzero((bits != to) & lattice.allowed)))] = to
     return lattice.policy(bits)

@@ -149,7 +149,7 @@ def run(searcher: FrontierSearcher, progress: Callable[[int], None] | None = Non
     if state.budget < 2:
         raise DeidError(f"budget {state.budget} is below 2: the frontier starts from the top and the bottom")
     start, last_save = time.perf_counter(), time.perf_counter()
-    seen, stalled, policies = state.evaluations, 0, 2 ** searcher.lattice.nbits
+    seen, stalled, policies = state.evaluations, 0, 2 ** searcher.lattice.free_bits
     try:
         if state.evaluations == 0:
             searcher.initialize()

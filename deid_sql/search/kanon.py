@@ -133,13 +133,28 @@ def standard_levels(problem: Problem) -> list[list[Level]]:
     return out
 
 
+def publishable_levels(problem: Problem) -> list[list[Level]]:
+    """``standard_levels`` without the levels the spec's allowed cut points rule out: on a QI
+    with ``cuts``/``zip_digits``/``date_cuts`` only the interval-shaped levels that cut at
+    allowed boundaries remain (the top always does), so the baseline, like the searches,
+    offers only publishable policies.  Unconstrained QIs keep every level."""
+    lattice = problem.lattice
+    out = []
+    for i, levels in enumerate(standard_levels(problem)):
+        allowed = lattice.qi_allowed(i)
+        if not allowed.all():
+            levels = [lv for lv in levels if lv.bits is not None and not np.any(lv.bits.astype(bool) & ~allowed)]
+        out.append(levels)
+    return out
+
+
 def full_domain_generalizations(problem: Problem) -> Iterator[tuple[str, Policy | Recoding]]:
-    """Every combination of one level per QI, labelled ``age:5y|sex:kept|race:*|zip:3d``.
+    """Every combination of one publishable level per QI, labelled ``age:5y|sex:kept|race:*|zip:3d``.
 
     A combination of interval-shaped levels is a lattice ``Policy``; any other is a
     ``Recoding`` named by its label."""
     lattice = problem.lattice
-    for combo in itertools.product(*standard_levels(problem)):
+    for combo in itertools.product(*publishable_levels(problem)):
         label = "|".join(level.name for level in combo)
         if all(level.bits is not None for level in combo):
             bits = [level.bits for level in combo if level.bits is not None]

@@ -11,7 +11,9 @@ H = 0 (wholly dominated) is pruned for good.
 levels of a uniformly random maximal chain of the lattice (so every comparable pair can
 come up), then SNL adds literals so it overlaps no pruned sublattice — shrinking it — and
 when that fails, SNL alone builds one from the pruned clauses (α = the forced 1s, β = all
-but the forced 0s).  The corners also update the frontier: they were evaluated.
+but the forced 0s).  With allowed cut points the chain orders only the allowed boundaries and
+SNL starts with every disallowed one forced to 0, so α and β (and the chain) stay publishable.
+The corners also update the frontier: they were evaluated.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class SublatticeHeuristicSearch(FrontierSearcher):
             self._prune(self.lattice.parse(a), self.lattice.parse(b))
 
     def _prune(self, upper: Policy, lower: Policy) -> None:
-        self.clauses.append(Clause.avoiding(upper.array, lower.array))
+        # a disallowed boundary is 0 everywhere, so "keep it" never escapes a pruned sublattice
+        self.clauses.append(Clause.avoiding(upper.array, lower.array | ~self.lattice.allowed))
         self._pruned_alpha = np.vstack((self._pruned_alpha, upper.array))
         self._pruned_beta = np.vstack((self._pruned_beta, lower.array))
 
@@ -51,9 +54,10 @@ class SublatticeHeuristicSearch(FrontierSearcher):
     def random_sublattice(self) -> tuple[Policy, Policy] | None:
         """A random sublattice(α, β), α ≺ β, disjoint from every pruned one (None: none left)."""
         lat = self.lattice
+        never = ~lat.allowed  # disallowed boundaries: forced to 0 in every sublattice
         for _ in range(ATTEMPTS):
-            order = self.rng.permutation(lat.nbits)
-            i, j = sorted(self.rng.choice(lat.nbits + 1, size=2, replace=False))
+            order = self.rng.permutation(lat.free_positions())  # a random maximal chain of the allowed bits
+            i, j = sorted(self.rng.choice(lat.free_bits + 1, size=2, replace=False))
             alpha = np.zeros(lat.nbits, dtype=bool)
             alpha[order[:i]] = True  # α keeps the first i boundaries of the chain, β the first j
             beta = np.zeros(lat.nbits, dtype=bool)
@@ -64,7 +68,7 @@ class SublatticeHeuristicSearch(FrontierSearcher):
             found = snl(self.clauses, forced_one, forced_zero, self.rng)
             if found is not None:  # SNL never forces a bit both ways, so α ≼ β still holds
                 return lat.policy(found[0]), lat.policy(~found[1])
-        found = snl(self.clauses, np.zeros(lat.nbits, bool), np.zeros(lat.nbits, bool), self.rng)
+        found = snl(self.clauses, np.zeros(lat.nbits, bool), never.copy(), self.rng)
         return None if found is None else (lat.policy(found[0]), lat.policy(~found[1]))
 
     def step(self) -> None:
