@@ -150,13 +150,21 @@ def test_alternatives_and_frontier_print_only_publishable_bands(demo_cuts, run, 
     out = tmp_path / "alt.json"
     run("alternatives", demo_cuts, "--threshold", "0.002", "--iterations", "6", "--seed", "1", "--out", out)
     policies = json.loads(out.read_text())["policies"]
-    assert policies
+    assert policies and all("bits" not in row for row in policies)
+    with_bits = tmp_path / "alt.csv"
+    run("alternatives", demo_cuts, "--threshold", "0.002", "--iterations", "6", "--seed", "1", "--out", with_bits,
+        "--bits")
+    with open(with_bits, newline="") as f:
+        bit_rows = list(csv.DictReader(f))
+    assert [row["policy"] for row in bit_rows] == [row["policy"] for row in policies]
     folder = tmp_path / "frontier"
     run("frontier", demo_cuts, "--budget", "150", "--seed", "2", "--out", folder)
     with open(folder / "frontier.csv", newline="") as f:
         frontier = list(csv.DictReader(f))
     assert len(frontier) > 3
     with Problem.from_spec(demo_cuts) as problem:
+        for row in bit_rows:  # the bit string is the same lattice node as the readable text
+            assert problem.lattice.parse(row["bits"]) == problem.policy(row["policy"])
         for row in policies + frontier:
             _check_rules(problem, row["policy"])
             for group in re.findall(r"age: ([^;]*)", row["readable"]):

@@ -84,10 +84,11 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the boundary policies to .csv or .json.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--bits", is_flag=True, help="Also give each policy of --out as its bit string (a last column).")
 @risk_model_option("--risk", "--risk-model")
 @handles_errors
 def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
-                 overwrite: bool, risk_model: str | None) -> None:
+                 overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
     Example: deid-sql alternatives demo/demo.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
@@ -114,7 +115,7 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
         with progress.counting(f"{method}: {iterations:,} iterations", iterations) as done:
             result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance)
         if out is not None:
-            write_boundaries(result, out, overwrite)
+            write_boundaries(result, out, overwrite, bits)
         _summary(result, reference, out)
     if result.interrupted:
         click.echo("interrupted: the results above are what was found before Ctrl-C", err=True)

@@ -16,8 +16,10 @@ COLUMNS = ("rank", "found_at", "policy", "readable", "risk", "loss", "dominated"
            "kl", "iyengar_loss")
 
 
-def boundary_rows(result: BoundarySearch) -> list[dict[str, Any]]:
-    """One row per boundary policy, in discovery order; ``dominated`` per seed 001 Def. 2.1."""
+def boundary_rows(result: BoundarySearch, bits: bool = False) -> list[dict[str, Any]]:
+    """One row per boundary policy, in discovery order; ``dominated`` per seed 001 Def. 2.1.  With
+    ``bits`` each row also gives the policy's bit string (a last column): the exact lattice node for
+    tools that want it, never by default because it runs to hundreds of characters."""
     rows = []
     for rank, (b, dominated) in enumerate(zip(result.found, result.dominated()), 1):
         m = b.metrics
@@ -25,16 +27,18 @@ def boundary_rows(result: BoundarySearch) -> list[dict[str, Any]]:
                      "readable": b.policy.readable(), "risk": m.risk, "loss": m.loss, "dominated": dominated,
                      "k": m.k, "expected_reidentifications": m.expected_reidentifications, "kl": m.kl,
                      "iyengar_loss": m.iyengar_loss})
+        if bits:
+            rows[-1]["bits"] = b.policy.bit_text()
     return rows
 
 
-def write_boundaries(result: BoundarySearch, path: Path, overwrite: bool = False) -> None:
+def write_boundaries(result: BoundarySearch, path: Path, overwrite: bool = False, bits: bool = False) -> None:
     """``.csv`` (one row per policy) or ``.json`` (the search's settings and figures too)."""
-    rows = boundary_rows(result)
+    rows = boundary_rows(result, bits)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS + (("bits",) if bits else ()), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
         text = buf.getvalue()
