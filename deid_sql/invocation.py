@@ -17,3 +17,14 @@ INVOCATION: ContextVar[str | None] = ContextVar("deid_sql_invocation", default=N
 def set_invocation(args: Sequence[str]) -> None:
     """Remember the command line (the CLI calls this before running a command)."""
     INVOCATION.set(shlex.join(["deid-sql", *args]))
+
+
+#: whether the problems this run opens may reuse (and store) cells from the user's cache
+#: (``cellcache``): the CLI turns it on for its commands (off with ``--no-cache`` or
+#: ``DEID_SQL_NO_CACHE=1``); library callers pass ``Problem.from_spec(cache=True)``.
+CACHE_CELLS: ContextVar[bool] = ContextVar("deid_sql_cache_cells", default=False)
+
+
+def use_cell_cache(on: bool) -> None:
+    """Let this run's problems use the cells cache (the CLI calls this before a command runs)."""
+    CACHE_CELLS.set(on)

@@ -7,7 +7,7 @@ count, NULLs, missing columns, bad census counts) so ``validate`` reports them a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,8 +117,10 @@ def read_problem(which: str, where: str, message: str) -> str:
 
 
 def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Table | None,
-                    problems: list[str]) -> tuple[list[Domain | None], dict[str, Hierarchy]]:
-    """Build each QI's domain from the spec, reading values from data where asked."""
+                    problems: list[str], known: Mapping[str, tuple[str, ...]] | None = None,
+                    ) -> tuple[list[Domain | None], dict[str, Hierarchy]]:
+    """Build each QI's domain from the spec, reading values from data where asked (or taking
+    them from ``known``, a cached load's values of the same data)."""
     domains: list[Domain | None] = []
     hierarchies: dict[str, Hierarchy] = {}
     for q in spec.qis:
@@ -130,7 +132,10 @@ def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Tab
             except SpecError as e:
                 problems.extend(e.problems)
         try:
-            domains.append(_domain(backend, q, hierarchy, source, population))
+            if known is not None and q.name in known and q.values is None and q.values_from != "hierarchy":
+                domains.append((ZipDomain if q.kind == "zip" else CategoryDomain)(known[q.name]))
+            else:
+                domains.append(_domain(backend, q, hierarchy, source, population))
         except SpecError as e:
             problems.extend(f"QI {q.name!r}: {p}" for p in e.problems)
             domains.append(None)

@@ -8,7 +8,7 @@ that takes a ``Problem``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from .adversary.params import RISKS, AdversaryParams
 from .backends import Backend, connect, local
+from .cellcache import CachedLoad, CellsCache
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
 from .cuts import allowed_mask
@@ -27,6 +28,7 @@ from .evaluate.fast import FastEvaluator
 from .evaluate.riskmodel import risk_model
 from .evaluate.sqlpath import SQLEvaluator
 from .hierarchy import Hierarchy
+from .invocation import CACHE_CELLS
 from .lattice import Lattice
 from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
 from .policy import Policy
@@ -83,11 +85,15 @@ class Problem:
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None, risk: str | None = None,
-                  adversary: AdversaryParams | None = None, check_roles: bool = False) -> Problem:
+                  adversary: AdversaryParams | None = None, check_roles: bool = False,
+                  cache: bool | CellsCache | None = None) -> Problem:
         """Load a problem; raises one ``SpecError``/``DataError`` listing every problem.
         ``risk`` and ``adversary`` override the spec's risk model and its parameters.
         ``check_roles`` adds the column-role problems (``validate``); evaluating needs no roles,
-        so by default only the paths that release rows or SQL check them (``query``)."""
+        so by default only the paths that release rows or SQL check them (``query``).
+        ``cache``: reuse (and store) the cells of an earlier load of the same data
+        (``cellcache``); True for the user's cache folder, a ``CellsCache`` for another, None
+        for the command line's choice (on in the CLI unless ``--no-cache``, off in a library)."""
         spec = spec if isinstance(spec, Spec) else Spec.read(spec)
         if not spec.qis:
             raise SpecError(f"spec {spec.path} declares no [[qi]]; it only describes a channel expansion — "
@@ -100,13 +106,14 @@ class Problem:
             spec = replace(spec, adversary=adversary)
         backend = backend or connect(spec.backend.engine, **spec.backend.options())
         try:
-            return cls._load(spec, backend, check_roles)
+            return cls._load(spec, backend, check_roles, _cells_cache(cache))
         except BaseException:
             backend.close()
             raise
 
     @classmethod
-    def _load(cls, spec: Spec, backend: Backend, check_roles: bool = False) -> Problem:
+    def _load(cls, spec: Spec, backend: Backend, check_roles: bool = False,
+              cache: CellsCache | None = None) -> Problem:
         problems: list[str] = []
         source = open_table(backend, spec, "source", problems)
         population = open_table(backend, spec, "population", problems) if spec.population else None
@@ -115,14 +122,22 @@ class Problem:
         if problems:
             raise_if(problems + roles)
         assert source is not None
-        domains, hierarchies = resolve_domains(backend, spec, source, population, problems)
+        key = cache.key(spec, backend, source.view, population.view if population else None) if cache else None
+        cached = cache.get(key) if cache is not None and key is not None else None
+        domains, hierarchies = resolve_domains(backend, spec, source, population, problems,
+                                               cached.values if cached is not None else None)
         problems += outside_label_problems(spec, domains)
         if problems:
             raise_if(problems + roles)
         resolved = [d for d in domains if d is not None]
         allowed = allowed_cuts(spec, resolved, hierarchies, problems)  # reported with the data's problems
-        sample_cells = aggregate(backend, spec, resolved, source, problems)
-        pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
+        if cached is not None and _fits(cached, resolved, population is not None):
+            sample_cells, pop_cells = cached.sample, cached.population
+        else:
+            sample_cells = aggregate(backend, spec, resolved, source, problems)
+            pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
+            if cache is not None and key is not None and not problems and sample_cells is not None:
+                cache.put(key, spec, resolved, sample_cells, pop_cells)
         raise_if(problems + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
@@ -309,6 +324,28 @@ class Problem:
     @property
     def source_view(self) -> str:
         return SOURCE_VIEW
+
+
+def _cells_cache(cache: bool | CellsCache | None) -> CellsCache | None:
+    if isinstance(cache, CellsCache):
+        return cache
+    if cache is None:
+        cache = CACHE_CELLS.get()
+    return CellsCache() if cache else None
+
+
+def _fits(cached: CachedLoad, domains: Sequence[Domain], population: bool) -> bool:
+    """Whether a cached load's cells index these domains (a damaged or foreign entry does not)."""
+    sizes = np.array([d.size for d in domains], dtype=np.int64)
+    for cells in (cached.sample, cached.population):
+        if cells is None:
+            continue
+        p = cells.positions
+        if p.ndim != 2 or p.shape[1] != len(domains) or len(cells.counts) != p.shape[0]:
+            return False
+        if p.size and ((p < 0).any() or (p.max(axis=0) >= sizes).any()):
+            return False
+    return (cached.population is not None) == population and len(cached.sample) > 0
 
 
 def allowed_cuts(spec: Spec, domains: list[Domain], hierarchies: dict[str, Hierarchy],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ from click.testing import CliRunner, Result
 from deid_sql.cli import cli
 
 from .ci_skips import pytest_runtest_makereport  # noqa: F401  (a hook: pytest finds it in the conftest)
+
+# the CLI's cells cache goes to a folder of this test run, never the user's cache
+os.environ["DEID_SQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="deid-sql-test-cache-")
 
 SEXES = ("Female", "Male")
 RACES = ("White", "Black", "Asian", "Other")

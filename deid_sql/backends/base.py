@@ -8,7 +8,7 @@ expressions, and write views or tables.  Results come back as Arrow.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,24 @@ class Backend(ABC):
         """An expression that fails the query with ``message`` when a row reaches it (text, for a
         ``CASE`` branch no row should reach); ``row`` is a value of the row, for an engine that must
         make the failure depend on the row so its planner cannot fold it into failing every query."""
+
+    def checksum(self, name: str, columns: Sequence[str]) -> str:
+        """A fingerprint of table or view ``name``'s content in ``columns``: its row count and the sum
+        of a 64-bit hash of each row, in one scan with no grouping or sorting (a fraction of the
+        ``GROUP BY`` that makes cells).  The cells cache keys an engine table's cells by it, so any
+        change to those columns' values makes a cached load stale.  Row order does not matter."""
+        values = [exp.column(c, quoted=True) for c in columns]
+        query = exp.select(
+            exp.alias_(exp.cast(exp.func("count", exp.Star()), "VARCHAR"), "n"),
+            exp.alias_(exp.cast(exp.func("sum", self.row_hash(values)), "VARCHAR"), "h"),
+        ).from_(exp.to_table(name))
+        row = self.execute(query).to_pylist()[0]
+        return f"{row['n']}:{row['h']}"
+
+    @abstractmethod
+    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+        """A 64-bit integer hash of one row's ``values`` (NULLs and their positions included), as an
+        expression of this engine whose sum over a table cannot overflow the engine's sum type."""
 
     def progress(self) -> float | None:
         """How far the query running now has come (0..1), or None when the engine cannot tell.

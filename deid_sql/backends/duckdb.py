@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -294,6 +294,10 @@ class DuckDBBackend(Backend):
 
     def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
         return exp.func("error", exp.Literal.string(message))
+
+    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+        """DuckDB's ``hash(v1, v2, …)`` (UBIGINT; its sum is a HUGEINT)."""
+        return exp.Anonymous(this="hash", expressions=list(values))
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,16 @@ class PostgresBackend(Backend):
         empty = exp.func("left", exp.func("coalesce", exp.cast(row.copy(), "TEXT"), exp.Literal.string("")),
                          exp.Literal.number(0))
         return exp.cast(exp.cast(exp.DPipe(this=exp.Literal.string(message), expression=empty), "INTEGER"), "TEXT")
+
+    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+        """``hashtextextended`` (BIGINT; its sum is a NUMERIC) of the row's text, values joined by
+        the unit separator, a NULL written as the record separator (no text value is either)."""
+        def char(code: int) -> exp.Expression:
+            return exp.Anonymous(this="chr", expressions=[exp.Literal.number(code)])
+
+        parts = [exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]
+        joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
+        return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from the built-in ``sha256(bytea)`` (PostgreSQL 11 and later; no extension

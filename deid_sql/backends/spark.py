@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -405,6 +405,10 @@ class SparkBackend(Backend):
 
     def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
         return exp.func("raise_error", exp.Literal.string(message))
+
+    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+        """Spark's ``xxhash64(v1, v2, …)`` as DECIMAL(38, 0), so its sum cannot overflow a BIGINT."""
+        return exp.cast(exp.Anonymous(this="xxhash64", expressions=list(values)), "DECIMAL(38, 0)")
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to

@@ -14,6 +14,7 @@ from ..policyfile.save import save_policy_file
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..search.bfs import STORES
+from ..targets import release_targets
 from .options import (
     FiniteFloat,
     accept_risk_option,
@@ -81,7 +82,9 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
         raise OutputError("--db is the DuckDB file of --view; give --view NAME too")
     if report is not None and not targets:
         raise OutputError("--report describes a release: give --out FILE, --table NAME or --view NAME too")
-    with open_problem(spec, risk_model) as problem:
+    early = release_targets(out=out, table=table if targets else None, view=view, db=db, report=report,
+                            policy_file=save_policy, replace=overwrite)
+    with open_problem(spec, risk_model, early) as problem:
         run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
         r, best = run.result, run.result.optimum
         if best is None:

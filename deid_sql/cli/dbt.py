@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..dbt import DEFAULT_PROFILE, DEFAULT_SOURCE, MATERIALIZATIONS, write_dbt
+from ..targets import release_targets
 from .options import (
     accept_risk_option,
     echo_release,
@@ -56,7 +57,7 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
 
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
-    with open_problem(spec) as problem:
+    with open_problem(spec, targets=release_targets(report=report, replace=overwrite)) as problem:
         text = release_plan(problem, policy, levels)
         pending = prepare_release_report(problem, text, report, overwrite, accept_risk,
                                          f"dbt model {model or 'of the source'} in project {project}")

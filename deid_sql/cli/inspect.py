@@ -30,7 +30,7 @@ def validate(spec: Path) -> None:
     try:
         parsed = Spec.read(spec)
         if parsed.qis:
-            with Problem.from_spec(parsed, check_roles=True) as problem:
+            with Problem.from_spec(parsed, check_roles=True, cache=False) as problem:  # always reads the data
                 _report_problem(problem)
         if parsed.channels is not None:
             from ..channels.job import load  # scipy's LP solvers: loaded only for a spec with [channels]

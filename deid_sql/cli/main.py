@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 from collections.abc import Iterator, MutableMapping
 
 import click
 
 from .. import __version__
-from ..invocation import set_invocation
+from ..invocation import set_invocation, use_cell_cache
 from .boundary import error_boundary
 
 #: every command: name → (module of ``deid_sql.cli``, attribute, its one-line summary).  A command's
@@ -102,6 +103,8 @@ class _Group(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         set_invocation(args)
+        # commands reuse the cells an earlier one stored, unless told not to (--no-cache sets it off)
+        use_cell_cache(os.environ.get("DEID_SQL_NO_CACHE", "").strip().lower() in ("", "0", "false", "no"))
         return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -122,8 +125,11 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Every command inside the error boundary, also one without ``handles_errors``: no
         exception leaves deid-sql as a traceback and exit code 1, the code of ``check``'s verdict."""
-        with error_boundary():
-            return super().invoke(ctx)
+        try:
+            with error_boundary():
+                return super().invoke(ctx)
+        finally:
+            use_cell_cache(False)  # a library call after this command (a test, a notebook) decides for itself
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

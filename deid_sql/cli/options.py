@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ from ..adversary.params import RISKS
 from ..errors import PolicyError
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
+from ..targets import Target
 from .boundary import (  # noqa: F401 - the commands import them from here
     BROKEN_PIPE,
     INTERNAL_ERROR,
@@ -63,7 +64,26 @@ class FiniteFloat(click.ParamType):
         return number
 
 
-spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+_SPEC = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+
+
+def _no_cache(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from ..invocation import use_cell_cache
+
+        use_cell_cache(False)
+
+
+_NO_CACHE = click.option(
+    "--no-cache", is_flag=True, expose_value=False, callback=_no_cache,
+    help="Read the data from the source again instead of reusing what an earlier command read from it "
+         "(cached per spec and data in the user's cache folder; a change to the data is noticed either way).")
+
+
+def spec_argument(f: F) -> F:
+    """SPEC, and --no-cache (whether this run reuses cells an earlier run read from the same data)."""
+    return _SPEC(_NO_CACHE(f))
+
 _POLICY = click.option(
     "--policy", "-p", "policy", default=None, metavar="P",
     help="Policy text, one part per QI joined by '|': 'age:every=10|zip:digits=3|admitted:by=month', "
@@ -135,8 +155,25 @@ def risk_model_option(*names: str) -> Callable[[F], F]:
 
 
 @contextmanager
-def open_problem(spec: Path, risk: str | None = None) -> Iterator[Problem]:
-    problem = Problem.from_spec(spec, risk=risk)
+def open_problem(spec: Path, risk: str | None = None, targets: Sequence[Target] = ()) -> Iterator[Problem]:
+    """The problem of SPEC; ``targets`` (what the command will write) are checked first, on the
+    engine the spec names, before a row is read: an output that exists is refused at once."""
+    backend = None
+    if targets:
+        from ..backends import connect
+        from ..spec import Spec
+        from ..targets import check_targets
+
+        parsed = Spec.read(spec)
+        backend = connect(parsed.backend.engine, **parsed.backend.options())
+        try:
+            check_targets(backend, targets)
+        except BaseException:
+            backend.close()
+            raise
+        problem = Problem.from_spec(parsed, backend=backend, risk=risk)
+    else:
+        problem = Problem.from_spec(spec, risk=risk)
     try:
         yield problem
     finally:

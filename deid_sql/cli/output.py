@@ -8,6 +8,7 @@ import click
 
 from ..compile import DIALECTS
 from ..output import compile_release, create_view, materialize, output_format
+from ..targets import release_targets
 from .options import (
     accept_risk_option,
     echo_release,
@@ -42,7 +43,7 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
 
     Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
     """
-    with open_problem(spec) as problem:
+    with open_problem(spec, targets=release_targets(report=report)) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
         pending = prepare_release_report(problem, plan, report, False, accept_risk,
                                          f"SQL for {dialect} (printed by compile)")
@@ -79,7 +80,8 @@ def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path |
 
     Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
-    with open_problem(spec) as problem:
+    early = release_targets(out=out, fmt=fmt, table=table, report=report, replace=overwrite)
+    with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
         pending = None
         if report is not None:
@@ -119,7 +121,8 @@ def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, na
 
     Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
     """
-    with open_problem(spec) as problem:
+    early = release_targets(view=name, db=db, report=report, replace=replace, flag="--replace")
+    with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
         pending = prepare_release_report(problem, plan, report, replace, accept_risk,
                                          f"view {name} in {db if db is not None else 'the database'}")

@@ -15,6 +15,7 @@ from ..output import create_view, materialize
 from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
+from ..targets import release_targets
 from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
 from .report import finish_release_report, prepare_release_report, report_option, written_files
 
@@ -41,7 +42,9 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
     """
     if (view_name is None) != (db is None):
         raise OutputError("--view and --db go together: name the view and the DuckDB file")
-    with open_problem(spec) as problem:
+    early = (release_targets(out=out, replace=overwrite) if out is not None else [])
+    early += release_targets(view=view_name, db=db, replace=replace, flag="--replace") if view_name is not None else []
+    with open_problem(spec, targets=early) as problem:
         sh = safe_harbor(problem)
         m = problem.evaluate(sh.recoding)
         source = "census prefix populations" if sh.prefix_population is not None else "the HHS 2000-census list"

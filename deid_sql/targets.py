@@ -1,0 +1,96 @@
+"""Output targets, checked before any data is read.
+
+Loading a problem reads the data (seconds on DuckDB, a minute on Spark); a command whose
+output already exists, or whose folder is missing, must say so before that, not after.  A
+command lists what it will write as ``Target``\\ s and ``check_targets`` refuses the first
+that cannot be written, with the same words the write itself would use.  The writes keep their
+own checks (another run may create the target in between): this one is only earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backends.base import Backend
+from .errors import OutputError
+from .release.sidecar import sidecar_path, sidecar_table
+
+
+@dataclass(frozen=True)
+class Target:
+    """One thing a command writes: a file (``path``), or a table or view ``name`` in a DuckDB
+    file (``path``) or in the engine's own catalog (``path`` None).  ``replace``: the command was
+    told to replace it.  ``sidecar``: the release record written beside it is a target too."""
+
+    kind: str  # "file", "table" or "view"
+    path: Path | None = None
+    name: str | None = None
+    replace: bool = False
+    sidecar: bool = False
+    flag: str = "--overwrite"
+
+
+def file(path: Path | None, replace: bool, sidecar: bool = False, flag: str = "--overwrite") -> list[Target]:
+    """A file target (none when ``path`` is None)."""
+    return [] if path is None else [Target("file", Path(path), None, replace, sidecar, flag)]
+
+
+def table_target(database: Path | None, name: str | None, replace: bool, kind: str = "table",
+          sidecar: bool = True, flag: str = "--overwrite") -> list[Target]:
+    """A table or view target (none when ``name`` is None)."""
+    return [] if name is None else [Target(kind, None if database is None else Path(database), name, replace,
+                                           sidecar, flag)]
+
+
+def release_targets(*, out: Path | None = None, fmt: str | None = None, table: str | None = None,
+                    view: str | None = None, db: Path | None = None, report: Path | None = None,
+                    policy_file: Path | None = None, replace: bool = False,
+                    flag: str = "--overwrite") -> list[Target]:
+    """What a release command writes: a file (``out``; a ``.duckdb`` file's ``table``), or a table of
+    the engine (``table`` without ``out``), or a ``view`` (in ``db`` or the engine); its report
+    page and a policy file."""
+    from .output import output_format
+
+    found = file(report, replace, flag=flag) + file(policy_file, replace, flag=flag)
+    if view is not None:
+        return found + table_target(db, view, replace, "view", flag=flag)
+    if out is not None:
+        if output_format(out, fmt) == "duckdb":
+            return found + table_target(out, table or "deidentified", replace, flag=flag)
+        return found + file(out, replace, sidecar=True, flag=flag)
+    return found + table_target(None, table, replace, flag=flag)
+
+
+def check_targets(backend: Backend, targets: Sequence[Target]) -> None:
+    """Refuse (``OutputError``) the first target that exists and may not be replaced, or whose
+    folder is missing."""
+    for t in targets:
+        if t.kind == "file":
+            assert t.path is not None
+            for path in [t.path, *([sidecar_path(t.path)] if t.sidecar else [])]:
+                _check_file(path, t.replace, t.flag)
+            continue
+        assert t.name is not None
+        if t.path is not None and not t.path.parent.is_dir():
+            raise OutputError(f"the folder of {t.path} does not exist; create it or choose another path")
+        if t.replace or (t.path is not None and not t.path.exists()):
+            continue
+        if t.path is None and not backend.catalog:
+            continue  # the write itself says that this engine needs a file
+        names = [t.name, *([sidecar_table(t.name)] if t.sidecar else [])]
+        for name in names:
+            if backend.exists(t.path, name):
+                where = str(t.path) if t.path is not None else "the database"
+                raise OutputError(f"{where} already has a table or view named {name!r}; pick another name or pass "
+                                  f"{t.flag} to replace it")
+
+
+def _check_file(path: Path, replace: bool, flag: str) -> None:
+    if path.exists() and not replace:
+        raise OutputError(f"output {path} already exists; pass {flag} to replace it")
+    if path.exists() and path.is_dir():
+        raise OutputError(f"output {path} is a folder; name a file")
+    if not path.parent.is_dir():
+        raise OutputError(f"the folder of {path} does not exist; create it or choose another path")

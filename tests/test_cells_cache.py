@@ -1,0 +1,97 @@
+"""The cells cache from the command line: a second command reuses the first one's cells, a
+changed file or spec is noticed, --no-cache reads the data again, a damaged entry is never used,
+and a library call caches only when asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import deid_sql.problem as problem_module
+from deid_sql.cellcache import CellsCache
+from deid_sql.problem import Problem
+from deid_sql.userdirs import cache_dir
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    original = problem_module.aggregate
+
+    def counting(backend, spec, domains, table, problems):  # type: ignore[no-untyped-def]
+        seen.append(table.label)
+        return original(backend, spec, domains, table, problems)
+
+    monkeypatch.setattr(problem_module, "aggregate", counting)
+    return seen
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "user-cache"
+    monkeypatch.setenv("DEID_SQL_CACHE_DIR", str(folder))
+    return folder
+
+
+def _evaluate(run, spec: Path, *extra: str) -> dict:
+    return json.loads(run("evaluate", spec, "--policy", "age:cuts=18,65|zip:top", "--format", "json", *extra).stdout)
+
+
+def test_the_second_command_reuses_the_cells(project, run, scans, own_cache: Path) -> None:
+    first = _evaluate(run, project.spec_path)
+    assert scans == ["source", "population"]
+    assert _evaluate(run, project.spec_path) == first
+    assert scans == ["source", "population"]
+    entry = next(own_cache.rglob("meta.json"))
+    # cells are counts of the data's QI combinations: every folder and file is the owner's alone
+    folder = entry
+    while folder != own_cache.parent:
+        assert folder.stat().st_mode & 0o077 == 0, folder
+        folder = folder.parent
+    _evaluate(run, project.spec_path, "--no-cache")
+    assert scans == ["source", "population"] * 2
+
+
+def test_a_changed_source_or_spec_is_noticed(project, run, scans, own_cache: Path) -> None:
+    first = _evaluate(run, project.spec_path)
+    lines = (project.dir / "source.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (project.dir / "source.csv").write_text("".join(lines[:-50]), encoding="utf-8")
+    second = _evaluate(run, project.spec_path)
+    assert second["records"] == first["records"] - 50
+    assert scans == ["source", "population"] * 2
+    # the spec's QIs decide the cells: another declaration is another entry
+    project.write_spec(project.spec_path.read_text(encoding="utf-8").replace("max = 120", "max = 130"))
+    _evaluate(run, project.spec_path)
+    assert scans == ["source", "population"] * 3
+
+
+def test_a_damaged_entry_is_never_used(project, run, scans, own_cache: Path) -> None:
+    first = _evaluate(run, project.spec_path)
+    arrays = next(own_cache.rglob("cells.npz"))
+    arrays.write_bytes(arrays.read_bytes()[:-20] + b"\0" * 20)
+    assert _evaluate(run, project.spec_path) == first
+    assert scans == ["source", "population"] * 2
+
+
+def test_validate_always_reads_the_data(project, run, scans, own_cache: Path) -> None:
+    _evaluate(run, project.spec_path)
+    run("validate", project.spec_path)
+    assert scans == ["source", "population"] * 2
+
+
+def test_a_library_load_caches_only_when_asked(project, scans, own_cache: Path, tmp_path: Path) -> None:
+    with Problem.from_spec(project.spec_path):
+        pass
+    assert not own_cache.exists()
+    with Problem.from_spec(project.spec_path, cache=True):
+        pass
+    with Problem.from_spec(project.spec_path, cache=True) as again:
+        assert again.sample.total > 0
+    assert scans == ["source", "population"] * 2  # the uncached load, then the one that stored its cells
+    assert cache_dir() == own_cache and any(own_cache.rglob("meta.json"))
+    other = CellsCache(tmp_path / "elsewhere")
+    with Problem.from_spec(project.spec_path, cache=other):
+        pass
+    assert any((tmp_path / "elsewhere").rglob("meta.json"))
