@@ -89,8 +89,8 @@ def test_a_second_load_takes_the_cells_from_the_cache_until_the_data_changes(
     assert len(entries) == 1, "the stale entry was kept"
 
 
-def test_an_existing_output_is_refused_before_the_data_is_read(spec_on: Path, engine: Engine, run,
-                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_existing_output_is_refused_before_the_data_is_read(
+        spec_on: Path, engine: Engine, run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if engine.name == "duckdb":
         taken = tmp_path / "taken.parquet"
         taken.write_bytes(b"earlier release")
