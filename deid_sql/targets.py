@@ -16,6 +16,7 @@ from pathlib import Path
 from .backends.base import Backend
 from .errors import OutputError
 from .release.sidecar import sidecar_path, sidecar_table
+from .spec import Spec
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,14 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
     return found + table_target(None, table, replace, flag=flag)
 
 
-def check_targets(backend: Backend, targets: Sequence[Target]) -> None:
-    """Refuse (``OutputError``) the first target that exists and may not be replaced, or whose
-    folder is missing."""
+def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> None:
+    """Refuse (``OutputError``) the first target that is an input of ``spec``, exists and may not
+    be replaced, or whose folder is missing."""
+    from .output import check_not_input
+
     for t in targets:
+        if t.path is not None:
+            check_not_input(spec, t.path)
         if t.kind == "file":
             assert t.path is not None
             for path in [t.path, *([sidecar_path(t.path)] if t.sidecar else [])]:
@@ -83,7 +88,8 @@ def check_targets(backend: Backend, targets: Sequence[Target]) -> None:
         for name in names:
             if backend.exists(t.path, name):
                 where = str(t.path) if t.path is not None else "the database"
-                raise OutputError(f"{where} already has a table or view named {name!r}; pick another name or pass "
+                noun = "a table or view" if t.kind == "view" else "a table"
+                raise OutputError(f"{where} already has {noun} named {name!r}; pick another name or pass "
                                   f"{t.flag} to replace it")
 
 

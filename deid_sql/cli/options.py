@@ -167,7 +167,7 @@ def open_problem(spec: Path, risk: str | None = None, targets: Sequence[Target] 
         parsed = Spec.read(spec)
         backend = connect(parsed.backend.engine, **parsed.backend.options())
         try:
-            check_targets(backend, targets)
+            check_targets(parsed, backend, targets)
         except BaseException:
             backend.close()
             raise
