@@ -79,7 +79,7 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
             continue
         assert t.name is not None
         if t.path is not None and not t.path.parent.is_dir():
-            raise OutputError(f"the folder of {t.path} does not exist; create it or choose another path")
+            raise OutputError(f"output folder {t.path.parent} does not exist; create it first")
         if t.replace or (t.path is not None and not t.path.exists()):
             continue
         if t.path is None and not backend.catalog:
@@ -99,4 +99,4 @@ def _check_file(path: Path, replace: bool, flag: str) -> None:
     if path.exists() and path.is_dir():
         raise OutputError(f"output {path} is a folder; name a file")
     if not path.parent.is_dir():
-        raise OutputError(f"the folder of {path} does not exist; create it or choose another path")
+        raise OutputError(f"output folder {path.parent} does not exist; create it first")
