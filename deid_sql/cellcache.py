@@ -29,7 +29,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,9 @@ class CachedLoad:
     values: dict[str, tuple[str, ...]]
     sample: Cells
     population: Cells | None
+    #: the tables' columns (name -> type) when the load read them: with them a load of files
+    #: needs no engine until a query runs (``backends.lazy``)
+    columns: dict[str, dict[str, str]] | None = None
 
 
 class CellsCache:
@@ -77,9 +80,11 @@ class CellsCache:
         self.folder = self.top / "cells" / f"v{FORMAT}"
 
     # -- keys ---------------------------------------------------------------------------------
-    def key(self, spec: Spec, backend: Backend, source_view: str, population_view: str | None) -> CacheKey | None:
+    def key(self, spec: Spec, backend: Backend | None, source_view: str, population_view: str | None,
+            ) -> CacheKey | None:
         """The key of ``spec``'s load on the data as it is now, or None when the data cannot be
-        fingerprinted (then nothing is cached: never a guess)."""
+        fingerprinted (then nothing is cached: never a guess).  Files need no ``backend``; an
+        engine's table is fingerprinted by a query on its session view."""
         identity = _digest(_identity(spec))
         try:
             fingerprint = {"source": _fingerprint(backend, spec.source, source_view, _source_columns(spec))}
@@ -113,14 +118,16 @@ class CellsCache:
                                     np.asarray(arrays["population_counts"], dtype=np.int64))
                               if "population_positions" in arrays.files else None)
             values = {name: tuple(str(v) for v in vs) for name, vs in meta["values"].items()}
+            columns = ({table: {str(n): str(t) for n, t in pairs} for table, pairs in meta["columns"].items()}
+                       if meta.get("columns") else None)
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        return CachedLoad(values, sample, population)
+        return CachedLoad(values, sample, population, columns)
 
     # -- store ----------------------------------------------------------------------------------
     def put(self, key: CacheKey, spec: Spec, domains: Sequence[Domain], sample: Cells,
-            population: Cells | None) -> Path | None:
+            population: Cells | None, columns: Mapping[str, Mapping[str, str]] | None = None) -> Path | None:
         """Store a load (atomically) and delete the identity's stale entries; None when the cache
         folder cannot be written (a read-only home: the command goes on without it)."""
         entry = self._entry(key)
@@ -140,6 +147,7 @@ class CellsCache:
                 "population": spec.population.describe() if spec.population is not None else None,
                 "fingerprint": key.fingerprint, "arrays_sha256": _file_sha256(tmp / ARRAYS),
                 "values": {q.name: list(d.values) for q, d in zip(spec.qis, domains) if isinstance(d, CategoryDomain)},
+                "columns": ({table: list(cols.items()) for table, cols in columns.items()} if columns else None),
             }
             (tmp / META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
             for written in (tmp / ARRAYS, tmp / META):
@@ -173,9 +181,16 @@ def _population_columns(spec: Spec) -> list[str]:
     return sorted({q.population_column for q in spec.qis} | {str(spec.count_column)})
 
 
-def _fingerprint(backend: Backend, ref: TableRef, view: str, columns: Sequence[str]) -> Any:
+def files_only(spec: Spec) -> bool:
+    """Whether every table of ``spec`` is a file, so its fingerprint needs no engine."""
+    return spec.source.path is not None and (spec.population is None or spec.population.path is not None)
+
+
+def _fingerprint(backend: Backend | None, ref: TableRef, view: str, columns: Sequence[str]) -> Any:
     """Files by their metadata, an engine's table by its count and row-hash checksum."""
     if ref.path is None:
+        if backend is None:
+            raise OSError("an engine's table needs the engine to be fingerprinted")
         return {"checksum": backend.checksum(view, columns)}
     files = list(ref.matches) if ref.glob else [ref.path]
     if ref.format == "duckdb":

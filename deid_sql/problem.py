@@ -8,16 +8,18 @@ that takes a ``Problem``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from sqlglot import exp
 
 from .adversary.params import RISKS, AdversaryParams
-from .backends import Backend, connect, local
-from .cellcache import CachedLoad, CellsCache
+from .backends import Backend, local
+from .backends.lazy import LazyBackend
+from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
 from .cuts import allowed_mask
@@ -30,7 +32,7 @@ from .evaluate.sqlpath import SQLEvaluator
 from .hierarchy import Hierarchy
 from .invocation import CACHE_CELLS
 from .lattice import Lattice
-from .loading import SOURCE_VIEW, aggregate, open_table, raise_if, resolve_domains
+from .loading import POPULATION_VIEW, SOURCE_VIEW, Table, aggregate, open_table, raise_if, resolve_domains
 from .policy import Policy
 from .recoding import QIRecoding, Recoding
 from .release.pseudonym import type_problems
@@ -44,7 +46,7 @@ class Problem:
 
     def __init__(self, spec: Spec, backend: Backend, domains: list[Domain], lattice: Lattice,
                  sample: Cells, population: Cells | None, columns: dict[str, str],
-                 source: exp.Expression) -> None:
+                 source: exp.Expression | Callable[[], exp.Expression]) -> None:
         self.spec = spec
         self.backend = backend
         self.domains = domains
@@ -52,7 +54,7 @@ class Problem:
         self.sample = sample
         self.population = population
         self.columns = columns
-        self.source = source
+        self._source = source
         sizes = [d.size for d in domains]
         # risk is normalized by the original data's, constrained lattice or not (seed 000 eq. 2-3,
         # METHODS): figures of a constrained search compare with every other run's
@@ -62,6 +64,14 @@ class Problem:
         self.fast = Evaluator(self._fast_path, sample, bottom, top)
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
+
+    @property
+    def source(self) -> exp.Expression:
+        """The source as a FROM-able expression of the engine (made when first asked: making it
+        may need the engine, which a load from the cache has not connected yet)."""
+        if not isinstance(self._source, exp.Expression):
+            self._source = self._source()
+        return self._source
 
     @property
     def population_total(self) -> int:
@@ -104,7 +114,8 @@ class Problem:
             spec = replace(spec, risk=risk)
         if adversary is not None:
             spec = replace(spec, adversary=adversary)
-        backend = backend or connect(spec.backend.engine, **spec.backend.options())
+        # connected on first use: a load whose cells come from the cache may need no engine at all
+        backend = backend or cast(Backend, LazyBackend(spec.backend.engine, spec.backend.options()))
         try:
             return cls._load(spec, backend, check_roles, _cells_cache(cache))
         except BaseException:
@@ -115,15 +126,18 @@ class Problem:
     def _load(cls, spec: Spec, backend: Backend, check_roles: bool = False,
               cache: CellsCache | None = None) -> Problem:
         problems: list[str] = []
-        source = open_table(backend, spec, "source", problems)
-        population = open_table(backend, spec, "population", problems) if spec.population else None
+        key, cached, source, population = _without_engine(spec, backend, cache)
+        if source is None:
+            source = open_table(backend, spec, "source", problems)
+            population = open_table(backend, spec, "population", problems) if spec.population else None
         # role problems are reported with the data's, after every data check has run
         roles = role_problems(spec, source.columns) if check_roles and source is not None else []
         if problems:
             raise_if(problems + roles)
         assert source is not None
-        key = cache.key(spec, backend, source.view, population.view if population else None) if cache else None
-        cached = cache.get(key) if cache is not None and key is not None else None
+        if cache is not None and key is None:
+            key = cache.key(spec, backend, source.view, population.view if population else None)
+            cached = cache.get(key) if key is not None else None
         domains, hierarchies = resolve_domains(backend, spec, source, population, problems,
                                                cached.values if cached is not None else None)
         problems += outside_label_problems(spec, domains)
@@ -137,14 +151,17 @@ class Problem:
             sample_cells = aggregate(backend, spec, resolved, source, problems)
             pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
             if cache is not None and key is not None and not problems and sample_cells is not None:
-                cache.put(key, spec, resolved, sample_cells, pop_cells)
+                tables = {"source": source.columns} | ({"population": population.columns} if population else {})
+                cache.put(key, spec, resolved, sample_cells, pop_cells, tables)
         raise_if(problems + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
         # a pseudonymized CSV column is hashed as the file's text (ID 007 stays 007 on every engine)
         text_cols |= {c: True for c in spec.columns.pseudonymize if c in source.columns and c not in text_cols}
-        relation = backend.relation(spec.source, text_cols)
+        def relation() -> exp.Expression:
+            return backend.relation(spec.source, text_cols)
+
         return cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
 
     def close(self) -> None:
@@ -324,6 +341,33 @@ class Problem:
     @property
     def source_view(self) -> str:
         return SOURCE_VIEW
+
+
+def _without_engine(spec: Spec, backend: Backend | LazyBackend, cache: CellsCache | None,
+                    ) -> tuple[CacheKey | None, CachedLoad | None, Table | None, Table | None]:
+    """A load of files from the cache that leaves the engine unconnected: the key (files need no
+    engine to be fingerprinted), the entry, and the tables as the entry recorded them; the session
+    views are made when the engine first connects.  (None, None, None, None) otherwise."""
+    if cache is None or not isinstance(backend, LazyBackend) or backend.connected or not files_only(spec):
+        return None, None, None, None
+    key = cache.key(spec, None, SOURCE_VIEW, POPULATION_VIEW if spec.population else None)
+    cached = cache.get(key) if key is not None else None
+    if cached is None or cached.columns is None or "source" not in cached.columns:
+        return key, cached, None, None
+    if spec.population is not None and "population" not in cached.columns:
+        return key, cached, None, None
+
+    def views(engine: Backend) -> None:
+        found: list[str] = []
+        open_table(engine, spec, "source", found)
+        if spec.population is not None:
+            open_table(engine, spec, "population", found)
+        raise_if(found)  # the files changed under a running command: say what, never query half of it
+
+    backend.after_connect = views
+    source = Table(SOURCE_VIEW, cached.columns["source"], "source")
+    population = Table(POPULATION_VIEW, cached.columns["population"], "population") if spec.population else None
+    return key, cached, source, population
 
 
 def _cells_cache(cache: bool | CellsCache | None) -> CellsCache | None:

@@ -70,7 +70,7 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
     from .output import check_not_input
 
     for t in targets:
-        if t.path is not None:
+        if t.path is not None and t.kind != "view":  # a view may live in the source's DuckDB file
             check_not_input(spec, t.path)
         if t.kind == "file":
             assert t.path is not None

@@ -95,3 +95,32 @@ def test_a_library_load_caches_only_when_asked(project, scans, own_cache: Path, 
     with Problem.from_spec(project.spec_path, cache=other):
         pass
     assert any((tmp_path / "elsewhere").rglob("meta.json"))
+
+
+def test_a_load_of_files_from_the_cache_connects_no_engine_until_a_query_runs(
+        project, run, own_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark starts a JVM to connect: a command that only evaluates needs none when its cells are
+    cached; a release after such a load connects, makes the session views, and writes as always."""
+    import deid_sql.backends.lazy as lazy
+
+    connects: list[str] = []
+    original = lazy.connect
+
+    def counting(engine: str, **options: object):  # type: ignore[no-untyped-def]
+        connects.append(engine)
+        return original(engine, **options)
+
+    monkeypatch.setattr(lazy, "connect", counting)
+    first = _evaluate(run, project.spec_path)
+    assert connects == ["duckdb"]
+    assert _evaluate(run, project.spec_path) == first
+    assert connects == ["duckdb"], "the cached load connected the engine"
+    # a release from a problem loaded from the cache: the engine connects, the views are made
+    from deid_sql.output import materialize
+
+    out = tmp_path / "release.parquet"
+    with Problem.from_spec(project.spec_path, cache=True) as problem:
+        assert connects == ["duckdb"]
+        written = materialize(problem, "age:cuts=18,65|zip:top", out)
+        assert connects == ["duckdb", "duckdb"]
+    assert written.rows == first["records"] and written.figures is not None

@@ -158,20 +158,19 @@ def risk_model_option(*names: str) -> Callable[[F], F]:
 def open_problem(spec: Path, risk: str | None = None, targets: Sequence[Target] = ()) -> Iterator[Problem]:
     """The problem of SPEC; ``targets`` (what the command will write) are checked first, on the
     engine the spec names, before a row is read: an output that exists is refused at once."""
-    backend = None
     if targets:
-        from ..backends import connect
+        from ..backends.lazy import LazyBackend
         from ..spec import Spec
         from ..targets import check_targets
 
         parsed = Spec.read(spec)
-        backend = connect(parsed.backend.engine, **parsed.backend.options())
+        backend = LazyBackend(parsed.backend.engine, parsed.backend.options())  # connects if a target needs it
         try:
-            check_targets(parsed, backend, targets)
+            check_targets(parsed, backend, targets)  # type: ignore[arg-type]
         except BaseException:
             backend.close()
             raise
-        problem = Problem.from_spec(parsed, backend=backend, risk=risk)
+        problem = Problem.from_spec(parsed, backend=backend, risk=risk)  # type: ignore[arg-type]
     else:
         problem = Problem.from_spec(spec, risk=risk)
     try:
