@@ -25,8 +25,11 @@ All of them answer every query identically; they differ only in the work done.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from enum import Enum
+from functools import reduce
+from operator import and_, getitem, lt
 
 Transformation = tuple[int, ...]
 
@@ -137,12 +140,15 @@ class Node:
     is exact for any subtree from which nothing was removed.
     """
 
-    __slots__ = ("level", "children", "bound")
+    __slots__ = ("level", "children", "bound", "order")
 
     def __init__(self, level: int, bound: int) -> None:
         self.level = level
         self.children: dict[int, Node] = {}
         self.bound = bound
+        # the children again, in the order a range query visits them: ascending levels in an UP
+        # tree, descending in a DOWN tree, so the scan stops at the first level past x_i
+        self.order: list[Node] = []
 
 
 class AntichainTree(PropertyStore):
@@ -165,19 +171,31 @@ class AntichainTree(PropertyStore):
       because a search never inserts a transformation it has pruned).
     """
 
-    def __init__(self, direction: Direction, heights: Sequence[int], *, rank_pruning: bool = True) -> None:
+    def __init__(self, direction: Direction, heights: Sequence[int], *, rank_pruning: bool = True,
+                 sliced: bool = True) -> None:
         super().__init__(direction)
         if not heights or any(h < 1 for h in heights):
             raise ValueError(f"heights must be a non-empty sequence of positive ints, got {list(heights)}")
         self.heights = tuple(heights)
         self.rank_pruning = rank_pruning
+        self.sliced = sliced
         self._up = direction is Direction.UP
         self._depth = len(self.heights)
         self.root = Node(-1, 0)
         self._size = 0
+        # the bit-sliced index over the stored elements (the tree's leaves): each gets a slot s,
+        # and bit s of _covering[i][v] is set iff the element passes the property on at attribute i
+        # to level v (UP: y_i <= v; DOWN: y_i >= v); _covered[i][v] is the reverse relation, which
+        # an insert needs to find the elements it makes redundant
+        self._covering = [[0] * h for h in self.heights]
+        self._covered = [[0] * h for h in self.heights]
+        self._slots: dict[Transformation, int] = {}
+        self._elements: dict[int, Transformation] = {}
+        self._free: list[int] = []
 
     def _check(self, x: Transformation) -> None:
-        if len(x) != self._depth or any(not 0 <= v < h for v, h in zip(x, self.heights)):
+        # map over C-level comparisons: this runs on every query of a search
+        if len(x) != self._depth or (x and min(x) < 0) or not all(map(lt, x, self.heights)):
             raise ValueError(f"transformation {x} does not fit heights {self.heights}")
 
     def range_query(self, x: Sequence[int]) -> bool:
@@ -189,20 +207,41 @@ class AntichainTree(PropertyStore):
         """
         x = tuple(x)
         self._check(x)
-        return self._range(self.root, 0, x, sum(x))
+        return self._range(x, sum(x))
 
-    def _range(self, node: Node, depth: int, x: Transformation, rank: int) -> bool:
-        if depth == self._depth:
-            return True  # reached a leaf: a stored y on the right side of x
-        xi, up, prune = x[depth], self._up, self.rank_pruning
-        for level, child in node.children.items():
-            if up:
-                if level > xi or (prune and child.bound >= rank):
-                    continue
-            elif level < xi or (prune and child.bound <= rank):
-                continue
-            if self._range(child, depth + 1, x, rank):
-                return True
+    def _range(self, x: Transformation, rank: int) -> bool:
+        """Depth-first over an explicit stack of (node, depth): no Python call per node.
+
+        Children are scanned in ``Node.order``, so the level test ends the scan (``break``)
+        instead of being evaluated for every child; the rank bound skips single children."""
+        last = self._depth - 1
+        prune = self.rank_pruning
+        stack: list[tuple[Node, int]] = [(self.root, 0)]
+        pop, push = stack.pop, stack.append
+        if self._up:
+            while stack:
+                node, depth = pop()
+                xi = x[depth]
+                for child in node.order:
+                    if child.level > xi:
+                        break
+                    if prune and child.bound >= rank:
+                        continue
+                    if depth == last:
+                        return True  # a leaf: a stored y ≼ x
+                    push((child, depth + 1))
+        else:
+            while stack:
+                node, depth = pop()
+                xi = x[depth]
+                for child in node.order:
+                    if child.level < xi:
+                        break
+                    if prune and child.bound <= rank:
+                        continue
+                    if depth == last:
+                        return True  # a leaf: a stored y ≽ x
+                    push((child, depth + 1))
         return False
 
     def contains(self, x: Sequence[int]) -> bool:
@@ -214,21 +253,44 @@ class AntichainTree(PropertyStore):
                 return False
         return len(x) == self._depth
 
+    def sliced_query(self, x: Sequence[int]) -> bool:
+        """The range query answered bit-parallel: the AND over attributes of the elements that
+        pass the property on to x_i there (equality included; not counted in the counters)."""
+        x = tuple(x)
+        self._check(x)
+        return reduce(and_, map(getitem, self._covering, x)) != 0
+
     def _query(self, x: Transformation) -> bool:
+        if self.sliced:  # _check inlined: a level past the top is caught by the index
+            if len(x) != self._depth or min(x) < 0:
+                self._check(x)
+            try:
+                return reduce(and_, map(getitem, self._covering, x)) != 0
+            except (IndexError, TypeError):
+                self._check(x)
+                raise
         self._check(x)
         # Option 3's range query already finds a stored x; only Option 4 needs the lookup.
-        return self._range(self.root, 0, x, sum(x)) or (self.rank_pruning and self.contains(x))
+        return self._range(x, sum(x)) or (self.rank_pruning and self.contains(x))
 
     def _insert(self, x: Transformation) -> None:
         if self._query(x):
             return
+        redundant = reduce(and_, map(getitem, self._covered, x))
+        while redundant:
+            low = redundant & -redundant
+            self._unslice(self._elements[low.bit_length() - 1])
+            redundant ^= low
         self._size -= self._remove(self.root, 0, x)
+        self._slice(x)
         rank, up = sum(x), self._up
         node = self.root
         for v in x:
             child = node.children.get(v)
             if child is None:
                 child = node.children[v] = Node(v, rank)
+                keys = [c.level if up else -c.level for c in node.order]
+                node.order.insert(bisect_left(keys, v if up else -v), child)
             elif up:
                 child.bound = min(child.bound, rank)
             else:
@@ -253,7 +315,32 @@ class AntichainTree(PropertyStore):
                 removed += k
                 if not child.children:
                     del node.children[level]
+                    node.order.remove(child)
         return removed
+
+    def _slice(self, x: Transformation) -> None:
+        """Give x a slot and set its bits."""
+        slot = self._free.pop() if self._free else len(self._slots)
+        self._slots[x], self._elements[slot] = slot, x
+        bit = 1 << slot
+        for i, (v, h) in enumerate(zip(x, self.heights)):
+            more, less = (range(v, h), range(v + 1)) if self._up else (range(v + 1), range(v, h))
+            covering, covered = self._covering[i], self._covered[i]
+            for level in more:
+                covering[level] |= bit
+            for level in less:
+                covered[level] |= bit
+
+    def _unslice(self, y: Transformation) -> None:
+        """Clear the bits of a stored y that an insert made redundant and free its slot."""
+        slot = self._slots.pop(y)
+        del self._elements[slot]
+        self._free.append(slot)
+        keep = ~(1 << slot)
+        for covering, covered in zip(self._covering, self._covered):
+            for level in range(len(covering)):
+                covering[level] &= keep
+                covered[level] &= keep
 
     def __len__(self) -> int:
         return self._size

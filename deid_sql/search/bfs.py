@@ -78,8 +78,12 @@ def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
     timed_out = False
 
     level_bound = _level_bound(evaluator)
-
     monotone = {"up", "down"} <= evaluator.predictive
+    # Without suppression a model whose bound needs the groups (DM, KL) is bounded before its
+    # check by the bound it inherits from the transformation it was reached from (see the module
+    # docstring); with suppression it is bounded after the check, as before.
+    inherit = level_bound is None and evaluator.max_suppressed == 0
+    predict = monotone and (level_bound is not None or inherit)
 
     def check(x: Levels) -> Outcome:
         nonlocal best, checked
@@ -109,44 +113,53 @@ def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
             else:
                 hi = mid
 
-    def visit(x: Levels) -> None:
+    push = heapq.heappush
+
+    def visit(x: Levels, inherited: float | None, rank: int) -> None:
+        """``inherited``: the bound of the specialization x was reached from (None at the bottom);
+        ``rank``: sum(x), the queue's tie-break."""
         nonlocal pruned
-        bound = level_bound(x) if level_bound is not None else None
+        bound = level_bound(x) if level_bound is not None else inherited if inherit else None
         if bound is not None and best is not None and bound >= best.quality:
-            quality.insert(x)  # the bound needs no grouping: excluded without checking x
+            quality.insert(x)  # a lower bound of x's quality: excluded without checking x
             pruned += 1
             return
-        if bound is not None and monotone and protection.query(x):
-            heapq.heappush(queue, (bound, space.rank(x), x))  # predicted rejected: expand, no check
+        if bound is not None and predict and protection.query(x):
+            push(queue, (bound, rank, x))  # predicted rejected: expand, no check
             return
         out = check(x)
-        if monotone and not out.accepted and level_bound is not None:
+        if predict and not out.accepted:
             probe(x)
         if best is not None and out.bound >= best.quality:
             quality.insert(x)  # no generalization can beat the optimum found so far
             return
-        heapq.heappush(queue, (out.bound, space.rank(x), x))
+        push(queue, (out.bound, rank, x))
 
     bottom = space.bottom
     processed.add(bottom)
-    visit(bottom)
+    visit(bottom, None, 0)
+    pop, tops, attributes = heapq.heappop, space.top, range(len(heights))
     while queue:
         if time_limit is not None and time.perf_counter() - start > time_limit:
             timed_out = True
             break
-        bound, _, x = heapq.heappop(queue)
+        bound, rank, x = pop(queue)
         if best is not None and bound >= best.quality:
             if not quality.query(x):
                 quality.insert(x)
             continue
-        for y in space.generalizations(x):
+        for q in attributes:  # the direct generalizations, in space.generalizations' order
+            v = x[q]
+            if v == tops[q]:
+                continue
+            y = x[:q] + (v + 1,) + x[q + 1:]
             if y in processed:
                 continue
             processed.add(y)
             if quality.query(y):
                 pruned += 1
                 continue
-            visit(y)
+            visit(y, bound, rank + 1)
     return BFSResult(best, checked, space.size, time.perf_counter() - start, timed_out,
                      {"insufficient quality ↑": quality, "insufficient protection ↓": protection}, pruned)
 
@@ -168,4 +181,4 @@ def _level_bound(evaluator: TransformEvaluator) -> Callable[[Levels], float] | N
     model = evaluator.quality
     if not model.bound_from_levels:
         return None
-    return lambda x: float(model.level_bound(x))
+    return model.level_bound
