@@ -276,12 +276,17 @@ class AntichainTree(PropertyStore):
     def _insert(self, x: Transformation) -> None:
         if self._query(x):
             return
-        redundant = reduce(and_, map(getitem, self._covered, x))
-        while redundant:
-            low = redundant & -redundant
-            self._unslice(self._elements[low.bit_length() - 1])
-            redundant ^= low
-        self._size -= self._remove(self.root, 0, x)
+        if self.sliced:
+            # the elements x makes redundant are known from the index: remove exactly their paths
+            redundant = reduce(and_, map(getitem, self._covered, x))
+            while redundant:
+                low = redundant & -redundant
+                y = self._elements[low.bit_length() - 1]
+                self._unslice(y)
+                self._delete_path(y)
+                redundant ^= low
+        else:
+            self._size -= self._remove(self.root, 0, x)
         self._slice(x)
         rank, up = sum(x), self._up
         node = self.root
@@ -317,6 +322,19 @@ class AntichainTree(PropertyStore):
                     del node.children[level]
                     node.order.remove(child)
         return removed
+
+    def _delete_path(self, y: Transformation) -> None:
+        """Remove the stored y's leaf and the inner nodes it leaves empty (what ``_remove`` does
+        for y, without searching the tree for it)."""
+        path = [self.root]
+        for v in y:
+            path.append(path[-1].children[v])
+        for parent, child in zip(reversed(path[:-1]), reversed(path[1:])):
+            if child.children:
+                break
+            del parent.children[child.level]
+            parent.order.remove(child)
+        self._size -= 1
 
     def _slice(self, x: Transformation) -> None:
         """Give x a slot and set its bits."""
