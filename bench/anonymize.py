@@ -86,7 +86,7 @@ class RecursiveWalkTree(AntichainTree):
     recursive walk over every child, and the paper's removal search on inserts."""
 
     def __init__(self, direction: Direction, heights: Sequence[int], *, rank_pruning: bool = True) -> None:
-        super().__init__(direction, heights, rank_pruning=rank_pruning, sliced=False)
+        super().__init__(direction, heights, rank_pruning=rank_pruning, sliced=False, closure=False)
 
     def _range(self, x: tuple[int, ...], rank: int) -> bool:
         return self._walk(self.root, 0, x, rank)
@@ -126,10 +126,11 @@ class LoggingTree(AntichainTree):
 OPTIONS: dict[str, Callable[[Direction, tuple[int, ...]], object]] = {
     "1 list": lambda d, h: ListStore(d),
     "2 list-antichain": lambda d, h: ListAntichainStore(d),
-    "3 tree, no ranks": lambda d, h: AntichainTree(d, h, rank_pruning=False, sliced=False),
+    "3 tree, no ranks": lambda d, h: AntichainTree(d, h, rank_pruning=False, sliced=False, closure=False),
     "4 tree, recursive (old)": lambda d, h: RecursiveWalkTree(d, h),
-    "4 tree, iterative walk": lambda d, h: AntichainTree(d, h, sliced=False),
-    "4 tree, bit-sliced": lambda d, h: AntichainTree(d, h),
+    "4 tree, iterative walk": lambda d, h: AntichainTree(d, h, sliced=False, closure=False),
+    "4 tree, bit-sliced": lambda d, h: AntichainTree(d, h, closure=False),
+    "4 tree, closure": lambda d, h: AntichainTree(d, h),
 }
 OLD_OPTION = "4 tree, recursive (old)"
 

@@ -195,11 +195,21 @@ class AverageRisk(PrivacyModel):
 # ---------------------------------------------------------------------------------------
 # quality models (lower = better)
 # ---------------------------------------------------------------------------------------
+def _outer_sums(base: list[list[float]]) -> np.ndarray:
+    """Σ_q base[q][x_q] for every x in C order: the additions of ``sum(map(getitem, base, x))`` in
+    the same order (0 + base[0] + base[1] + …), so every entry equals the scalar sum exactly."""
+    acc = np.zeros(())
+    for b in base:
+        acc = np.add.outer(acc, np.asarray(b, dtype=np.float64))
+    return acc.ravel()
+
+
 class QualityModel:
     """``value``: quality with suppression; ``bound``: with generalization only (≤ value,
-    monotone non-decreasing along ≺).  A model whose bound depends on the levels alone sets
-    ``bound_from_levels`` and gives it by ``level_bound``, so BFS can bound a transformation
-    before grouping it."""
+    monotone non-decreasing along ≺, and equal to ``value`` when no record is suppressed,
+    which ``TransformEvaluator.apply`` relies on to compute it once).  A model whose bound
+    depends on the levels alone sets ``bound_from_levels`` and gives it by ``level_bound`` (and
+    ``level_bounds`` for the whole lattice), so BFS can bound a transformation before grouping it."""
 
     name = ""
     bound_from_levels = False
@@ -218,6 +228,12 @@ class QualityModel:
 
     def level_bound(self, levels: Transformation) -> float:
         """``bound`` of the transformation ``levels`` without its groups (``bound_from_levels``)."""
+        raise NotImplementedError(f"{type(self).__name__}'s bound needs the groups; call bound(stats)")
+
+    def level_bounds(self) -> np.ndarray:
+        """``level_bound`` of every transformation of the lattice at once, in index order (C order
+        over the heights, as ``AntichainTree``'s closure): a search reads a bound instead of summing
+        one per transformation it reaches (``bound_from_levels`` models only)."""
         raise NotImplementedError(f"{type(self).__name__}'s bound needs the groups; call bound(stats)")
 
     def _per_group(self, tables: list[list[np.ndarray]]) -> list[list[float]]:
@@ -277,6 +293,9 @@ class Loss(QualityModel):
         # map over getitem: the same sum in the same order as a loop, without a generator frame
         return sum(map(getitem, self.base, levels)) / self.scale
 
+    def level_bounds(self) -> np.ndarray:
+        return _outer_sums(self.base) / self.scale
+
     def bound(self, stats: GroupStats) -> float:
         return self.level_bound(stats.levels)
 
@@ -328,6 +347,10 @@ class NonUniformEntropy(QualityModel):
 
     def level_bound(self, levels: Transformation) -> float:
         return self._raw_bound(levels) / self.top if self.top > 0 else 0.0
+
+    def level_bounds(self) -> np.ndarray:
+        raw = _outer_sums(self.base)
+        return raw / self.top if self.top > 0 else np.zeros_like(raw)
 
     def bound(self, stats: GroupStats) -> float:
         return self.level_bound(stats.levels)
