@@ -176,6 +176,14 @@ class Node:
         self.order: list[Node] = []
 
 
+def _ascending(node: Node) -> int:
+    return node.level
+
+
+def _descending(node: Node) -> int:
+    return -node.level
+
+
 class AntichainTree(PropertyStore):
     """Options 4 (and 3): the antichain prefix tree of Prasser, Kohlmayer and Kuhn (BMC 2016).
 
@@ -223,6 +231,8 @@ class AntichainTree(PropertyStore):
         self._strides = tuple(math.prod(self.heights[i + 1:]) for i in range(self._depth))
         self._flags = bytearray(size if self.closure else 0)  # read per query: a bytearray read is an int
         self._box = np.frombuffer(self._flags, dtype=np.uint8).reshape(self.heights) if self.closure else None
+        # per attribute and level, the slice of the levels that x_i = level passes the property on to
+        self._reach = [[slice(v, None) if self._up else slice(0, v + 1) for v in range(h)] for h in self.heights]
 
     def _check(self, x: Transformation) -> None:
         # map over C-level comparisons: this runs on every query of a search
@@ -336,8 +346,8 @@ class AntichainTree(PropertyStore):
             child = node.children.get(v)
             if child is None:
                 child = node.children[v] = Node(v, rank)
-                keys = [c.level if up else -c.level for c in node.order]
-                node.order.insert(bisect_left(keys, v if up else -v), child)
+                node.order.insert(bisect_left(node.order, v if up else -v, key=_ascending if up else _descending),
+                                  child)
             elif up:
                 child.bound = min(child.bound, rank)
             else:
@@ -345,7 +355,7 @@ class AntichainTree(PropertyStore):
             node = child
         self._size += 1
         if self._box is not None:  # x's generalizations (UP) / specializations (DOWN) now have the property
-            self._box[tuple(slice(v, None) if up else slice(0, v + 1) for v in x)] = 1
+            self._box[tuple(map(getitem, self._reach, x))] = 1
 
     def _remove(self, node: Node, depth: int, x: Transformation) -> int:
         """Drop every stored y that x covers (UP: x ≼ y, a "≥" range query); return how many.
