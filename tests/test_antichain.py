@@ -25,8 +25,20 @@ DIRECTIONS = [Direction.UP, Direction.DOWN]
 
 
 def make_stores(direction: Direction, heights: list[int]) -> list[PropertyStore]:
+    """The options of seed 004 Table 1; the tree answers by its closure (the default on a small
+    lattice), by the bit-sliced index, or by the walk of the paper."""
     return [ListStore(direction), ListAntichainStore(direction), AntichainTree(direction, heights),
-            AntichainTree(direction, heights, rank_pruning=False)]
+            AntichainTree(direction, heights, rank_pruning=False),
+            AntichainTree(direction, heights, closure=False),
+            AntichainTree(direction, heights, sliced=False, closure=False)]
+
+
+def lattice_index(x: tuple[int, ...], heights: list[int]) -> int:
+    """x's index in C order over the heights, written independently of the store's strides."""
+    index = 0
+    for v, h in zip(x, heights):
+        index = index * h + v
+    return index
 
 
 class BruteForce:
@@ -150,9 +162,50 @@ def test_replay_agrees_on_a_long_log(direction: Direction) -> None:
     stores = make_stores(direction, heights)
     for store in stores:
         assert replay(store, ops) == want
-    assert set(stores[1]) == set(stores[2]) == set(stores[3]) == brute.extremes()
-    assert stores[1].max_size == stores[2].max_size == stores[3].max_size
-    assert_tree_shape(stores[2])
+    for store in stores[1:]:
+        assert set(store) == brute.extremes() and store.max_size == stores[1].max_size
+    for tree in stores[2:]:
+        assert_tree_shape(tree)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_query_at_is_query(direction: Direction) -> None:
+    """A search that knows x's lattice index asks ``query_at``: the same answers and counters as
+    ``query`` for every store, whether it reads its closure or not."""
+    rng = random.Random(21)
+    heights = [5, 3, 6, 2, 4, 5]
+    ops = [("insert" if rng.random() < 0.2 else "query", tuple(rng.randrange(h) for h in heights))
+           for _ in range(1500)]
+    for by_tuple, by_index in zip(make_stores(direction, heights), make_stores(direction, heights)):
+        want = replay(by_tuple, ops)
+        got = []
+        for op, x in ops:
+            if op == "insert":
+                by_index.insert(x)
+            else:
+                got.append(by_index.query_at(lattice_index(x, heights), x))
+        assert got == want
+        assert (by_index.queries, by_index.hits, by_index.inserts) == (by_tuple.queries, by_tuple.hits,
+                                                                       by_tuple.inserts)
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_closure_is_materialized_on_small_lattices_only(direction: Direction, monkeypatch) -> None:
+    """The byte-per-transformation closure is kept up to CLOSURE_LIMIT transformations; above it
+    the tree answers by its bit-sliced index, with the same answers."""
+    from deid_sql.search import antichain
+
+    heights = [4, 4, 4]
+    assert AntichainTree(direction, heights).closure
+    monkeypatch.setattr(antichain, "CLOSURE_LIMIT", 63)
+    big = AntichainTree(direction, heights)
+    assert not big.closure and len(big._flags) == 0
+    small = AntichainTree(direction, heights, closure=True)
+    for x in [(1, 2, 0), (3, 0, 1), (0, 0, 3)]:
+        big.insert(x)
+        small.insert(x)
+    points = [(a, b, c) for a in range(4) for b in range(4) for c in range(4)]
+    assert [big.query(x) for x in points] == [small.query(x) for x in points]
 
 
 def test_paper_worked_example() -> None:

@@ -164,14 +164,33 @@ def test_group_bounds_have_no_level_bound(tiny: Problem, quality: type) -> None:
     assert bfs._level_bound(ev) is None
 
 
-def test_bfs_bounds_by_the_level_bound(tiny: Problem) -> None:
-    """BFS's pre-check bound is the model's ``level_bound`` on the levels themselves."""
+@pytest.mark.parametrize("quality", [Loss, NonUniformEntropy])
+def test_level_bounds_list_the_level_bound_of_every_transformation(tiny: Problem, quality: type) -> None:
+    """``level_bounds`` is ``level_bound`` over the lattice in C order, equal to the last bit
+    (the same additions in the same order), so BFS may read either."""
+    ev = TransformEvaluator(tiny, KAnonymity(2), quality(), 0.5)
+    table = ev.quality.level_bounds()
+    assert table.shape == (ev.space.size,)
+    assert table.tolist() == [ev.quality.level_bound(x) for x in ev.space]
+
+
+def test_bfs_bounds_by_the_level_bound(tiny: Problem, monkeypatch) -> None:
+    """BFS's pre-check bound is the model's ``level_bound`` on the levels themselves: read from
+    ``level_bounds`` (computed once) where the lattice is small, else computed per transformation."""
     calls: list[tuple[int, ...]] = []
+    tables: list[int] = []
 
     class Counted(Loss):
         def level_bound(self, levels: tuple[int, ...]) -> float:
             calls.append(tuple(levels))
             return super().level_bound(levels)
+
+        def level_bounds(self):  # type: ignore[no-untyped-def]
+            tables.append(1)
+            return super().level_bounds()
+
+        def bound(self, stats):  # type: ignore[no-untyped-def]  # a check's bound: not counted
+            return Loss.level_bound(self, stats.levels)
 
     ev = TransformEvaluator(tiny, KAnonymity(2), Counted(), 0.0)
     bound = bfs._level_bound(ev)
@@ -179,7 +198,12 @@ def test_bfs_bounds_by_the_level_bound(tiny: Problem) -> None:
     result = bfs.best_first_search(ev.space, ev)
     truth = bfs.exhaustive(ev.space, TransformEvaluator(tiny, KAnonymity(2), Loss(), 0.0))
     assert result.optimum is not None and truth is not None and result.optimum.levels == truth.levels
-    assert len(calls) > 1
+    assert tables == [1] and calls == [(1, 0)]
+    monkeypatch.setattr(bfs, "CLOSURE_LIMIT", 1)  # a "large" lattice: no table
+    ev = TransformEvaluator(tiny, KAnonymity(2), Counted(), 0.0)
+    result = bfs.best_first_search(ev.space, ev)
+    assert result.optimum is not None and result.optimum.levels == truth.levels
+    assert tables == [1] and len(calls) > 1
 
 
 # -------------------------------------------------------------------------------------------

@@ -334,10 +334,12 @@ class TransformEvaluator:
         holds = all(mdl.holds(stats) for mdl in self.models)
         mask = stats.suppressed = self.suppress(stats)
         suppressed = int(stats.m[mask].sum())
+        bound = float(self.quality.bound(stats))
+        # nothing suppressed: the value is the bound (QualityModel's contract), computed once
         outcome = Outcome(
             levels=x, accepted=suppressed <= self.max_suppressed, suppressed=suppressed,
             groups=int(stats.m.size), groups_kept=int(stats.m.size - np.count_nonzero(mask)),
-            quality=float(self.quality.value(stats)), bound=float(self.quality.bound(stats)),
+            quality=float(self.quality.value(stats)) if suppressed else bound, bound=bound,
             holds=bool(holds), records=self.records,
         )
         self._outcomes[x] = outcome
