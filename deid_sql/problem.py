@@ -164,6 +164,9 @@ class Problem:
                 cache.put(key, spec, resolved, sample_cells, pop_cells)
         if spec.weights is not None and sample_cells is not None and not problems:
             pop_cells = aggregate_weights(backend, spec, resolved, source, problems)
+        if spec.population_size is not None and sample_cells is not None and spec.population_size < sample_cells.total:
+            problems.append(f"population size {spec.population_size:,} is smaller than the sample "
+                            f"({sample_cells.total:,} records); a population holds its sample: fix population size")
         raise_if(problems + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)

@@ -158,9 +158,9 @@ def _pitman_hessian(theta: float, alpha: float, h: Histogram) -> np.ndarray:
 
 def _pitman_newton(h: Histogram, t: float, a: float) -> tuple[float, float] | None:
     """Newton's method on the score from (t, a), steps halved to stay in 0 < α < 1, θ > −α
-    and to raise the likelihood; None unless the score vanishes (relative 1e-9) within 100 steps."""
+    and to raise the likelihood; None unless the score vanishes (relative 1e-9) within 30 steps."""
     value = pitman_log_likelihood(t, a, h)
-    for _ in range(100):
+    for _ in range(30):
         grad = np.array(_pitman_gradient(t, a, h))
         if abs(grad[0]) * max(1.0, abs(t)) + abs(grad[1]) <= 1e-9 * max(1.0, abs(value)):
             return t, a
@@ -171,7 +171,7 @@ def _pitman_newton(h: Histogram, t: float, a: float) -> tuple[float, float] | No
             return None
         if float(step @ grad) <= 0:  # not an ascent direction (the Hessian is not negative definite here)
             step = grad / max(1.0, float(np.abs(grad).max()))
-        for _ in range(60):
+        for _ in range(30):
             nt, na = t + step[0], a + step[1]
             if 0 < na < 1 and nt > -na:
                 nv = pitman_log_likelihood(nt, na, h)
@@ -186,22 +186,28 @@ def _pitman_newton(h: Histogram, t: float, a: float) -> tuple[float, float] | No
 
 def _pitman_bounded(h: Histogram, starts: list[tuple[float, float]]) -> tuple[float, float] | None:
     """The fallback: scipy's L-BFGS-B on θ = −α + e^s, α in (0, 1) (slower, but needs no
-    negative-definite Hessian); None unless it reports success with a vanishing score."""
+    negative-definite Hessian); None unless it reports success inside the bounds with a
+    vanishing score."""
     def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
         a = float(x[1])
         t = -a + math.exp(float(x[0]))
         dt, da = _pitman_gradient(t, a, h)
         return -pitman_log_likelihood(t, a, h), -np.array([dt * math.exp(float(x[0])), da - dt])
 
-    for t0, a0 in starts:
+    for t0, a0 in starts[:1]:
         try:
             res = optimize.minimize(objective, np.array([math.log(t0 + a0), a0]), jac=True, method="L-BFGS-B",
-                                    bounds=[(-30.0, 30.0), (1e-9, 1 - 1e-9)], options={"maxiter": 2000})
-        except (FloatingPointError, ValueError, OverflowError):
+                                    bounds=[(-30.0, 30.0), (1e-9, 1 - 1e-9)], options={"maxiter": 200})
+        except (FloatingPointError, ValueError, OverflowError, ZeroDivisionError):
             continue
-        if res.success and np.all(np.isfinite(res.x)) and math.isfinite(res.fun):
-            a = float(res.x[1])
-            return -a + math.exp(float(res.x[0])), a
+        if not (res.success and np.all(np.isfinite(res.x)) and math.isfinite(res.fun)):
+            continue
+        a = float(res.x[1])
+        t = -a + math.exp(float(res.x[0]))
+        score = np.abs(_pitman_gradient(t, a, h))
+        # a point on a bound (α → 0 or 1) is no maximum of the model: the likelihood runs off
+        if 1e-6 < a < 1 - 1e-6 and float(score.max()) <= 1e-6 * max(1.0, abs(float(res.fun))):
+            return t, a
     return None
 
 
@@ -214,7 +220,7 @@ def pitman_fit(h: Histogram) -> tuple[float, float]:
     Pitman's estimate no longer depends on N)."""
     u1, u2, K, n = h.of_size(1), max(h.of_size(2), 1.0), h.classes, h.n
     c = u1 * (u1 - 1) / u2
-    starts = [(1.0, 0.5), (K / 2.0, 0.2), (K / 10.0, 0.8)]
+    starts = [(1.0, 0.5), (K / 2.0, 0.2)]
     denominator = 2 * u1 * K + u1 * c - n * c
     if denominator != 0:
         t0 = (n * K * c - u1 * (n - 1) * (2 * K + c)) / denominator
@@ -281,7 +287,8 @@ def snb_expected(alpha: float, beta: float, classes: float, f: float) -> tuple[f
 
 def snb(h: Histogram, population: float) -> Estimate:
     """SNB (Chen & Keller-McNulty 1998): K from ``shlosser``, (α, β) with E[u1] = u1 and
-    E[u2] = u2 by bounded least squares from several starts; population uniques K β^α.
+    E[u2] = u2 by scipy's MINPACK root finder (α = e^x, β logistic) from several starts;
+    population uniques K β^α.
     Raises ``EstimationError`` when no start solves both equations (to 1e-6 relative)."""
     done = _trivial(h, population, "snb")
     if done is not None:
@@ -292,27 +299,28 @@ def snb(h: Histogram, population: float) -> Estimate:
     scale = np.array([max(u1, 1.0), max(u2, 1.0)])
 
     def residual(x: np.ndarray) -> np.ndarray:
-        e1, e2 = snb_expected(float(x[0]), float(x[1]), classes, f)
+        # α = e^x0 > 0, β = 1 / (1 + e^−x1) in (0, 1): the solver works unconstrained
+        alpha, beta = math.exp(x[0]), special.expit(x[1])
+        e1, e2 = snb_expected(alpha, float(beta), classes, f)
         return (np.array([e1, e2]) - np.array([u1, u2])) / scale
 
     best: tuple[float, float, float] | None = None
-    for a0 in (0.5, 1.0, 2.0, 0.1):
-        for b0 in (0.5, 0.1, 0.01, 0.9):
-            with np.errstate(all="ignore"):
-                try:
-                    res = optimize.least_squares(residual, [a0, b0], bounds=([1e-9, 1e-12], [1e4, 1 - 1e-12]),
-                                                 xtol=1e-14, ftol=1e-14, gtol=1e-14, max_nfev=2000)
-                except (FloatingPointError, ValueError, OverflowError):
-                    continue
-            if not np.all(np.isfinite(res.fun)) or float(np.abs(res.fun).max()) > 1e-6:
+    note = ""
+    for a0, b0 in ((0.5, 0.05), (1.0, 0.5), (0.1, 0.01), (2.0, 0.2)):
+        with np.errstate(all="ignore"):
+            try:
+                res = optimize.root(residual, [math.log(a0), float(special.logit(b0))], method="hybr",
+                                    options={"xtol": 1e-12, "maxfev": 400})
+            except (FloatingPointError, ValueError, OverflowError, ZeroDivisionError):
                 continue
-            alpha, beta = float(res.x[0]), float(res.x[1])
-            uniques = classes * beta ** alpha
-            if best is None or float(np.abs(res.fun).max()) < best[0]:
-                best = (float(np.abs(res.fun).max()), uniques, alpha)
-                note = f"K={classes:.6g} alpha={alpha:.6g} beta={beta:.6g}"
-        if best is not None:
-            break
+        if not np.all(np.isfinite(res.fun)) or not np.all(np.isfinite(res.x)) or float(np.abs(res.fun).max()) > 1e-6:
+            continue
+        alpha, beta = math.exp(float(res.x[0])), float(special.expit(res.x[1]))
+        if not (0 < beta < 1):
+            continue
+        best = (float(np.abs(res.fun).max()), classes * beta ** alpha, alpha)
+        note = f"K={classes:.6g} alpha={alpha:.6g} beta={beta:.6g}"
+        break
     if best is None:
         raise EstimationError(f"the SNB model has no solution on {h.describe()} (K = {classes:,.1f} by Shlosser)")
     uniques = best[1]
