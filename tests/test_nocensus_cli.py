@@ -173,3 +173,13 @@ def test_pruning_searches_refuse_dataset_level_models(project, run) -> None:
     assert "never rises with generalization" in line and "dankar" in line
     with Problem.from_spec(spec, risk="benedetti-franconi") as problem:
         problem.require_monotone_risk("a search")  # monotone without weights: no refusal
+
+
+def test_the_report_shows_the_model_and_its_figures(project, run, tmp_path) -> None:
+    spec = no_census(project, risk="zayatz")
+    run("report", spec, "--policy", "age:every=10", "--out", tmp_path / "r.html")
+    parameters = json.loads((tmp_path / "r.json").read_text())["method"]["parameters"]
+    assert parameters["risk"] == "zayatz" and parameters["population"].startswith(f"no census: {SIZE:,} people")
+    assert "zayatz" in parameters["population uniques"] and "expected re-identifications" in \
+        parameters["benedetti franconi"]
+    assert "population uniques" in (tmp_path / "r.html").read_text()
