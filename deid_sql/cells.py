@@ -17,22 +17,24 @@ class Cells:
     """``positions[i, q]`` is cell i's position in QI q's domain; ``counts[i]`` its size."""
 
     positions: np.ndarray  # (n_cells, n_qis) int32
-    counts: np.ndarray  # (n_cells,) int64
+    counts: np.ndarray  # (n_cells,) int64 (float64 for summed sampling weights)
 
     @property
     def total(self) -> int:
-        return int(self.counts.sum())
+        return int(round(float(self.counts.sum())))
 
     def __len__(self) -> int:
         return int(self.counts.size)
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, n_qis: int, count: str = "n") -> Cells:
-        """Build from a backend result with columns ``p0..p{n-1}`` and ``count``."""
+    def from_arrow(cls, table: pa.Table, n_qis: int, count: str = "n", exact: bool = False) -> Cells:
+        """Build from a backend result with columns ``p0..p{n-1}`` and ``count``; ``exact`` keeps
+        fractional counts (summed sampling weights: estimated people) instead of rounding."""
         cols = [np.asarray(table.column(f"p{q}").to_numpy(zero_copy_only=False), dtype=np.int32)
                 for q in range(n_qis)]
         pos = np.stack(cols, axis=1) if cols else np.zeros((table.num_rows, 0), dtype=np.int32)
-        counts = np.rint(np.asarray(table.column(count).to_numpy(zero_copy_only=False))).astype(np.int64)
+        raw = np.asarray(table.column(count).to_numpy(zero_copy_only=False), dtype=np.float64)
+        counts = raw if exact else np.rint(raw).astype(np.int64)
         # GROUP BY returns cells in no fixed order: sort them so every sum over cells runs in
         # the same order and the same inputs give bit-identical metrics, run after run
         order = np.lexsort(pos.T[::-1]) if n_qis else np.arange(counts.size)

@@ -86,7 +86,15 @@ def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
     pq.write_table(synthetic_cohort(population, records, seed), out / "cohort.parquet")
     spec = out / "demo.toml"
     spec.write_text(DEMO_SPEC, encoding="utf-8")
+    (out / "demo-no-census.toml").write_text(no_census_spec(people), encoding="utf-8")
     return spec
+
+
+def no_census_spec(people: int) -> str:
+    """The demo's problem as if no census existed: only the population's size is known, so risk is
+    estimated from the cohort's class sizes (Dankar's rule; docs/no-census.md)."""
+    census = census_spec("cohort.parquet").replace('[population]\npath = "population.parquet"\ncount = "count"\n', "")
+    return f'population = {{ size = {people} }}\nrisk = "dankar"\n' + census + COHORT_COLUMNS
 
 
 ADULT_COLUMNS_ROLES = """

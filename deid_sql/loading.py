@@ -265,6 +265,42 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
 
 
 
+def aggregate_weights(backend: Backend, spec: Spec, domains: Sequence[Domain], source: Table,
+                      problems: list[str]) -> Cells | None:
+    """The sampling weights summed per sample cell (``[weights]``): each cell's estimated number of
+    people, the population cells of a spec without a census.  A missing or non-numeric column,
+    NULL weights and weights below 1 (a record stands for at least itself: w = 1 / its inclusion
+    probability) are problems, one line each, with the rows' count and an example."""
+    column = str(spec.weights)
+    where = f"[weights] column {column!r} of source {spec.source.describe()}"
+    ctype = source.columns.get(column)
+    if ctype is None:
+        problems.append(f"{where} does not exist; its columns are {', '.join(list(source.columns)[:12])}"
+                        f"{'…' if len(source.columns) > 12 else ''}: fix [weights] column")
+        return None
+    if not (is_integer_type(ctype) or ctype.upper().startswith(("DOUBLE", "FLOAT", "DECIMAL", "REAL"))):
+        problems.append(f"{where} has type {ctype}; sampling weights must be numbers (people per record)")
+        return None
+    w = col(column, "t")
+    check = exp.select(_flag_sum(w.copy().is_(exp.null()), "nulls"),
+                       _flag_sum(exp.LT(this=w.copy(), expression=exp.Literal.number(1)), "small"),
+                       exp.alias_(exp.func("min", w.copy()), "lowest")).from_(
+        exp.alias_(exp.to_table(source.view), "t", table=True))
+    row = backend.execute(check).to_pylist()[0]
+    if row["nulls"]:
+        problems.append(f"{where} is NULL in {row['nulls']:,} rows; give every record its weight (or drop those rows)")
+    if row["small"]:
+        problems.append(f"{where} is below 1 in {row['small']:,} rows (lowest {row['lowest']!r}); a sampling weight is "
+                        f"the number of people a record stands for (1 / its inclusion probability), so at least 1")
+    if row["nulls"] or row["small"]:
+        return None
+    pos = positions_query(backend, spec, domains, source, "column")
+    query = pos.select(exp.alias_(exp.func("sum", exp.cast(w.copy(), "DOUBLE")), "n"))
+    query = query.group_by(*[exp.column(f"p{i}") for i in range(len(domains))]) if domains else query
+    result = backend.execute(query)
+    return Cells.from_arrow(result, len(domains), exact=True)
+
+
 def _scan(backend: Backend, spec: Spec, table: Table, query: exp.Select, count: exp.Expression | None,
           ref: TableRef, problems: list[str]) -> pa.Table | None:
     """The census checks (population) and the GROUP BY itself: None when the counts are bad."""

@@ -32,7 +32,16 @@ from .evaluate.sqlpath import SQLEvaluator
 from .hierarchy import Hierarchy
 from .invocation import CACHE_CELLS
 from .lattice import Lattice
-from .loading import POPULATION_VIEW, SOURCE_VIEW, Table, aggregate, open_table, raise_if, resolve_domains
+from .loading import (
+    POPULATION_VIEW,
+    SOURCE_VIEW,
+    Table,
+    aggregate,
+    aggregate_weights,
+    open_table,
+    raise_if,
+    resolve_domains,
+)
 from .policy import Policy
 from .recoding import QIRecoding, Recoding
 from .release.pseudonym import type_problems
@@ -59,8 +68,10 @@ class Problem:
         # risk is normalized by the original data's, constrained lattice or not (seed 000 eq. 2-3,
         # METHODS): figures of a constrained search compare with every other run's
         bottom, top = lattice.original(), lattice.top().recoding()
-        self.record_risk = risk_model(spec, self.population_total)
-        self._fast_path = FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk)
+        self.record_risk = risk_model(spec, self.population_total, records=sample.total)
+        # summed sampling weights are fractional people: the integer prefix cube would round them
+        self._fast_path = FastEvaluator(sample, population, sizes, spec.gamma, record_risk=self.record_risk,
+                                        **({"cube_limit": 0} if spec.weights is not None else {}))
         self.fast = Evaluator(self._fast_path, sample, bottom, top)
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
@@ -75,8 +86,27 @@ class Problem:
 
     @property
     def population_total(self) -> int:
-        """People in the population table (the sample's records with ``population = "sample"``)."""
+        """People in the population table (the sample's records with ``population = "sample"``;
+        the summed sampling weights with ``[weights]``)."""
         return int((self.population or self.sample).total)
+
+    @property
+    def population_size(self) -> float:
+        """The population's size N: the spec's ``population = { size }``, else the census's or the
+        weights' total, else the sample's (``population = "sample"``: the sample is all there is)."""
+        return float(self.spec.population_size or self.population_total)
+
+    def no_census_figures(self, item: Policy | Recoding | str) -> dict[str, object]:
+        """The no-census figures of a policy (``nocensus.risk.figures``): population uniques by every
+        estimator, Benedetti–Franconi's expected re-identifications, El Emam's risks.  Group
+        population sizes are the summed weights with ``[weights]``, else m·N/n."""
+        from .nocensus.risk import figures
+
+        m, _, g = self._fast_path.groups(self.recoding(item))
+        N = self.population_size
+        weighted = self.spec.weights is not None
+        sizes = g if weighted else m * (N / float(self.sample.total))
+        return figures(m, sizes, N, weighted)
 
     def group_sizes(self, recoding: Recoding, ids: list[np.ndarray], m: np.ndarray) -> np.ndarray:
         """g = max(census, m) of groups of ``recoding`` given by their group id per QI, sorted
@@ -89,8 +119,9 @@ class Problem:
         check = getattr(self.record_risk, "monotonicity_problem", None)
         reason = check() if check is not None else None
         if reason:
-            raise DeidError(f"{what} needs risk that never rises with generalization, but {reason}; "
-                            "change the [adversary] parameters or use --risk population")
+            fix = ("change the [adversary] parameters or use --risk population" if self.spec.risk == "adversary"
+                   else "use --risk population, or benedetti-franconi without [weights]")
+            raise DeidError(f"{what} needs risk that never rises with generalization, but {reason}; {fix}")
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -126,6 +157,8 @@ class Problem:
     def _load(cls, spec: Spec, backend: Backend, check_roles: bool = False,
               cache: CellsCache | None = None) -> Problem:
         problems: list[str] = []
+        if spec.weights is not None:
+            cache = None  # the cache keeps whole counts; summed weights are read each time
         key, cached, source, population = _without_engine(spec, backend, cache)
         if source is None:
             source = open_table(backend, spec, "source", problems)
@@ -153,6 +186,11 @@ class Problem:
             if cache is not None and key is not None and not problems and sample_cells is not None:
                 tables = {"source": source.columns} | ({"population": population.columns} if population else {})
                 cache.put(key, spec, resolved, sample_cells, pop_cells, tables)
+        if spec.weights is not None and sample_cells is not None and not problems:
+            pop_cells = aggregate_weights(backend, spec, resolved, source, problems)
+        if spec.population_size is not None and sample_cells is not None and spec.population_size < sample_cells.total:
+            problems.append(f"population size {spec.population_size:,} is smaller than the sample "
+                            f"({sample_cells.total:,} records); a population holds its sample: fix population size")
         raise_if(problems + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)

@@ -24,13 +24,14 @@ from .cuts import CutRule, parse_rule
 from .domain import KINDS, parse_date
 from .errors import Problems, SpecError
 from .limits import domain_problems
+from .population_size import parse_size, parse_weights
 from .spec_sections import SECTION_KEYS, parse_sections, qis_required
 from .tableref import TableRef
 
 # TableRef lives in ``tableref`` (below the backends); it is re-exported here for the spec's readers
 __all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml"]
 
-CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend"}
+CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights"}
 TOP_KEYS = CORE_KEYS | SECTION_KEYS
 SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
@@ -104,10 +105,20 @@ class Spec:
     name: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     backend: BackendSpec = field(default_factory=BackendSpec)
+    # no census: the population's size (``population = { size = N }`` or a region's preset) and a
+    # sampling-weight column (``[weights] column = "w"``); see ``population_size.py``
+    population_size: int | None = None
+    population_region: str | None = None
+    weights: str | None = None
 
     @property
     def qi_names(self) -> tuple[str, ...]:
         return tuple(q.name for q in self.qis)
+
+    @property
+    def no_census(self) -> bool:
+        """The population is known by its size or the sample's weights, not by a census table."""
+        return self.population is None and (self.population_size is not None or self.weights is not None)
 
     @classmethod
     def read(cls, path: str | Path) -> Spec:
@@ -124,7 +135,10 @@ class Spec:
                         engine_tables=engine_tables, engine=backend.engine)
         pop_raw = data.get("population", "sample")
         population = count = None
-        if pop_raw != "sample":
+        size = region = None
+        if isinstance(pop_raw, dict) and set(pop_raw) & {"size", "region"}:
+            size, region = parse_size(pop_raw, problems)
+        elif pop_raw != "sample":
             if isinstance(pop_raw, str):
                 problems.append(
                     f'population = {pop_raw!r} is not understood; write population = "sample" '
@@ -142,6 +156,10 @@ class Spec:
                     population = replace(population, duplicates=str(duplicates))
                 if not isinstance(count, str) or not count:
                     problems.append("[population] needs count = \"<column with census counts>\"")
+        weights = parse_weights(data["weights"], problems) if "weights" in data else None
+        if weights is not None and population is not None:
+            problems.append("[weights]: sampling weights estimate population group sizes, but the spec has a census "
+                            "table, which counts them; remove [weights] or the [population] table")
         gamma = data.get("gamma", 1.0)
         if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not math.isfinite(gamma) or gamma <= 0:
             problems.append(f"gamma = {gamma!r} must be a finite positive number (1 is the papers' choice)")
@@ -154,7 +172,8 @@ class Spec:
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
-                   name=str(data.get("name", "")), raw=data, backend=backend, **sections)
+                   name=str(data.get("name", "")), raw=data, backend=backend, population_size=size,
+                   population_region=region, weights=weights, **sections)
 
 
 def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:

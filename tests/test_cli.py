@@ -416,6 +416,8 @@ def test_demo_runs_with_no_arguments(run) -> None:
     result = run("demo")
     assert "risk" in result.stdout
     assert "view patients_deid created" in result.stdout
+    # one no-census evaluation beside the census one (docs/no-census.md)
+    assert "without a census (demo-no-census.toml" in result.stdout and "Dankar's rule takes" in result.stdout
 
 
 def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:

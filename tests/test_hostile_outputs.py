@@ -49,14 +49,12 @@ def test_compiling_a_large_category_domain_copies_no_whole_query(tmp_path: Path,
     assert copied < size // 2, f"{copied} nodes copied for a query of {size}"  # before: 6 x size
 
 
-def test_fifty_thousand_categories_compile_in_seconds(tmp_path: Path) -> None:
-    """The issue's case: 50,000 categories under a random policy (109 s at 8 K before; bench/compile.py
-    measures ~1 s).  The bound is loose for a shared machine, far below the quadratic time."""
+def test_fifty_thousand_categories_compile_to_one_joined_table(tmp_path: Path) -> None:
+    """The issue's case: 50,000 categories under a random policy (109 s at 8 K before; the time is
+    measured in bench/compile.py, not here): every value once, in the joined (value, group) table."""
     problem = _category_problem(tmp_path, 50_000)
     policy = problem.lattice.random_policy(np.random.default_rng(19)).text()
-    start = time.perf_counter()
     sql = problem.compile(policy)
-    assert time.perf_counter() - start < 6.0
     # every value's label is in the query, as one row of the joined (value, label) table, not a CASE branch
     assert sql.count("'cat-0") >= 50_000 and "WHEN" not in sql and "VALUES" in sql and "LEFT JOIN" in sql
 

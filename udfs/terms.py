@@ -30,10 +30,11 @@ def xlogx(c: pa.Array) -> pa.Array:
 
 
 def record_risk_udf(record_risk: object) -> object:
-    """An Arrow UDF r(g) from a risk model's vectorized record risk (numpy in, numpy out)."""
+    """An Arrow UDF r(m, g) from a risk model's vectorized record risk of groups of m sample
+    records and g people (numpy in, numpy out; most models read g alone)."""
 
-    def udf(g: pa.Array) -> pa.Array:
-        return pa.array(record_risk(_np(g)), type=pa.float64())  # type: ignore[operator]
+    def udf(m: pa.Array, g: pa.Array) -> pa.Array:
+        return pa.array(record_risk(_np(m), _np(g)), type=pa.float64())  # type: ignore[operator]
 
     return udf
 

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import Problems
+from ..population_size import NO_CENSUS_RISKS
 from ..spec_sections import SectionContext
 
 SCENARIOS = ("known", "unknown")
-RISKS = ("population", "adversary")
+RISKS = ("population", "adversary", *NO_CENSUS_RISKS)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ def _run(folder: Path, seed: int, budget: int) -> None:
                        f"{m.k:>6}{m.sample_unique_records:>9}")
         _safe_harbor_and_alternatives(problem)
         label, chosen = showcase[3]
+        _no_census(problem, folder / "demo-no-census.toml", label, chosen)
         click.echo(f"\nchosen: {label}\n  {chosen.readable()[:300]}\n  policy text: {chosen.text()}")
         sql = problem.compile(chosen, dialect="postgres", table="patients")
         click.echo("\nits SQL for PostgreSQL (first lines):\n  " + "\n  ".join(sql.splitlines()[:12]) + "\n  …")
@@ -90,6 +91,24 @@ def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> No
                f"Safe Harbor and lose less information:")
     for b in better[:5]:
         click.echo(f"  risk {b.metrics.risk:.4f}  loss {b.metrics.loss:.4f}  {b.policy.readable()[:150]}")
+
+
+def _no_census(problem: Problem, spec: Path, label: str, chosen: Policy) -> None:
+    """The chosen policy evaluated without the census beside with it: the population's size only."""
+    census = problem.evaluate(chosen)
+    with Problem.from_spec(spec) as nc:
+        f = nc.no_census_figures(chosen.text())
+        m = nc.evaluate(chosen.text())
+    dankar = f["dankar"]
+    click.echo(f"\nwithout a census ({spec.name}: only the population's size, {f['population_size']:,.0f} people, "
+               f"f = {f['sampling_fraction']:.3f}), {label}:")
+    click.echo(f"  census:    expected re-identifications {census.expected_reidentifications:.1f}, "
+               f"{census.sample_unique_records} sample uniques")
+    estimates = ", ".join(f"{k} {f[k]['population_uniques']:,.3g}" if "population_uniques" in f[k] else f"{k} failed"
+                          for k in ("pitman", "zayatz", "snb"))
+    click.echo(f"  no census: population uniques {estimates}; Dankar's rule takes {dankar.get('model', '-')}: "
+               f"{m.risk_sum:.3g} sample records expected unique in the population; Benedetti-Franconi "
+               f"expects {f['benedetti_franconi']['expected_reidentifications']:.1f} re-identifications")
 
 
 def _frontier(problem: Problem, folder: Path, budget: int) -> None:

@@ -54,6 +54,13 @@ def _report_problem(problem: Problem) -> None:
     if problem.population is not None and s.population is not None:
         click.echo(f"  population {s.population.describe()}: {problem.population.total:,} people in "
                    f"{len(problem.population):,} cells")
+    elif s.no_census:
+        from ..population_size import describe
+
+        weights = f"; group sizes from the summed weights of column {s.weights!r}" if s.weights else ""
+        size = describe(s.population_size, s.population_region) if s.population_size else \
+            f"{problem.population_total:,} people (the sum of the weights)"
+        click.echo(f"  population no census: {size}{weights}; risk {s.risk}")
     else:
         click.echo("  population sample (group sizes from the sample itself)")
     for q, d in zip(s.qis, problem.domains):
@@ -117,7 +124,10 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
         out = []
         for plan in plans:
             metrics = problem.evaluate(plan.item, path=path)
-            row = {"policy": plan.text or plan.levels, "readable": plan.readable, **metrics.to_dict()}
+            row = {"policy": plan.text or plan.levels, "readable": plan.readable, "risk_model": problem.spec.risk,
+                   **metrics.to_dict()}
+            if problem.spec.no_census:  # population uniques by every estimator, beside the spec's model's figures
+                row["no_census"] = problem.no_census_figures(plan.item)
             if plan.levels is not None:
                 row["levels"] = plan.levels
             if bits:

@@ -150,8 +150,10 @@ def risk_model_option(*names: str) -> Callable[[F], F]:
     """``--risk-model`` (plus any aliases): override the spec's ``risk``."""
     return click.option(
         *(names or ("--risk-model",)), "risk_model", type=click.Choice(RISKS), default=None,
-        help="Risk model: 'population' (1/g, the default) or 'adversary' (the economic attacker of docs/adversary.md, "
-             "parameters from the spec's [adversary] table). Overrides the spec's risk.")
+        help="Risk model: 'population' (1/g, the default), 'adversary' (the economic attacker of docs/adversary.md, "
+             "parameters from the spec's [adversary] table), or without a census (docs/no-census.md; the spec gives "
+             "population = { size = N } or [weights]): 'pitman', 'zayatz', 'snb', 'dankar' (population uniques "
+             "estimated from the sample) or 'benedetti-franconi' (individual risk). Overrides the spec's risk.")
 
 
 @contextmanager

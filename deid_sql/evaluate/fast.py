@@ -17,7 +17,7 @@ from ..cells import Cells
 from ..limits import require_sizes
 from ..recoding import Recoding
 from .metrics import RawSums
-from .riskmodel import PopulationRisk, RecordRisk
+from .riskmodel import PopulationRisk, RecordRisk, group_risks
 
 CUBE_LIMIT = 16_000_000  # prefix-sum cube entries (int64) kept in memory at most
 _KEY_LIMIT = 2**62
@@ -102,7 +102,7 @@ class FastEvaluator:
     def raw(self, rec: Recoding) -> RawSums:
         """The group sums of ``rec`` (see ``metrics.finish`` for the metrics)."""
         m, census, g = self.groups(rec)
-        record = self.record_risk(g)
+        record = group_risks(self.record_risk, m, g)
         w_log = 0.0
         lm = 0.0
         for q, qrec in enumerate(rec.qis):

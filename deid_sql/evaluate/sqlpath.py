@@ -15,7 +15,7 @@ built and rendered once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from sqlglot import exp
@@ -27,7 +27,7 @@ from ..recoding import Recoding
 from ..sql import template
 from ..udfs.terms import record_risk_udf
 from .metrics import RawSums
-from .riskmodel import PopulationRisk, RecordRisk
+from .riskmodel import PopulationRisk, RecordRisk, group_risks
 
 SAMPLE_CELLS = "deid_sample_cells"
 POPULATION_CELLS = "deid_population_cells"
@@ -60,8 +60,13 @@ class SQLEvaluator:
         self.gamma = float(gamma)
         backend.register_udfs()
         self.record_risk = record_risk or PopulationRisk(gamma)
+        # a dataset-level model (population uniques from the histogram) is fitted per recoding
+        # before its metrics query runs: the UDF sees distinct (m, g) pairs, not the histogram
+        self.dataset_level = bool(getattr(self.record_risk, "dataset_level", False))
+        self._fitted: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
         if not isinstance(self.record_risk, PopulationRisk):
-            backend.register_function(RECORD_RISK_UDF, record_risk_udf(self.record_risk), ("DOUBLE",), "DOUBLE")
+            backend.register_function(RECORD_RISK_UDF, record_risk_udf(self._group_risks), ("DOUBLE", "DOUBLE"),
+                                      "DOUBLE")
         self.blocks = _blocks(self.sizes)
         self._register_cells(SAMPLE_CELLS, sample)
         for q in range(len(self.sizes)):
@@ -72,7 +77,13 @@ class SQLEvaluator:
         self.has_population = population is not None
         if population is not None:
             self._register_cells(POPULATION_CELLS, population)
-        self._rendered: dict[tuple[str, str, bool], tuple[str, tuple[str, ...]]] = {}
+        self._rendered: dict[tuple[str, str, bool], tuple[str, tuple[str, ...]]] = {}  # also histogram queries
+
+    def _group_risks(self, m: np.ndarray, g: np.ndarray) -> np.ndarray:
+        if self.dataset_level:
+            assert self._fitted is not None, "a dataset-level risk model is fitted before its query runs"
+            return self._fitted(m, g)
+        return group_risks(self.record_risk, m, g)
 
     def _register_cells(self, name: str, cells: Cells) -> None:
         """A native table of the cells plus one combined position ``b{j}`` per block of QIs."""
@@ -138,6 +149,19 @@ class SQLEvaluator:
         return union
 
     def _build(self, block_shape: str, qi_shape: str, single: bool) -> exp.Expression:
+        groups = self._groups(block_shape, single)
+        return template("metrics", groups=exp.Subquery(this=groups), widths=exp.Subquery(this=self._widths(qi_shape)),
+                        **self._risk_nodes())
+
+    def _histogram(self, block_shape: str, single: bool) -> exp.Expression:
+        """Groups per sample count m: what a dataset-level risk model is fitted to."""
+        groups = exp.Subquery(this=self._groups(block_shape, single),
+                              alias=exp.TableAlias(this=exp.to_identifier("grp")))
+        return (exp.select(exp.column("m"), exp.alias_(exp.func("count", exp.Star()), "cnt"))
+                .from_(groups).group_by(exp.column("m")))
+
+    def _groups(self, block_shape: str, single: bool) -> exp.Select:
+        """One row per generalized group: m, c and g = max(c, m)."""
         keys = self._keys(block_shape, single)
         s = exp.to_table("s")
         m = exp.column("m", table="s")
@@ -152,9 +176,7 @@ class SQLEvaluator:
             on = exp.and_(*[exp.column(f"k{i}", table="s").eq(exp.column(f"k{i}", table="p"))
                             for i in range(len(keys))])
             groups = groups.join(p, on=on, join_type="LEFT")
-        groups = groups.with_("s", as_=self._grouped(SAMPLE_CELLS, "m", keys))
-        return template("metrics", groups=exp.Subquery(this=groups), widths=exp.Subquery(this=self._widths(qi_shape)),
-                        **self._risk_nodes())
+        return groups.with_("s", as_=self._grouped(SAMPLE_CELLS, "m", keys))
 
     def _risk_nodes(self) -> dict[str, exp.Expression]:
         """m · r(g) and r(g) in SQL: the core's UDF and POWER for g^−γ, else the model's UDF."""
@@ -162,7 +184,7 @@ class SQLEvaluator:
         if isinstance(self.record_risk, PopulationRisk):
             return {"risk_term": exp.func("deid_risk_term", m, g, _num(self.gamma)),
                     "record_risk": exp.func("power", g.copy(), _num(-self.gamma))}
-        record = exp.Anonymous(this=RECORD_RISK_UDF, expressions=[g])
+        record = exp.Anonymous(this=RECORD_RISK_UDF, expressions=[m.copy(), g])
         return {"risk_term": exp.Mul(this=m, expression=record), "record_risk": record.copy()}
 
     def _shape(self, rec: Recoding) -> tuple[str, str, bool]:
@@ -193,6 +215,18 @@ class SQLEvaluator:
                 params[f"w{q}"] = qrec.widths[qrec.group_of].astype(np.float64).tolist()  # per position
         return params
 
+    def _fit(self, shape: tuple[str, str, bool], params: dict[str, object]) -> None:
+        key = ("histogram", shape[0], shape[2])
+        if key not in self._rendered:
+            query = self._histogram(shape[0], shape[2])
+            names = tuple(sorted({p.name for p in query.find_all(exp.Placeholder)}))
+            self._rendered[key] = (self.backend.render(query), names)  # type: ignore[index]
+        text, names = self._rendered[key]  # type: ignore[index]
+        table = self.backend.execute(text, {k: params[k] for k in names})
+        m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.float64)
+        cnt = np.asarray(table.column("cnt").to_numpy(zero_copy_only=False), dtype=np.int64)
+        self._fitted = _fit_histogram(self.record_risk, m, cnt)
+
     def raw(self, rec: Recoding) -> RawSums:
         shape = self._shape(rec)
         if shape not in self._rendered:
@@ -201,6 +235,8 @@ class SQLEvaluator:
             self._rendered[shape] = (self.backend.render(query), names)
         text, names = self._rendered[shape]
         params = self._params(rec, shape[0], shape[1])
+        if self.dataset_level:
+            self._fit(shape, params)
         row = self.backend.execute(text, {k: params[k] for k in names}).to_pylist()[0]
         return RawSums(
             risk_sum=float(row["risk_sum"]),
@@ -215,6 +251,12 @@ class SQLEvaluator:
             corrected_groups=int(row["corrected_groups"]),
             records=int(row["records"]),
         )
+
+
+def _fit_histogram(model: object, m: np.ndarray, cnt: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The per-group risk of a dataset-level model fitted to a histogram (groups ``cnt`` of size ``m``)."""
+    every = np.repeat(np.asarray(m, dtype=np.float64), np.asarray(cnt, dtype=np.int64))
+    return model.fitted(every)  # type: ignore[attr-defined,no-any-return]
 
 
 def _blocks(sizes: Sequence[int], limit: int = BLOCK_LIMIT) -> list[list[int]]:

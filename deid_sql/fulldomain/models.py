@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import DeidError
+from ..evaluate.riskmodel import group_risks
 
 if TYPE_CHECKING:
     from .transform import GroupStats, Transformation, TransformEvaluator
@@ -163,7 +164,7 @@ class AverageRisk(PrivacyModel):
         self.predictive = BOTH if sample_only and self.gamma == 1.0 and population_risk else frozenset()
 
     def _risk(self, stats: GroupStats) -> np.ndarray:
-        return self.record_risk(stats.census())
+        return group_risks(self.record_risk, stats.m, stats.census())
 
     def holds(self, stats: GroupStats) -> bool:
         m = stats.m

@@ -28,7 +28,7 @@ from sqlglot import exp
 from .. import progress
 from ..compile import col, generalize
 from ..errors import BackendError, DataError, ReleaseRefused
-from ..evaluate.riskmodel import RecordRisk, risk_model
+from ..evaluate.riskmodel import RecordRisk, group_risks, risk_model
 from ..loading import read_problem
 from ..recoding import Recoding
 from ..release.figures import FLAG
@@ -85,13 +85,16 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
         population = np.nan_to_num(np.asarray(table.column("n").to_numpy(zero_copy_only=False), dtype=np.float64))
         g = np.maximum(population, m)
     model = risk_model(batch.spec, total)
-    risk = np.asarray(model(g), dtype=np.float64)
+    g_s = max(total, float(suppressed))
+    # one call over every group, the suppressed one included (a dataset-level model reads the histogram)
+    every = group_risks(model, np.append(m, float(suppressed)) if suppressed else m.astype(np.float64),
+                        np.append(g, g_s) if suppressed else g)
+    risk = every[:m.size]
     risk_sum = float((m * risk).sum())
     expected = float((m / g).sum())
     highest = float(risk.max()) if risk.size else 0.0
     if suppressed:  # the attacker learns none of their QIs: one group of everyone (``release.figures``)
-        g_s = max(total, float(suppressed))
-        r_s = float(np.asarray(model(np.asarray([g_s])), dtype=np.float64)[0])
+        r_s = float(every[-1])
         risk_sum += suppressed * r_s
         expected += suppressed / g_s
         highest = max(highest, r_s)

@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from ..cells import Cells
 from ..compile import col, ident
-from ..evaluate.riskmodel import RecordRisk
+from ..evaluate.riskmodel import RecordRisk, group_risks
 from ..recoding import Recoding
 
 FLAG = "deid_suppressed"
@@ -189,7 +189,7 @@ def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray,
     g_all = np.concatenate([g_kept, np.maximum(census.total, m[suppressed].astype(np.float64)),
                             m[outside].astype(np.float64)])
     records = int(m.sum())
-    r = np.asarray(record_risk(g_all), dtype=np.float64) if g_all.size else np.zeros(0)
+    r = group_risks(record_risk, m_all, g_all) if g_all.size else np.zeros(0)
     risk_sum = float((m_all * r).sum())
     return ReleaseFigures(
         records=records, groups=int(m_kept.size), k=int(m_kept.min()) if m_kept.size else 0,

@@ -238,7 +238,8 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
         "utility": {"kl_loss": kl, "normalized_loss": loss, "iyengar_loss": iyengar, "per_qi": per_qi,
                     "marginals": marginals},
         "frontier": None if frontier is None else place_on_frontier(problem, Path(frontier), metrics, harbor),
-        "method": {"papers": _papers(problem), "parameters": _parameters(problem, gate),
+        "method": {"papers": _papers(problem), "parameters": {**_parameters(problem, gate),
+                                                              **_no_census(problem, recoding)},
                    "commands": {"release": release_cmd, "report": report_cmd}},
         "attestation": {"fields": list(ATTESTATION)},
     }
@@ -427,11 +428,39 @@ def _papers(problem: Problem) -> list[dict[str, Any]]:
     return [dict(PAPERS[k]) for k in keys]
 
 
+def _population_text(spec: Any) -> str:
+    if spec.population is not None:
+        return f"{spec.population.describe()}, g = max(census, sample)"
+    if not spec.no_census:
+        return "sample (g = m)"
+    from ..population_size import describe
+
+    size = describe(spec.population_size, spec.population_region) if spec.population_size else "the sum of the weights"
+    weights = f"; g = the group's summed weights (column {spec.weights!r})" if spec.weights else "; g = m"
+    return f"no census: {size}{weights} (docs/no-census.md)"
+
+
+def _no_census(problem: Problem, recoding: Recoding) -> dict[str, Any]:
+    """Without a census: the population uniques by every estimator and Benedetti–Franconi's expected
+    re-identifications of the released groups (before suppression), as one line each."""
+    if not problem.spec.no_census:
+        return {}
+    f = problem.no_census_figures(recoding)
+    uniques = "; ".join(f"{k} {f[k]['population_uniques']:,.4g}" + (f" ({f[k]['model']})" if k == "dankar" else "")
+                        if "population_uniques" in f[k] else f"{k}: {f[k]['error']}"
+                        for k in ("pitman", "zayatz", "snb", "dankar"))
+    bf = f["benedetti_franconi"]
+    return {"population uniques": f"of {f['population_size']:,.0f} people (f = {f['sampling_fraction']:.4g}, "
+                                  f"{f['sample_uniques']:,} sample uniques): {uniques}",
+            "benedetti franconi": f"{bf['expected_reidentifications']:,.4g} expected re-identifications "
+                                  f"(rate {bf['reidentification_rate']:.4g}, highest record risk "
+                                  f"{bf['max_record_risk']:.4g})"}
+
+
 def _parameters(problem: Problem, gate: ReleaseGate) -> dict[str, Any]:
     spec = problem.spec
     return {"risk": spec.risk, "gamma": float(spec.gamma),
-            "population": "sample (g = m)" if spec.population is None else
-            f"{spec.population.describe()}, g = max(census, sample)",
+            "population": _population_text(spec),
             "criteria": _criteria(gate),
             "adversary": spec.adversary.to_dict() if spec.risk == "adversary" else None,
             "safe_harbor": {"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..domain import Domain
+from ..evaluate.riskmodel import group_risks
 from ..recoding import QIRecoding, Recoding
 from ..release.figures import cell_groups
 from ..suppression import Suppression
@@ -47,11 +48,14 @@ class Groups:
         self.suppressed_groups = int(mask.sum())
         kept = ~mask
         self.ids, self.m, self.g = [q[kept] for q in ids], m[kept], g[kept]
-        self.risk = np.asarray(problem.record_risk(self.g), dtype=np.float64) if self.g.size else np.zeros(0)
         total = float(problem.population_total if problem.population is not None else problem.sample.total)
-        self.suppressed_risk = (float(np.asarray(problem.record_risk(np.asarray([max(total, self.suppressed)],
-                                                                                 dtype=np.float64)))[0])
-                                if self.suppressed else 0.0)
+        # one call over every released group, the suppressed one included (a dataset-level model
+        # reads the release's whole histogram)
+        m_all = np.append(self.m, float(self.suppressed)) if self.suppressed else self.m
+        g_all = np.append(self.g, max(total, float(self.suppressed))) if self.suppressed else self.g
+        risk = group_risks(problem.record_risk, m_all, g_all) if g_all.size else np.zeros(0)
+        self.risk = risk[:self.g.size]
+        self.suppressed_risk = float(risk[-1]) if self.suppressed else 0.0
 
     def record_risk_histogram(self) -> dict[str, list[Any]]:
         """Records per record-risk bin: 0, then one bin per decade up to 1 (the last bin holds 1)."""
