@@ -54,6 +54,11 @@ def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> 
     sql = json.loads(run("evaluate", spec, "--risk", risk, "--policy", "age:every=10", "--path", "sql",
                          "--format", "json").stdout)
     assert sql["risk_sum"] == pytest.approx(out["risk_sum"], rel=1e-9)
+    # the expected re-identifications are the model's own estimate, never the count of groups
+    # (the sample as its own population would make every sample unique a certain re-identification)
+    assert out["expected_reidentifications"] == pytest.approx(out["risk_sum"], rel=1e-12)
+    assert sql["expected_reidentifications"] == pytest.approx(out["risk_sum"], rel=1e-9)
+    assert out["expected_reidentifications"] < out["groups"]
     assert sql["max_record_risk"] == pytest.approx(out["max_record_risk"], rel=1e-9)
     if risk == "benedetti-franconi":
         assert out["risk_sum"] == pytest.approx(figures["benedetti_franconi"]["expected_reidentifications"])

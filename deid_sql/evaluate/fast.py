@@ -17,7 +17,7 @@ from ..cells import Cells
 from ..limits import require_sizes
 from ..recoding import Recoding
 from .metrics import RawSums
-from .riskmodel import PopulationRisk, RecordRisk, group_risks
+from .riskmodel import PopulationRisk, RecordRisk, expected_reidentifications, group_risks
 
 CUBE_LIMIT = 16_000_000  # prefix-sum cube entries (int64) kept in memory at most
 _KEY_LIMIT = 2**62
@@ -110,9 +110,10 @@ class FastEvaluator:
             w_log += float(self.marginals[q] @ np.log(width))
             if self.sizes[q] > 1:
                 lm += float(self.marginals[q] @ ((width - 1.0) / (self.sizes[q] - 1)))
+        risk_sum = float((m * record).sum())
         return RawSums(
-            risk_sum=float((m * record).sum()),
-            expected_reidentifications=float((m / g).sum()),
+            risk_sum=risk_sum,
+            expected_reidentifications=expected_reidentifications(self.record_risk, m, g, risk_sum),
             max_record_risk=float(record.max()),
             k=int(m.min()),
             sample_unique_records=int(np.count_nonzero(m == 1)),

@@ -51,6 +51,16 @@ def group_risks(model: RecordRisk, m: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+def expected_reidentifications(model: RecordRisk, m: np.ndarray, g: np.ndarray, risk_sum: float) -> float:
+    """Expected re-identifications of a release: Σ m/g with population sizes g (a census, or the
+    sample as its own population), or — for a model that estimates them without a census
+    (``estimates_reidentifications``: Benedetti–Franconi, the population-uniqueness estimators) —
+    its own Σ m·r, so no figure counts every sample unique as a certain re-identification."""
+    if getattr(model, "estimates_reidentifications", False):
+        return float(risk_sum)
+    return float((np.asarray(m, dtype=np.float64) / np.asarray(g, dtype=np.float64)).sum()) if len(g) else 0.0
+
+
 def risk_model(spec: Spec, population_total: float, records: float | None = None) -> RecordRisk:
     """The spec's r(g): g^−γ, the adversary's P_reid × loss (which needs the population size), or
     a no-census estimator (``deid_sql.nocensus``), which needs the sample's size ``records`` (None:

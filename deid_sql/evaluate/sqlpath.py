@@ -238,9 +238,10 @@ class SQLEvaluator:
         if self.dataset_level:
             self._fit(shape, params)
         row = self.backend.execute(text, {k: params[k] for k in names}).to_pylist()[0]
+        estimated = getattr(self.record_risk, "estimates_reidentifications", False)
         return RawSums(
             risk_sum=float(row["risk_sum"]),
-            expected_reidentifications=float(row["expected_reidentifications"]),
+            expected_reidentifications=float(row["risk_sum"] if estimated else row["expected_reidentifications"]),
             max_record_risk=float(row["max_record_risk"]),
             k=int(row["k"]),
             sample_unique_records=int(row["sample_unique_records"]),

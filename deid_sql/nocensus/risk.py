@@ -36,6 +36,8 @@ class BenedettiFranconiRisk:
 
     name = "benedetti-franconi"
     dataset_level = False
+    #: Σ m·r is the model's expected number of re-identifications (``riskmodel.expected_reidentifications``)
+    estimates_reidentifications = True
 
     def __init__(self, records: float, population: float, weighted: bool) -> None:
         self.records, self.population, self.weighted = float(records), float(population), weighted
@@ -75,6 +77,7 @@ class UniquenessRisk:
     of ``model`` on the release's histogram (a dataset-level ``RecordRisk``)."""
 
     dataset_level = True
+    estimates_reidentifications = True  # Σ m·r = f·U: the sample's expected population uniques
 
     def __init__(self, model: str, records: float, population: float) -> None:
         if model not in MODELS:

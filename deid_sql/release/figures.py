@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from ..cells import Cells
 from ..compile import col, ident
-from ..evaluate.riskmodel import RecordRisk, group_risks
+from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..recoding import Recoding
 
 FLAG = "deid_suppressed"
@@ -195,7 +195,7 @@ def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray,
         records=records, groups=int(m_kept.size), k=int(m_kept.min()) if m_kept.size else 0,
         sample_unique_records=int((m_kept == 1).sum()), risk_sum=risk_sum,
         risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
-        expected_reidentifications=float((m_all / g_all).sum()) if g_all.size else 0.0,
+        expected_reidentifications=expected_reidentifications(record_risk, m_all, g_all, risk_sum),
         max_record_risk=float(r.max()) if r.size else 0.0,
         mean_record_risk=risk_sum / records if records else 0.0, suppressed=int(m[suppressed].sum()),
         outside=int(m[outside].sum()))
