@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from ..adversary.params import RISKS
+from ..backends import show_engine_logs
 from ..errors import PolicyError
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
@@ -63,7 +64,18 @@ class FiniteFloat(click.ParamType):
         return number
 
 
-spec_argument = click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+def _show_engine_logs(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    show_engine_logs(value)  # set on every run, so one run's --verbose does not outlive it in-process
+
+
+verbose_option = click.option(
+    "--verbose", is_flag=True, expose_value=False, callback=_show_engine_logs,
+    help="Show the engine's own log on stderr (Spark's JVM; by default it goes to spark.log in Spark's folder).")
+
+
+def spec_argument(fn: F) -> F:
+    """The SPEC argument, and ``--verbose`` with it: every command that reads a spec may open an engine."""
+    return verbose_option(click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))(fn))
 _POLICY = click.option(
     "--policy", "-p", "policy", default=None, metavar="P",
     help="Policy text, one part per QI joined by '|': 'age:every=10|zip:digits=3|admitted:by=month', "

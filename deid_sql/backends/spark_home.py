@@ -1,0 +1,99 @@
+"""Where Spark keeps its files: a folder of deid-sql's own, never the working directory.
+
+Left to itself, Spark writes ``spark-warehouse/`` (the catalog's tables) into the folder the
+user runs from, and with a Hive catalog also ``metastore_db/`` and ``derby.log``; its JVM
+prints log lines on the terminal.  Here all of them go into one folder, the *Spark home*:
+
+- ``[backend] home = "DIR"`` in the spec (relative to the spec's folder), else
+- the environment variable ``DEID_SQL_SPARK_HOME``, else
+- the user's cache folder: ``$XDG_CACHE_HOME/deid-sql/spark`` or ``~/.cache/deid-sql/spark``
+  (``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows) — a few lines here rather than
+  the platformdirs package for one folder.
+
+Inside: ``warehouse/`` (``spark.sql.warehouse.dir``), ``metastore_db/`` and ``derby.log`` (the
+embedded Derby metastore of a Hive catalog) and ``spark.log`` (what the JVM writes on its
+stderr, unless the engine's log is shown).  Settings the spec's ``conf`` gives win over these.
+Pure Python (no pyspark), so the folder rules are tested without Java.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import BackendError
+
+ENV = "DEID_SQL_SPARK_HOME"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+LOG = "spark.log"
+
+
+def cache_folder() -> Path:
+    """The user's cache folder (the XDG base directory rules; macOS and Windows their own)."""
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"])
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"  # relative: ignored (XDG)
+
+
+def default_home() -> Path:
+    return cache_folder() / "deid-sql" / "spark"
+
+
+def home_folder(given: str | Path | None) -> Path:
+    """The Spark home named by the spec (``given``), the environment or the default, made if
+    missing (owner-only permissions); the default one must belong to the user running deid-sql,
+    since another user's folder there could hold a metastore or log4j settings of theirs."""
+    default = given is None and not os.environ.get(ENV)
+    folder = Path(given if given is not None else os.environ.get(ENV) or default_home()).expanduser().absolute()
+    _make(folder)
+    if default and hasattr(os, "getuid") and folder.stat().st_uid != os.getuid():
+        raise BackendError(f"Spark's folder {folder} belongs to another user; set {ENV} to a folder of yours "
+                           f"(or [backend] home = \"DIR\" in the spec)")
+    return folder
+
+
+def _make(folder: Path) -> None:
+    """Every missing level created readable by its owner only (``mkdir -p -m 700``)."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        for level in reversed(missing):
+            level.mkdir(mode=stat.S_IRWXU)
+            level.chmod(stat.S_IRWXU)  # mkdir's mode is masked by the umask
+    except OSError as e:
+        raise BackendError(f"cannot create Spark's folder {folder} ({e.strerror}); set {ENV} or [backend] home "
+                           f"to a folder you can write") from None
+    if not folder.is_dir():
+        raise BackendError(f"Spark's folder {folder} is not a folder; set {ENV} or [backend] home to a folder")
+
+
+def startup_settings(folder: Path, conf: Mapping[str, str]) -> dict[str, str]:
+    """Spark's startup settings placing its files in ``folder``, under ``conf`` (which wins; its
+    Java options come after these, and for the JVM the last of a repeated ``-D`` counts)."""
+    derby = folder / "metastore_db"
+    ours = {"spark.sql.warehouse.dir": str(folder / "warehouse"),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={derby};create=true"}
+    java = " ".join(_java_property(k, v) for k, v in (("derby.system.home", folder),
+                                                      ("derby.stream.error.file", folder / "derby.log")))
+    given = conf.get(JAVA_OPTIONS)
+    return {**ours, **conf, JAVA_OPTIONS: f"{java} {given}" if given else java}
+
+
+def _java_property(key: str, value: Path) -> str:
+    """``-Dkey="value"``: Spark splits the Java options at spaces outside double quotes."""
+    text = str(value)
+    if '"' in text:
+        raise BackendError(f"Spark's folder {text!r} holds a double quote, which Java options cannot carry; set "
+                           f"{ENV} or [backend] home to another folder")
+    return f'-D{key}="{text}"'
+
+
+def open_log(folder: Path) -> int:
+    """``folder/spark.log`` for the JVM's stderr: emptied when Spark starts, then appended to
+    (two processes sharing the folder both write whole lines), owner-only."""
+    return os.open(folder / LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, stat.S_IRUSR | stat.S_IWUSR)
