@@ -57,7 +57,7 @@ from ..sqltext import to_sql
 from ..tableref import TableRef
 from . import engine_logs_shown
 from .base import Backend, Finish, literal_rows
-from .spark_home import home_folder, open_log, startup_settings
+from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
 # spark_home's folder settings).  No web UI, no progress bars.  No relation cache: each backend is its own
@@ -434,34 +434,14 @@ class SparkBackend(Backend):
         """The folder a managed table of this name would get in Spark's own catalog, when it exists
         (the caller knows no catalog table owns it): what ``LOCATION_ALREADY_EXISTS`` refuses.
         None for other catalogs, which place their tables themselves."""
-        parts = [p.name for p in table.parts]
-        if len(parts) == 3 and parts.pop(0).lower() != "spark_catalog":
-            return None
         with self._errors():
-            catalog = self.session.catalog
-            database = parts[0] if len(parts) == 2 else catalog.currentDatabase()
-            if not catalog.databaseExists(database):
-                return None
-            name = parts[-1] if self.session.conf.get("spark.sql.caseSensitive") == "true" else parts[-1].lower()
-            path, fs = self._hadoop_path(catalog.getDatabase(database).locationUri, name)
-            return str(path.toString()) if fs.exists(path) else None
+            return table_folder(self.session, [p.name for p in table.parts])
 
     def _remove_folder(self, location: str) -> None:
         with self._errors():
-            path, fs = self._hadoop_path(location)
-            if fs.exists(path) and not fs.delete(path, True):
+            if not remove_folder(self.session, location):
                 raise OutputError(f"cannot remove the leftover folder {location} of Spark's warehouse; remove it "
                                   f"by hand")
-
-    def _hadoop_path(self, location: str, child: str | None = None) -> tuple[Any, Any]:
-        """A Hadoop ``Path`` (joined like Spark joins a database's folder and a table name) and its
-        file system: the warehouse may be on HDFS or an object store, not only local disk."""
-        jvm = self.session.sparkContext._jvm
-        fs_path = jvm.org.apache.hadoop.fs.Path
-        path = fs_path(jvm.java.net.URI(location))
-        if child is not None:
-            path = fs_path(path, child)
-        return path, path.getFileSystem(self.session.sparkContext._jsc.hadoopConfiguration())
 
     def _cache(self, name: str, df: DataFrame) -> None:
         """Keep ``df`` computed in Spark's memory (released by ``close`` or a new table of that name)."""

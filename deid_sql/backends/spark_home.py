@@ -13,7 +13,9 @@ prints log lines on the terminal.  Here all of them go into one folder, the *Spa
 Inside: ``warehouse/`` (``spark.sql.warehouse.dir``), ``metastore_db/`` and ``derby.log`` (the
 embedded Derby metastore of a Hive catalog) and ``spark.log`` (what the JVM writes on its
 stderr, unless the engine's log is shown).  Settings the spec's ``conf`` gives win over these.
-Pure Python (no pyspark), so the folder rules are tested without Java.
+The folder rules are pure Python, tested without Java; the warehouse's table folders are reached
+through the JVM of a session passed in (Hadoop's file system: the warehouse may be on HDFS or an
+object store), still without importing pyspark.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import BackendError
 
@@ -97,3 +100,36 @@ def open_log(folder: Path) -> int:
     """``folder/spark.log`` for the JVM's stderr: emptied when Spark starts, then appended to
     (two processes sharing the folder both write whole lines), owner-only."""
     return os.open(folder / LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, stat.S_IRUSR | stat.S_IWUSR)
+
+
+def table_folder(session: Any, parts: list[str]) -> str | None:
+    """The folder Spark's own catalog gives a managed table named by ``parts`` (``[db,] table``
+    or ``spark_catalog, db, table``) when that folder exists; None when it does not, and for
+    other catalogs, which place their tables themselves.  Joined as Spark joins a database's
+    location and a table name (lower case unless ``spark.sql.caseSensitive``)."""
+    parts = list(parts)
+    if len(parts) == 3 and parts.pop(0).lower() != "spark_catalog":
+        return None
+    catalog = session.catalog
+    database = parts[0] if len(parts) == 2 else catalog.currentDatabase()
+    if not catalog.databaseExists(database):
+        return None
+    name = parts[-1] if session.conf.get("spark.sql.caseSensitive") == "true" else parts[-1].lower()
+    path, fs = _hadoop_path(session, catalog.getDatabase(database).locationUri, name)
+    return str(path.toString()) if fs.exists(path) else None
+
+
+def remove_folder(session: Any, location: str) -> bool:
+    """Remove ``location`` and what it holds; True when it is gone."""
+    path, fs = _hadoop_path(session, location)
+    return not fs.exists(path) or bool(fs.delete(path, True))
+
+
+def _hadoop_path(session: Any, location: str, child: str | None = None) -> tuple[Any, Any]:
+    """A Hadoop ``Path`` (``location``, or ``child`` in it) and its file system."""
+    jvm = session.sparkContext._jvm
+    fs_path = jvm.org.apache.hadoop.fs.Path
+    path = fs_path(jvm.java.net.URI(location))
+    if child is not None:
+        path = fs_path(path, child)
+    return path, path.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
