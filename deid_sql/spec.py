@@ -42,7 +42,7 @@ QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values"
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
 ENGINES = ("duckdb", "postgres", "spark")
-BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf"}
+BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf", "home"}
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,14 @@ class BackendSpec:
     dsn: str | None = None  # PostgreSQL connection string (or read from the variable ``dsn_env``)
     master: str | None = None  # Spark master URL, e.g. local[2]
     conf: tuple[tuple[str, str], ...] = ()  # extra Spark settings
+    home: Path | None = None  # Spark's folder (warehouse, metastore, log); None: DEID_SQL_SPARK_HOME or the cache
 
     def options(self) -> dict[str, object]:
         """Keyword arguments for ``backends.connect``."""
         if self.engine == "postgres":
             return {"dsn": self.dsn}
         if self.engine == "spark":
-            return {"master": self.master, "conf": dict(self.conf)}
+            return {"master": self.master, "conf": dict(self.conf), "home": self.home}
         return {}
 
 
@@ -129,7 +130,7 @@ class Spec:
     def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
         problems = Problems()
         problems.unknown_keys(data, TOP_KEYS, "the spec's top level")
-        backend = _backend(data.get("backend"), problems)
+        backend = _backend(data.get("backend"), base, problems)
         engine_tables = backend.engine != "duckdb"
         source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True,
                         engine_tables=engine_tables, engine=backend.engine)
@@ -190,7 +191,7 @@ def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:
         raise SpecError(f"spec file {path} is not valid TOML: {e}") from None
 
 
-def _backend(raw: Any, problems: Problems) -> BackendSpec:
+def _backend(raw: Any, base: Path, problems: Problems) -> BackendSpec:
     if raw is None:
         return BackendSpec()
     where = "[backend]"
@@ -218,8 +219,13 @@ def _backend(raw: Any, problems: Problems) -> BackendSpec:
         problems.add(where, "dsn is only for engine \"postgres\"")
     master = raw.get("master")
     conf = raw.get("conf", {})
-    if engine != "spark" and (master is not None or "conf" in raw):
-        problems.add(where, "master and conf are only for engine \"spark\"")
+    home = raw.get("home")
+    if engine != "spark" and (master is not None or "conf" in raw or home is not None):
+        problems.add(where, "master, conf and home are only for engine \"spark\"")
+    if home is not None and (not isinstance(home, str) or not home):
+        problems.append(f'{where}: home must be a folder for Spark\'s files, e.g. home = "spark-files" (relative to '
+                        f'the spec\'s folder)')
+        home = None
     if master is not None and not isinstance(master, str):
         problems.append(f'{where}: master must be a Spark master URL such as "local[2]"')
     if not isinstance(conf, dict) or not all(isinstance(v, str | int | float | bool) for v in conf.values()):
@@ -228,6 +234,7 @@ def _backend(raw: Any, problems: Problems) -> BackendSpec:
         conf = {}
     return BackendSpec(engine=str(engine), dsn=dsn if isinstance(dsn, str) else None,
                        master=master if isinstance(master, str) else None,
+                       home=(base / Path(home).expanduser()).resolve() if home is not None else None,
                        conf=tuple((str(k), str(v).lower() if isinstance(v, bool) else str(v))
                                   for k, v in sorted(conf.items())))
 

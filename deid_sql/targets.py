@@ -85,12 +85,9 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
         if t.path is None and not backend.catalog:
             continue  # the write itself says that this engine needs a file
         names = [t.name, *([sidecar_table(t.name)] if t.sidecar else [])]
+        noun = "a table or view" if t.kind == "view" else "a table"
         for name in names:
-            if backend.exists(t.path, name):
-                where = str(t.path) if t.path is not None else "the database"
-                noun = "a table or view" if t.kind == "view" else "a table"
-                raise OutputError(f"{where} already has {noun} named {name!r}; pick another name or pass "
-                                  f"{t.flag} to replace it")
+            backend.refuse_taken(t.path, name, noun if name == t.name else "a table", t.flag)
 
 
 def _check_file(path: Path, replace: bool, flag: str) -> None:

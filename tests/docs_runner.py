@@ -139,6 +139,7 @@ def environment(state: Path) -> dict[str, str]:
     if os.environ.get("DEID_TEST_POSTGRES_DSN"):
         env["DEID_DSN"] = os.environ["DEID_TEST_POSTGRES_DSN"]
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    env.setdefault("DEID_SQL_SPARK_HOME", str(state / "spark"))  # Spark's files: not the user's cache
     return env
 
 

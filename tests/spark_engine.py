@@ -3,7 +3,8 @@ of their own, so ``[source] table = "db.table"`` names them for every backend of
 
 One Spark runs per process (``deid_sql.backends.spark``): every backend here and every spec
 written by ``header()`` uses the same master and the same warehouse folder (a static Spark
-setting), so they all share it; the folder is removed when the process exits.
+setting), so they all share it; the folder is removed when the process exits, and so is Spark's
+folder for its other files (``DEID_SQL_SPARK_HOME``, unless already set).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ MASTER = "local[2]"
 WAREHOUSE = Path(tempfile.mkdtemp(prefix="deid_spark_warehouse_"))
 CONF = {"spark.sql.warehouse.dir": str(WAREHOUSE)}
 atexit.register(shutil.rmtree, WAREHOUSE, ignore_errors=True)
+# Spark's other files (its log, a Hive metastore) in a folder of the test run, not the user's cache
+HOME = Path(tempfile.mkdtemp(prefix="deid_spark_home_"))
+os.environ.setdefault("DEID_SQL_SPARK_HOME", str(HOME))
+atexit.register(shutil.rmtree, HOME, ignore_errors=True)
 
 
 def spark_header() -> str:

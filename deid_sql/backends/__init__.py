@@ -8,6 +8,19 @@ from ..errors import BackendError
 from .base import Backend
 
 EXTRAS = {"postgres": ("psycopg", "postgres"), "spark": ("pyspark", "spark")}
+_engine_logs = False
+
+
+def show_engine_logs(on: bool) -> None:
+    """Let an engine that logs on the terminal (Spark's JVM) do so (``--verbose``); by default
+    its log goes to a file of its own, so a command's stderr holds deid-sql's lines only.  Read
+    when the engine starts (once per process)."""
+    global _engine_logs
+    _engine_logs = on
+
+
+def engine_logs_shown() -> bool:
+    return _engine_logs
 
 
 def engine_class(engine: str) -> type[Backend]:
@@ -43,4 +56,4 @@ def local() -> Backend:
     return connect("duckdb")
 
 
-__all__ = ["Backend", "connect", "engine_class", "local"]
+__all__ = ["Backend", "connect", "engine_class", "engine_logs_shown", "local", "show_engine_logs"]

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from ..errors import OutputError
 from ..tableref import TableRef
 
 #: called inside the transaction that writes a table, before it commits: given a function that
@@ -120,6 +121,14 @@ class Backend(ABC):
     def exists(self, database: Path | None, name: str) -> bool:
         """Whether ``database`` already holds a table or view called ``name`` (checked before a
         job writes several objects, so a clash stops it before anything is written)."""
+
+    def refuse_taken(self, database: Path | None, name: str, noun: str = "a table", flag: str = "--overwrite") -> None:
+        """``OutputError`` when ``name`` is taken in ``database`` (what ``exists`` says), in the words
+        the engine's own write would use: a command checks its outputs with it before reading data."""
+        if self.exists(database, name):
+            where = str(database) if database is not None else "the database"
+            raise OutputError(f"{where} already has {noun} named {name!r}; pick another name or pass {flag} to "
+                              f"replace it")
 
     @abstractmethod
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:

@@ -13,9 +13,19 @@ are shared.  ``close()`` drops the backend's temporary views and cached data but
 stops Spark, which other backends may be using; Spark stops when the process exits (or
 call ``stop_spark()``).  Static settings (master, driver memory, warehouse folder, …) are
 fixed by the first backend; a later backend asking for different ones is refused rather
-than silently ignored.  Spark runs no Python functions here (``python_udfs`` False): the
-SQL reference evaluator runs in a local DuckDB over the cells (``Problem._sql_backend``),
-which moves no rows and needs no Python workers on the executors.
+than silently ignored.  Spark's files (warehouse, metastore, log) go into the folder of
+``spark_home``, never the working directory, and the JVM's stderr into its ``spark.log``
+unless ``backends.show_engine_logs`` (``--verbose``) asked for it on the terminal.
+
+The default catalog lives in memory, so a table written by an earlier process is gone from it
+while its folder stays in the warehouse, and Spark refuses to create a table over an existing
+folder (``LOCATION_ALREADY_EXISTS``).  Such a *leftover* folder (no catalog table owns it)
+counts as an existing table: refused without ``replace``, removed with it, once the new rows
+are written and counted, right before the new table takes its place.
+
+Spark runs no Python functions here (``python_udfs`` False): the SQL reference evaluator runs
+in a local DuckDB over the cells (``Problem._sql_backend``), which moves no rows and needs no
+Python workers on the executors.
 
 Spark 4 runs with ANSI SQL on by default, where ``CAST`` of a bad value raises; the
 loader's ``TRY_CAST`` (out-of-domain detection) is therefore rendered as Spark's own
@@ -27,6 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -44,14 +55,15 @@ from sqlglot import exp
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
+from . import engine_logs_shown
 from .base import Backend, Finish, literal_rows
+from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
 
-# Fixed when Spark starts (the first backend of the process); a backend's conf overrides them.  Log level
-# FATAL: a failed task is logged at ERROR with its JVM stack, repeating the one-line BackendError raised
-# anyway (conf = { "spark.log.level" = "WARN" } shows Spark's log).  No web UI, no progress bars.  No relation
-# cache: each backend is its own session, and a session that cached a table's file list would go on reading
-# files that another session (or process) has since replaced.
-STARTUP_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.log.level": "FATAL",
+# Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
+# spark_home's folder settings).  No web UI, no progress bars.  No relation cache: each backend is its own
+# session, and a session that cached a table's file list would go on reading files that another session
+# (or process) has since replaced.
+STARTUP_DEFAULTS = {"spark.app.name": "deid-sql", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                     "spark.sql.filesourceTableRelationCacheSize": "0"}
 # per backend session
 SESSION_DEFAULTS = {"spark.sql.shuffle.partitions": "4"}
@@ -60,6 +72,7 @@ _lock = threading.Lock()
 _root: SparkSession | None = None
 _root_session_keys: frozenset[str] = frozenset()  # runtime settings the first backend gave the root
 _root_settings: dict[str, str] = {}  # settings Spark started with, as given (Spark normalizes some)
+_root_home: Path | None = None  # spark_home's folder of the Spark we started (None: the caller's Spark)
 _counter = itertools.count()
 
 # PySpark logs every analysis error (with a JVM stack) before raising it; we raise one line instead
@@ -76,33 +89,52 @@ def quoted_table(name: str) -> exp.Table:
     return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
 
 
-def _spark(master: str | None, conf: Mapping[str, str]) -> SparkSession:
+def _spark(master: str | None, conf: Mapping[str, str], home: str | Path | None) -> SparkSession:
     """The process's root session: started on first use, then shared."""
-    global _root, _root_session_keys, _root_settings
+    global _root, _root_session_keys, _root_settings, _root_home
     with _lock:
         if _root is not None and _root.sparkContext._jsc is None:  # stopped meanwhile (e.g. by the caller)
             _root = None
         if _root is None:
             from pyspark import SparkContext
 
-            builder = SparkSession.builder
             given: dict[str, str] = {}
-            if SparkContext._active_spark_context is None:  # start Spark with our settings
-                if master:
-                    builder = builder.master(master)
-                given = {**STARTUP_DEFAULTS, **conf}
-                for key, value in given.items():
-                    builder = builder.config(key, value)
+            folder = None
             try:
-                root = builder.getOrCreate()
+                if SparkContext._active_spark_context is None:  # start Spark with our settings
+                    folder = home_folder(home)
+                    given = startup_settings(folder, {**STARTUP_DEFAULTS, **conf})
+                    _start(master, given, folder)
+                root = SparkSession.builder.getOrCreate()
             except (PySparkException, Py4JError, OSError, RuntimeError) as e:
                 raise BackendError(f"cannot start Spark with master {master or 'local[*]'!r} ({_first_line(e)}); "
                                    f"Spark needs Java 17 or later (java on PATH or JAVA_HOME) and a valid "
                                    f"[backend] master such as \"local[2]\"") from None
-            _root = root
+            _root, _root_home = root, folder
             _root_session_keys = frozenset(k for k in given if root.conf.isModifiable(k))
-            _root_settings = {**dict(root.sparkContext.getConf().getAll()), **given}
+            _root_settings = {**dict(root.sparkContext.getConf().getAll()), **given, **conf}
         return _root
+
+
+def _start(master: str | None, settings: Mapping[str, str], folder: Path) -> None:
+    """Start the JVM and the process's Spark context.  The JVM's stdout and stderr (its log4j
+    lines, Java's own warnings, "Setting default log level …") go to ``folder/spark.log``
+    unless the engine's log is shown; Spark's errors still reach the caller as exceptions."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    spark_conf = SparkConf()
+    if master:
+        spark_conf.setMaster(master)
+    spark_conf.setAll(list(settings.items()))
+    gateway = None
+    if not engine_logs_shown():
+        log = open_log(folder)
+        try:
+            gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": log, "stderr": log})
+        finally:
+            os.close(log)  # the JVM holds its own copy
+    SparkContext(conf=spark_conf, gateway=gateway)
 
 
 def stop_spark() -> None:
@@ -122,14 +154,21 @@ class SparkBackend(Backend):
     file_formats = frozenset({"csv", "parquet"})
     python_udfs = False
 
-    def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
+    def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None,
+                 home: str | Path | None = None) -> None:
+        """``home``: the folder for Spark's files (``spark_home``; default the environment's or the
+        user's cache folder), fixed when Spark starts like the master."""
         conf = {str(k): str(v) for k, v in (conf or {}).items()}
-        root = _spark(master, conf)
+        root = _spark(master, conf, home)
         context = root.sparkContext
         if master and context.master != master:
             raise BackendError(f"Spark already runs in this process with master {context.master!r}, not "
                                f"{master!r}; a process has one Spark context: use the same [backend] master "
                                f"or another process")
+        if home is not None and _root_home is not None and Path(home).expanduser().absolute() != _root_home:
+            raise BackendError(f"Spark already runs in this process with its folder {str(_root_home)!r}, not "
+                               f"{str(home)!r}; it is fixed when Spark starts: use the same [backend] home or "
+                               f"another process")
         try:
             self.session = root.newSession()
             for key in _root_session_keys - set(conf):  # the first backend's settings are its own
@@ -272,7 +311,7 @@ class SparkBackend(Backend):
     def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
                     companions: Mapping[str, pa.Table] | None = None) -> None:
         _no_file(database)
-        if not replace and self.exists(None, name):
+        if not replace and self._kind(quoted_table(name)) is not None:  # a view needs no folder
             raise OutputError(f"the database already has a table or view named {name!r}; pick another name or "
                               f"replace it")
         self._check_companions(companions or {}, replace)
@@ -294,13 +333,14 @@ class SparkBackend(Backend):
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         """Written under a temporary name, counted, then renamed into place; a replaced table is
-        renamed aside first and dropped only once the new one is in place."""
+        renamed aside first and dropped only once the new one is in place (a leftover folder of
+        the name is removed right before)."""
         _no_file(database)
         target = quoted_table(name)
         kind = self._kind(target)
-        if kind is not None and not replace:
-            raise OutputError(f"the database already has a table named {name!r}; pick another name or pass "
-                              f"--overwrite")
+        leftover = self._leftover(target) if kind != "TABLE" else None
+        if not replace:
+            self._refuse_taken(name, kind, leftover)
         staging, placed = _sibling(target, "deid_staging"), False
         extra: Mapping[str, pa.Table] = {}
         companions_placed = False
@@ -318,6 +358,8 @@ class SparkBackend(Backend):
             if aside is not None:
                 self._run(_rename(target, aside, kind))
             try:
+                if leftover is not None:
+                    self._remove_folder(leftover)
                 self._run(_rename(staging, target, "TABLE"))
             except BaseException:
                 if aside is not None:  # put the old one back
@@ -341,20 +383,42 @@ class SparkBackend(Backend):
 
     def _check_companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:
         for name in tables:
-            if not replace and self.exists(None, name):
-                raise OutputError(f"the database already has a table named {name!r}; pick another name or pass "
-                                  f"--overwrite")
+            if not replace:
+                kind = self._kind(quoted_table(name))
+                self._refuse_taken(name, kind, self._leftover(quoted_table(name)) if kind != "TABLE" else None)
+
+    def _refuse_taken(self, name: str, kind: str | None, leftover: str | None) -> None:
+        """One line when ``name`` is taken (by a catalog object, or by a leftover folder)."""
+        if kind is not None:
+            raise OutputError(f"the database already has a {kind.lower()} named {name!r}; pick another name or "
+                              f"pass --overwrite")
+        if leftover is not None:
+            raise OutputError(f"Spark's warehouse already holds a folder for table {name!r} ({leftover}), left by "
+                              f"an earlier run; pass --overwrite to replace it, or pick another name")
 
     def _companions(self, tables: Mapping[str, pa.Table]) -> None:
         """Small tables that land with a release (its sidecar); Spark has no transactions, so the
-        caller drops them again when a later step fails."""
+        caller drops them again when a later step fails.  Called once a clash was refused or
+        replacing was asked for: a leftover folder of the name goes."""
         for name, table in tables.items():
             self._run(exp.Drop(tables=[quoted_table(name)], kind="TABLE", exists=True))
+            leftover = self._leftover(quoted_table(name))
+            if leftover is not None:
+                self._remove_folder(leftover)
             self._run(exp.Create(this=quoted_table(name), kind="TABLE", expression=literal_rows(table)))
 
-    def exists(self, database: Path | None, name: str) -> bool:
+    def refuse_taken(self, database: Path | None, name: str, noun: str = "a table", flag: str = "--overwrite") -> None:
+        """A catalog object, or a leftover folder of a table of that name, in the words of the write."""
         _no_file(database)
-        return self._kind(quoted_table(name)) is not None
+        table = quoted_table(name)
+        kind = self._kind(table)
+        self._refuse_taken(name, kind, self._leftover(table) if kind is None and noun == "a table" else None)
+
+    def exists(self, database: Path | None, name: str) -> bool:
+        """A catalog table or view, or a leftover folder that would stop a table of that name."""
+        _no_file(database)
+        table = quoted_table(name)
+        return self._kind(table) is not None or self._leftover(table) is not None
 
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         _no_file(database)
@@ -372,6 +436,19 @@ class SparkBackend(Backend):
             if not catalog.tableExists(qualified):
                 return None
             return "VIEW" if catalog.getTable(qualified).tableType == "VIEW" else "TABLE"
+
+    def _leftover(self, table: exp.Table) -> str | None:
+        """The folder a managed table of this name would get in Spark's own catalog, when it exists
+        (the caller knows no catalog table owns it): what ``LOCATION_ALREADY_EXISTS`` refuses.
+        None for other catalogs, which place their tables themselves."""
+        with self._errors():
+            return table_folder(self.session, [p.name for p in table.parts])
+
+    def _remove_folder(self, location: str) -> None:
+        with self._errors():
+            if not remove_folder(self.session, location):
+                raise OutputError(f"cannot remove the leftover folder {location} of Spark's warehouse; remove it "
+                                  f"by hand")
 
     def _cache(self, name: str, df: DataFrame) -> None:
         """Keep ``df`` computed in Spark's memory (released by ``close`` or a new table of that name)."""

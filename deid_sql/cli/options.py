@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from ..adversary.params import RISKS
+from ..backends import show_engine_logs
 from ..errors import PolicyError
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
@@ -80,9 +81,19 @@ _NO_CACHE = click.option(
          "(cached per spec and data in the user's cache folder; a change to the data is noticed either way).")
 
 
-def spec_argument(f: F) -> F:
-    """SPEC, and --no-cache (whether this run reuses cells an earlier run read from the same data)."""
-    return _SPEC(_NO_CACHE(f))
+def _show_engine_logs(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    show_engine_logs(value)  # set on every run, so one run's --verbose does not outlive it in-process
+
+
+verbose_option = click.option(
+    "--verbose", is_flag=True, expose_value=False, callback=_show_engine_logs,
+    help="Show the engine's own log on stderr (Spark's JVM; by default it goes to spark.log in Spark's folder).")
+
+
+def spec_argument(fn: F) -> F:
+    """SPEC, with --verbose (every command that reads a spec may open an engine) and --no-cache
+    (whether this run reuses the cells an earlier run read from the same data)."""
+    return verbose_option(_NO_CACHE(_SPEC(fn)))
 
 _POLICY = click.option(
     "--policy", "-p", "policy", default=None, metavar="P",

@@ -13,6 +13,7 @@ from ..policyfile.batch import batch_ref, engine_ref
 from ..policyfile.format import MEASURE
 from ..spec import TableRef
 from .options import (
+    F,
     FiniteFloat,
     accept_risk_option,
     echo_json,
@@ -21,10 +22,16 @@ from .options import (
     policy_input,
     policy_option,
     spec_argument,
+    verbose_option,
 )
 from .report import batch_report, finish_release_report, report_option, written_files
 
-policy_file_argument = click.argument("policy_file", type=click.Path(path_type=Path, dir_okay=False))
+
+def policy_file_argument(fn: F) -> F:
+    """POLICY_FILE, and ``--verbose`` with it (apply and check open the engine the policy names)."""
+    return verbose_option(click.argument("policy_file", type=click.Path(path_type=Path, dir_okay=False))(fn))
+
+
 source_option = click.option("--source", "-s", default=None, type=click.Path(path_type=Path, dir_okay=False),
                              help="The new batch: a .csv, .parquet or .duckdb file (with --table).")
 source_table_option = click.option(
