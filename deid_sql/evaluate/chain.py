@@ -42,6 +42,7 @@ from .fast import FastEvaluator
 from .metrics import Normalizers, RawSums, normalized
 
 _KEY_LIMIT = 2**62
+_M, _CENSUS, _RISK, _BASE, _SPAN = 0, 1, 2, 3, 4  # columns of the group state
 
 
 class ChainEvaluator:
@@ -75,19 +76,29 @@ class ChainEvaluator:
             # corner c of a box = low corner + the spans of the axes in subset c: one matrix
             # row (1, subset bits) against the box's column (flat low corner, spans per axis)
             subsets = np.array([[(c >> q) & 1 for q in range(d)] for c in range(1 << d)], dtype=np.int64)
-            self.corners = np.concatenate((np.ones((1 << d, 1), dtype=np.int64), subsets), axis=1)
-            self.signs = np.where((d - subsets.sum(axis=1)) % 2 == 1, -1, 1).astype(np.int64)
-        # group state; id ``cells`` is a write-only sink for the halves a group does not have
+            self.corners = np.concatenate((np.ones((1 << d, 1)), subsets), axis=1).T
+            self.signs = np.where((d - subsets.sum(axis=1)) % 2 == 1, -1.0, 1.0)
+        # group state, one row per group id: sample count m, census count, risk term m·r(g), and
+        # the census box (flat low corner in the prefix cube, then its span on each axis; exact
+        # in float64, like the counts).  One row gathers and scatters a group at once.  Row
+        # ``cells`` is a write-only sink for the half a group does not have.
         self.trash = cells
         self.arange = np.arange(cells + 1, dtype=np.int64)
         self.mark = np.zeros(cells + 1, dtype=np.int64)
         self.cell_group = np.zeros(cells, dtype=np.int64)
-        self.m = np.zeros(cells + 1)
-        self.census = np.zeros(cells + 1)
-        self.risk = np.zeros(cells + 1)
-        self.box = np.zeros((d + 1, cells + 1), dtype=np.int64)
+        self.state = np.zeros((cells + 1, _SPAN + d))
         self.groups = 0
         self.evaluations = 0
+
+    @property
+    def m(self) -> np.ndarray:
+        """Sample count of each group id (the first ``groups`` are live)."""
+        return self.state[:, _M]
+
+    @property
+    def census(self) -> np.ndarray:
+        """Census count of each group id (= m without a population)."""
+        return self.state[:, _CENSUS]
 
     # -- state ------------------------------------------------------------------------
     def _reset(self, policy: Policy) -> RawSums:
@@ -121,29 +132,29 @@ class ChainEvaluator:
         groups = rep.size
         self.groups = groups
         self.cell_group[:] = inv.ravel()
-        self.m[:] = 0.0
-        self.m[:groups] = np.bincount(self.cell_group, weights=self.counts, minlength=groups)
-        m = self.m[:groups]
+        state = self.state[:groups]
+        state[:, _M] = m = np.bincount(self.cell_group, weights=self.counts, minlength=groups)
         if self.has_census:
-            self.box[0, :groups] = 0
+            state[:, _BASE] = 0.0
             for q, (lows, ends) in enumerate(low_cols):
                 low = lows[rep]
                 stride = self.cube_strides[q]
-                self.box[0, :groups] += low * stride
-                self.box[q + 1, :groups] = (ends[low] + 1 - low) * stride
-            self.census[:groups] = self._box_census(self.box[:, :groups])
+                state[:, _BASE] += low * stride
+                state[:, _SPAN + q] = (ends[low] + 1 - low) * stride
+            state[:, _CENSUS] = self._box_census(state)
         else:
-            self.census[:groups] = m
-        self.risk[:groups] = m * self.record_risk(np.maximum(self.census[:groups], m))
+            state[:, _CENSUS] = m
+        state[:, _RISK] = m * self.record_risk(np.maximum(state[:, _CENSUS], m))
         raw = self.fast.raw(policy.recoding())
         self.xlogx = raw.kl_group_sum + self.width_log
         self.risk_sum = raw.risk_sum
         return raw
 
-    def _box_census(self, box: np.ndarray) -> np.ndarray:
-        """People in each box (columns: flat low corner, then the span of each axis) by
-        inclusion–exclusion over the prefix cube's 2^d corners."""
-        return (self.signs @ self.cube_flat[self.corners @ box]).astype(np.float64)
+    def _box_census(self, rows: np.ndarray) -> np.ndarray:
+        """People in the census box of each group-state row (flat low corner, then the span of
+        each axis) by inclusion–exclusion over the prefix cube's 2^d corners."""
+        corners = (rows[:, _BASE:] @ self.corners).astype(np.int64)
+        return self.cube_flat[corners] @ self.signs
 
     def _metrics(self) -> tuple[float, float]:
         """Normalized (risk, loss) of the running sums."""
@@ -182,45 +193,42 @@ class ChainEvaluator:
         mark[groups] = arange[:u]
         moving = mark[ids[ib - i0:]]  # the cells of [b+1, hi], as local group numbers
         m_right = np.bincount(moving, weights=self.sorted_counts[q][ib:i1], minlength=u)
-        m_old = self.m[groups]
-        m_left = m_old - m_right
-        box = self.box[:, groups]
+        old = self.state[groups]
+        new = np.empty((2, u, old.shape[1]))  # the left halves, then the right halves
+        new[0] = old
+        new[1] = old
+        new[1, :, _M] = m_right
+        new[0, :, _M] -= m_right  # exact: integer counts
         if self.has_census:
             stride = self.cube_strides[q]
-            box[0] += (b + 1 - lo) * stride
-            box[q + 1] = (hi - b) * stride
-            census_right = self._box_census(box)
-            census_left = self.census[groups] - census_right
+            new[1, :, _BASE] += (b + 1 - lo) * stride
+            new[1, :, _SPAN + q] = (hi - b) * stride
+            new[0, :, _SPAN + q] = (b + 1 - lo) * stride
+            census_right = self._box_census(new[1])
         else:
-            census_right, census_left = m_right, m_left
-        m_new = np.concatenate((m_left, m_right))
-        census_new = np.concatenate((census_left, census_right))
-        # g = max(census, m) ≥ 1 for a real half; the empty halves (m = 0) get g = 1 and terms 0
-        one = np.maximum(m_new, 1.0)
-        risk_new = m_new * self.record_risk(np.maximum(census_new, one))
-        self.risk_sum += float(risk_new.sum() - self.risk[groups].sum())
-        self.xlogx += float((m_new * np.log(one)).sum() - (m_old * np.log(m_old)).sum())
-        # ids: a group keeps its id for its left half (or for its right half if it has no
-        # left one); a real split gives the right half a fresh id; absent halves go to the sink
-        has_left = m_left > 0
+            census_right = m_right
+        new[1, :, _CENSUS] = census_right
+        new[0, :, _CENSUS] -= census_right  # exact: integer counts
+        m = new[:, :, _M]
+        # g = max(census, m) ≥ 1 for a real half; an empty half (m = 0) gets g = 1 and terms 0
+        one = np.maximum(m, 1.0)
+        np.multiply(m, self.record_risk(np.maximum(new[:, :, _CENSUS], one)), out=new[:, :, _RISK])
+        self.risk_sum += float(new[:, :, _RISK].sum() - old[:, _RISK].sum())
+        m_old = old[:, _M]
+        self.xlogx += float((m * np.log(one)).sum() - m_old @ np.log(m_old))
+        # ids: a group keeps its id for its left half, or for its right half if it has no left
+        # one (written second, so it wins); a real split gives the right half a fresh id; a
+        # group without a right half writes that half to the sink
         has_right = m_right > 0
-        left_id = np.where(has_left, groups, self.trash)
         right_id = np.where(has_right, groups, self.trash)
-        split = has_left & has_right
+        split = has_right & (new[0, :, _M] > 0)
         n_split = int(np.count_nonzero(split))
         if n_split:
             right_id[split] = self.arange[self.groups: self.groups + n_split]
             self.groups += n_split
             self.cell_group[cells[ib - i0:]] = right_id[moving]
-        self.m[left_id] = m_left
-        self.m[right_id] = m_right
-        self.census[left_id] = census_left
-        self.census[right_id] = census_right
-        self.risk[left_id] = risk_new[:u]
-        self.risk[right_id] = risk_new[u:]
-        if self.has_census:
-            self.box[q + 1, left_id] = (b + 1 - lo) * self.cube_strides[q]
-            self.box[:, right_id] = box
+        self.state[groups] = new[0]
+        self.state[right_id] = new[1]
 
     # -- API --------------------------------------------------------------------------
     def evaluate_chain(self, chain: Chain) -> tuple[np.ndarray, np.ndarray]:
