@@ -42,7 +42,11 @@ from .fast import FastEvaluator
 from .metrics import Normalizers, RawSums, normalized
 
 _KEY_LIMIT = 2**62
-_M, _CENSUS, _RISK, _BASE, _SPAN = 0, 1, 2, 3, 4  # columns of the group state
+_M, _CENSUS, _RISK, _XLOGX, _BASE, _BOX = 0, 1, 2, 3, 4, 5  # columns of the group state
+_MAGIC = 6755399441055744.0  # 2^52 + 2^51
+_MAGIC_BITS = int(np.array(_MAGIC).view(np.int64))
+_PLAN_STEPS = 64  # steps planned for one batch at most
+_PLAN_CELLS = 8192  # cells gathered for one batch at most (beyond its first step)
 
 
 class ChainEvaluator:
@@ -70,35 +74,34 @@ class ChainEvaluator:
         self.has_census = fast.population is not None
         self.incremental = fast.population is None or fast.cube is not None
         if self.has_census and fast.cube is not None:
+            # the steps' box sums are random reads of the prefix cube: the evaluator keeps an int32
+            # copy when the population fits (its largest entry), half the memory they miss on
             cube = fast.cube
+            cube = np.ascontiguousarray(cube, dtype=np.int32 if int(cube.max()) < 2**31 else np.int64)
             self.cube_flat = cube.reshape(-1)
             self.cube_strides = [s // cube.itemsize for s in cube.strides]
-            # corner c of a box = low corner + the spans of the axes in subset c: one matrix
-            # row (1, subset bits) against the box's column (flat low corner, spans per axis)
-            subsets = np.array([[(c >> q) & 1 for q in range(d)] for c in range(1 << d)], dtype=np.int64)
-            self.corners = np.concatenate((np.ones((1 << d, 1)), subsets), axis=1).T
-            self.signs = np.where((d - subsets.sum(axis=1)) % 2 == 1, -1.0, 1.0)
-        # group state, one row per group id: sample count m, census count, risk term m·r(g), and
-        # the census box (flat low corner in the prefix cube, then its span on each axis; exact
-        # in float64, like the counts).  One row gathers and scatters a group at once.  Row
+        # group state, one row per group id: sample count m, census count, the terms m·r(g) and
+        # m ln m, and the census box (flat low corner in the prefix cube, then its span on each
+        # axis; exact in float64, like the counts).  One row gathers and scatters a group at once.  Row
         # ``cells`` is a write-only sink for the half a group does not have.
         self.trash = cells
-        self.arange = np.arange(cells + 1, dtype=np.int64)
+        self.arange = np.arange(cells + 1 + _PLAN_CELLS, dtype=np.int64)  # a batch's cells: one step's + the plan's
         self.mark = np.zeros(cells + 1, dtype=np.int64)
+        self.sides = np.tile(np.array([0, 1], dtype=np.int64), _PLAN_STEPS)
         self.cell_group = np.zeros(cells, dtype=np.int64)
-        self.state = np.zeros((cells + 1, _SPAN + d))
+        self.state = np.zeros((_BOX + d, cells + 1))
         self.groups = 0
         self.evaluations = 0
 
     @property
     def m(self) -> np.ndarray:
         """Sample count of each group id (the first ``groups`` are live)."""
-        return self.state[:, _M]
+        return self.state[_M]
 
     @property
     def census(self) -> np.ndarray:
         """Census count of each group id (= m without a population)."""
-        return self.state[:, _CENSUS]
+        return self.state[_CENSUS]
 
     # -- state ------------------------------------------------------------------------
     def _reset(self, policy: Policy) -> RawSums:
@@ -132,19 +135,20 @@ class ChainEvaluator:
         groups = rep.size
         self.groups = groups
         self.cell_group[:] = inv.ravel()
-        state = self.state[:groups]
-        state[:, _M] = m = np.bincount(self.cell_group, weights=self.counts, minlength=groups)
+        state = self.state[:, :groups]
+        state[_M] = m = np.bincount(self.cell_group, weights=self.counts, minlength=groups)
         if self.has_census:
-            state[:, _BASE] = 0.0
+            state[_BASE] = 0.0
             for q, (lows, ends) in enumerate(low_cols):
                 low = lows[rep]
                 stride = self.cube_strides[q]
-                state[:, _BASE] += low * stride
-                state[:, _SPAN + q] = (ends[low] + 1 - low) * stride
-            state[:, _CENSUS] = self._box_census(state)
+                state[_BASE] += low * stride
+                state[_BOX + q] = (ends[low] + 1 - low) * stride
+            state[_CENSUS] = self._box_census(state)
         else:
-            state[:, _CENSUS] = m
-        state[:, _RISK] = m * self.record_risk(np.maximum(state[:, _CENSUS], m))
+            state[_CENSUS] = m
+        state[_RISK] = m * self.record_risk(np.maximum(state[_CENSUS], m))
+        state[_XLOGX] = m * np.log(m)
         raw = self.fast.raw(policy.recoding())
         self.xlogx = raw.kl_group_sum + self.width_log
         self.risk_sum = raw.risk_sum
@@ -152,9 +156,25 @@ class ChainEvaluator:
 
     def _box_census(self, rows: np.ndarray) -> np.ndarray:
         """People in the census box of each group-state row (flat low corner, then the span of
-        each axis) by inclusion–exclusion over the prefix cube's 2^d corners."""
-        corners = (rows[:, _BASE:] @ self.corners).astype(np.int64)
-        return self.cube_flat[corners] @ self.signs
+        each axis) by inclusion–exclusion over the prefix cube's 2^d corners.
+
+        Corner c (bit q set: the high end on axis q) is built by doubling: the corners without
+        axis q, then those plus the span on q; in float64 offset by 2^52 + 2^51, where an integer
+        below 2^51 is the low mantissa bits, so the int64 view less the offset's bits is the
+        index (no conversion loop, no small matrix product).  The signed sum folds the corners
+        in the same way: per axis, the high corners less the low ones."""
+        corners = np.empty((1 << len(self.sizes), rows.shape[1]))  # one row per corner: long inner loops
+        np.add(rows[_BASE], _MAGIC, out=corners[0])
+        for q in range(len(self.sizes)):
+            w = 1 << q
+            np.add(corners[:w], rows[_BOX + q], out=corners[w: 2 * w])
+        index = corners.view(np.int64)
+        index -= _MAGIC_BITS
+        people = self.cube_flat[index]
+        for q in reversed(range(len(self.sizes))):
+            w = 1 << q
+            people = people[w: 2 * w] - people[:w]
+        return people[0]
 
     def _metrics(self) -> tuple[float, float]:
         """Normalized (risk, loss) of the running sums."""
@@ -166,69 +186,128 @@ class ChainEvaluator:
         risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
         return risk, loss
 
-    def _split(self, bit: int) -> None:
-        """Keep boundary ``bit``: split its interval, its groups, and update the totals."""
-        q = self.qi_of_bit[bit]
-        b = bit - self.offsets[q]  # boundary between positions b and b+1
-        starts, ends = self.starts[q], self.ends[q]
-        lo = starts[b]
-        hi = ends[lo]
+    def _plan(self, flips: list[int], i: int) -> list[tuple[int, int, int, int, int, int, int]]:
+        """The steps from flip ``i`` on that may form one batch, read-only: (q, b, lo, hi, and the
+        cells' slice i0, ib, i1 in QI q's order) per step.  The plan stops before a step that
+        would split an interval split earlier in the plan (its groups are that step's new ones)
+        and before the cells gathered would pass ``_PLAN_CELLS`` (a later clash wastes them)."""
+        steps = []
+        split: list[set[int]] = [set() for _ in self.sizes]
+        total = 0
+        for bit in flips[i: i + _PLAN_STEPS]:
+            q = self.qi_of_bit[bit]
+            b = bit - self.offsets[q]
+            lo = self.starts[q][b]
+            if lo in split[q]:
+                break
+            hi = self.ends[q][lo]
+            first = self.first[q]
+            i0, ib, i1 = first[lo], first[b + 1], first[hi + 1]
+            total += i1 - i0
+            if steps and total > _PLAN_CELLS:
+                break
+            split[q].add(lo)
+            steps.append((q, b, lo, hi, i0, ib, i1))
+        return steps
+
+    def _narrow(self, q: int, b: int, lo: int, hi: int) -> None:
+        """Keep boundary b of QI q in the intervals and KL's width term: [lo, hi] → [lo, b], [b+1, hi]."""
         prefix = self.prefix[q]
-        self.width_log -= (prefix[hi + 1] - prefix[lo]) * math.log(hi - lo + 1.0)
-        self.width_log += (prefix[b + 1] - prefix[lo]) * math.log(b - lo + 1.0)
-        self.width_log += (prefix[hi + 1] - prefix[b + 1]) * math.log(hi - b + 0.0)
-        starts[b + 1: hi + 1] = [b + 1] * (hi - b)
+        self.width_log += ((prefix[b + 1] - prefix[lo]) * math.log(b - lo + 1.0)
+                           + (prefix[hi + 1] - prefix[b + 1]) * math.log(hi - b + 0.0)
+                           - (prefix[hi + 1] - prefix[lo]) * math.log(hi - lo + 1.0))
+        self.starts[q][b + 1: hi + 1] = [b + 1] * (hi - b)
+        ends = self.ends[q]
         ends[lo], ends[b + 1] = b, hi
-        first = self.first[q]
-        i0, ib, i1 = first[lo], first[b + 1], first[hi + 1]
-        if i0 == i1:  # no sample record in [lo, hi]: no group changes
-            return
-        cells = self.order[q][i0:i1]
+
+    def _batch(self, steps: list[tuple[int, int, int, int, int, int, int]]) -> tuple[int, list[float], list[float]]:
+        """Split the groups of the first steps of ``steps`` whose groups are pairwise disjoint (at
+        least one step): the number of steps done and each one's change of Σ m·r(g) and Σ m ln m.
+
+        Steps whose groups are disjoint commute: no group of one is a group of the other before
+        or after it, so they are done at once, with one set of numpy calls for all of them.  The
+        cells are gathered step by step (each step's left cells, then its right ones); a group
+        first seen in an earlier step than a cell's is a clash, and the batch ends before the
+        first step with one."""
+        pieces, weights, lens, runs, params = [], [], [], [], []
+        for j, (q, b, lo, hi, i0, ib, i1) in enumerate(steps):
+            if i0 < i1:  # a step without sample records changes no group
+                pieces.append(self.order[q][i0:i1])
+                weights.append(self.sorted_counts[q][i0:i1])
+                lens += (ib - i0, i1 - ib)
+                runs.append((j, i1 - i0))
+            if self.has_census:
+                stride = self.cube_strides[q]
+                params.append((_BOX + q, (b + 1 - lo) * stride, (hi - b) * stride))
+        if not pieces:
+            return len(steps), [0.0] * len(steps), [0.0] * len(steps)
+        cells = np.concatenate(pieces)
+        counts = np.concatenate(weights)
+        side = np.repeat(self.sides[:len(lens)], lens)  # 0: stays (left), 1: moves (right)
+        step = np.repeat(np.array([j for j, _ in runs]), [k for _, k in runs])
         ids = self.cell_group[cells]
+        n = ids.size
         mark, arange = self.mark, self.arange
-        k = i1 - i0
-        mark[ids] = arange[:k]  # the last cell of each group keeps its slot: one survivor per group
-        groups = ids[mark[ids] == arange[:k]]
+        mark[ids[::-1]] = arange[n - 1::-1]  # written last: the first cell of each group
+        head = mark[ids]
+        done = len(steps)
+        if len(runs) > 1:
+            clash = step[head] != step
+            if clash.any():
+                done = int(step[clash].min())
+                n = sum(k for j, k in runs if j < done)
+                cells, counts, side, step, ids, head = (a[:n] for a in (cells, counts, side, step, ids, head))
+        is_head = head == arange[:n]
+        groups = ids[is_head]
+        group_step = step[is_head]
         u = groups.size
         mark[groups] = arange[:u]
-        moving = mark[ids[ib - i0:]]  # the cells of [b+1, hi], as local group numbers
-        m_right = np.bincount(moving, weights=self.sorted_counts[q][ib:i1], minlength=u)
-        old = self.state[groups]
-        new = np.empty((2, u, old.shape[1]))  # the left halves, then the right halves
-        new[0] = old
-        new[1] = old
-        new[1, :, _M] = m_right
-        new[0, :, _M] -= m_right  # exact: integer counts
+        local = mark[ids]
+        m_right = np.bincount(local, weights=counts * side, minlength=u)
+        old = self.state[:, groups]
+        new = np.empty((2, *old.shape))  # the left halves, then the right halves
+        new[:] = old
+        new[1, _M] = m_right
+        new[0, _M] -= m_right  # exact: integer counts
         if self.has_census:
-            stride = self.cube_strides[q]
-            new[1, :, _BASE] += (b + 1 - lo) * stride
-            new[1, :, _SPAN + q] = (hi - b) * stride
-            new[0, :, _SPAN + q] = (b + 1 - lo) * stride
+            # the right half's box starts at b+1 on its step's axis and spans hi − b; the left's spans b+1 − lo
+            col, shift, span = np.array(params)[group_step].T
+            col = col.astype(np.intp)
+            rows = arange[:u]
+            new[1, _BASE] += shift
+            new[1, col, rows] = span
+            new[0, col, rows] = shift
             census_right = self._box_census(new[1])
         else:
             census_right = m_right
-        new[1, :, _CENSUS] = census_right
-        new[0, :, _CENSUS] -= census_right  # exact: integer counts
-        m = new[:, :, _M]
+        new[1, _CENSUS] = census_right
+        new[0, _CENSUS] -= census_right  # exact: integer counts
+        m = new[:, _M]
         # g = max(census, m) ≥ 1 for a real half; an empty half (m = 0) gets g = 1 and terms 0
         one = np.maximum(m, 1.0)
-        np.multiply(m, self.record_risk(np.maximum(new[:, :, _CENSUS], one)), out=new[:, :, _RISK])
-        self.risk_sum += float(new[:, :, _RISK].sum() - old[:, _RISK].sum())
-        m_old = old[:, _M]
-        self.xlogx += float((m * np.log(one)).sum() - m_old @ np.log(m_old))
+        np.multiply(m, self.record_risk(np.maximum(new[:, _CENSUS], one)), out=new[:, _RISK])
+        np.multiply(m, np.log(one, out=one), out=new[:, _XLOGX])
+        delta = new[0, _RISK:_XLOGX + 1] + new[1, _RISK:_XLOGX + 1] - old[_RISK:_XLOGX + 1]
+        if done == 1:
+            d_risk, d_xlogx = delta.sum(axis=1).tolist()
+            risks, xlogxs = [d_risk], [d_xlogx]
+        else:
+            risks = np.bincount(group_step, weights=delta[0], minlength=done).tolist()
+            xlogxs = np.bincount(group_step, weights=delta[1], minlength=done).tolist()
         # ids: a group keeps its id for its left half, or for its right half if it has no left
         # one (written second, so it wins); a real split gives the right half a fresh id; a
         # group without a right half writes that half to the sink
         has_right = m_right > 0
         right_id = np.where(has_right, groups, self.trash)
-        split = has_right & (new[0, :, _M] > 0)
+        split = has_right & (new[0, _M] > 0)
         n_split = int(np.count_nonzero(split))
         if n_split:
-            right_id[split] = self.arange[self.groups: self.groups + n_split]
+            right_id[split] = arange[self.groups: self.groups + n_split]
             self.groups += n_split
-            self.cell_group[cells[ib - i0:]] = right_id[moving]
-        self.state[groups] = new[0]
-        self.state[right_id] = new[1]
+            self.cell_group[cells] = np.stack((groups, right_id))[side, local]
+        self.state[:, groups] = new[0]
+        self.state[:, right_id] = new[1]
+        return done, risks, xlogxs
 
     # -- API --------------------------------------------------------------------------
     def evaluate_chain(self, chain: Chain) -> tuple[np.ndarray, np.ndarray]:
@@ -241,9 +320,17 @@ class ChainEvaluator:
             self.evaluations += len(chain)
             return risks, losses
         risks[0], losses[0] = self._exact(self._reset(chain.start))
-        for i, bit in enumerate(chain.flips.tolist(), 1):
-            self._split(bit)
-            risks[i], losses[i] = self._metrics()
+        flips = chain.flips.tolist()
+        i = 0
+        while i < len(flips):
+            steps = self._plan(flips, i)
+            done, d_risk, d_xlogx = self._batch(steps)
+            for (q, b, lo, hi, *_), dr, dx in zip(steps[:done], d_risk, d_xlogx):
+                self._narrow(q, b, lo, hi)
+                self.risk_sum += dr
+                self.xlogx += dx
+                i += 1
+                risks[i], losses[i] = self._metrics()
         if len(chain) > 1:  # the end in full, free of the steps' rounding drift
             risks[-1], losses[-1] = self._exact(self.fast.raw(chain.end().recoding()))
         self.evaluations += len(chain)
