@@ -43,8 +43,10 @@ from .metrics import Normalizers, RawSums, normalized
 
 _KEY_LIMIT = 2**62
 _M, _CENSUS, _RISK, _XLOGX, _BASE, _BOX = 0, 1, 2, 3, 4, 5  # columns of the group state
+Step = tuple[int, int, int, int, int, int, int]  # q, b, lo, hi and the cells' slice i0, ib, i1 (see _plan)
 _MAGIC = 6755399441055744.0  # 2^52 + 2^51
 _MAGIC_BITS = int(np.array(_MAGIC).view(np.int64))
+_END_CACHE = 256  # chain ends whose full sums are kept
 _PLAN_STEPS = 64  # steps planned for one batch at most
 _PLAN_CELLS = 8192  # cells gathered for one batch at most (beyond its first step)
 
@@ -92,6 +94,7 @@ class ChainEvaluator:
         self.state = np.zeros((_BOX + d, cells + 1))
         self.groups = 0
         self.evaluations = 0
+        self.end_sums: dict[Policy, RawSums] = {}
 
     @property
     def m(self) -> np.ndarray:
@@ -149,7 +152,7 @@ class ChainEvaluator:
             state[_CENSUS] = m
         state[_RISK] = m * self.record_risk(np.maximum(state[_CENSUS], m))
         state[_XLOGX] = m * np.log(m)
-        raw = self.fast.raw(policy.recoding())
+        raw = self._raw(policy)
         self.xlogx = raw.kl_group_sum + self.width_log
         self.risk_sum = raw.risk_sum
         return raw
@@ -176,6 +179,17 @@ class ChainEvaluator:
             people = people[w: 2 * w] - people[:w]
         return people[0]
 
+    def _raw(self, policy: Policy) -> RawSums:
+        """The sums of a chain end, computed in full once: chains share their ends (every RCS
+        chain runs top to bottom; SHS's chains end at corners it has evaluated), and a full
+        evaluation costs as much as dozens of steps.  The oldest entries go first."""
+        raw = self.end_sums.get(policy)
+        if raw is None:
+            raw = self.end_sums[policy] = self.fast.raw(policy.recoding())
+            if len(self.end_sums) > _END_CACHE:
+                del self.end_sums[next(iter(self.end_sums))]
+        return raw
+
     def _metrics(self) -> tuple[float, float]:
         """Normalized (risk, loss) of the running sums."""
         risk, loss, _ = normalized(self.risk_sum, self.xlogx - self.width_log, self.norm)
@@ -186,15 +200,19 @@ class ChainEvaluator:
         risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
         return risk, loss
 
-    def _plan(self, flips: list[int], i: int) -> list[tuple[int, int, int, int, int, int, int]]:
-        """The steps from flip ``i`` on that may form one batch, read-only: (q, b, lo, hi, and the
-        cells' slice i0, ib, i1 in QI q's order) per step.  The plan stops before a step that
-        would split an interval split earlier in the plan (its groups are that step's new ones)
-        and before the cells gathered would pass ``_PLAN_CELLS`` (a later clash wastes them)."""
-        steps = []
+    def _plan(self, flips: list[int], i: int, steps: list[Step]) -> list[Step]:
+        """``steps`` (planned before, not done yet: the flips from ``i`` on) extended by the flips
+        after them that may join one batch, read-only: (q, b, lo, hi, and the cells' slice i0, ib,
+        i1 in QI q's order) per step.  The plan stops before a step that would split an interval
+        split earlier in the plan (its groups are that step's new ones) and before the cells
+        gathered would pass ``_PLAN_CELLS`` (a later clash wastes them).  A planned step stays
+        valid until it is done: the steps done before it split other intervals."""
         split: list[set[int]] = [set() for _ in self.sizes]
         total = 0
-        for bit in flips[i: i + _PLAN_STEPS]:
+        for q, _, lo, _, i0, _, i1 in steps:
+            split[q].add(lo)
+            total += i1 - i0
+        for bit in flips[i + len(steps): i + _PLAN_STEPS]:
             q = self.qi_of_bit[bit]
             b = bit - self.offsets[q]
             lo = self.starts[q][b]
@@ -220,7 +238,7 @@ class ChainEvaluator:
         ends = self.ends[q]
         ends[lo], ends[b + 1] = b, hi
 
-    def _batch(self, steps: list[tuple[int, int, int, int, int, int, int]]) -> tuple[int, list[float], list[float]]:
+    def _batch(self, steps: list[Step]) -> tuple[int, list[float], list[float]]:
         """Split the groups of the first steps of ``steps`` whose groups are pairwise disjoint (at
         least one step): the number of steps done and each one's change of Σ m·r(g) and Σ m ln m.
 
@@ -322,8 +340,9 @@ class ChainEvaluator:
         risks[0], losses[0] = self._exact(self._reset(chain.start))
         flips = chain.flips.tolist()
         i = 0
+        steps: list[Step] = []
         while i < len(flips):
-            steps = self._plan(flips, i)
+            steps = self._plan(flips, i, steps)
             done, d_risk, d_xlogx = self._batch(steps)
             for (q, b, lo, hi, *_), dr, dx in zip(steps[:done], d_risk, d_xlogx):
                 self._narrow(q, b, lo, hi)
@@ -331,7 +350,8 @@ class ChainEvaluator:
                 self.xlogx += dx
                 i += 1
                 risks[i], losses[i] = self._metrics()
+            del steps[:done]
         if len(chain) > 1:  # the end in full, free of the steps' rounding drift
-            risks[-1], losses[-1] = self._exact(self.fast.raw(chain.end().recoding()))
+            risks[-1], losses[-1] = self._exact(self._raw(chain.end()))
         self.evaluations += len(chain)
         return risks, losses
