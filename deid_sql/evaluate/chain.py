@@ -262,7 +262,6 @@ class ChainEvaluator:
         cells = np.concatenate(pieces)
         counts = np.concatenate(weights)
         side = np.repeat(self.sides[:len(lens)], lens)  # 0: stays (left), 1: moves (right)
-        step = np.repeat(np.array([j for j, _ in runs]), [k for _, k in runs])
         ids = self.cell_group[cells]
         n = ids.size
         mark, arange = self.mark, self.arange
@@ -270,14 +269,17 @@ class ChainEvaluator:
         head = mark[ids]
         done = len(steps)
         if len(runs) > 1:
+            step = np.repeat(np.array([j for j, _ in runs]), [k for _, k in runs])
             clash = step[head] != step
             if clash.any():
                 done = int(step[clash].min())
-                n = sum(k for j, k in runs if j < done)
+                runs = [(j, k) for j, k in runs if j < done]
+                n = sum(k for _, k in runs)
                 cells, counts, side, step, ids, head = (a[:n] for a in (cells, counts, side, step, ids, head))
         is_head = head == arange[:n]
         groups = ids[is_head]
-        group_step = step[is_head]
+        # one step with cells (most batches): its figures are scalars, no per-group step needed
+        group_step = step[is_head] if len(runs) > 1 else None
         u = groups.size
         mark[groups] = arange[:u]
         local = mark[ids]
@@ -289,12 +291,18 @@ class ChainEvaluator:
         new[0, _M] -= m_right  # exact: integer counts
         if self.has_census:
             # the right half's box starts at b+1 on its step's axis and spans hi − b; the left's spans b+1 − lo
-            col, shift, span = np.array(params)[group_step].T
-            col = col.astype(np.intp)
-            rows = arange[:u]
-            new[1, _BASE] += shift
-            new[1, col, rows] = span
-            new[0, col, rows] = shift
+            if group_step is None:
+                col, shift, span = params[runs[0][0]]
+                new[1, _BASE] += shift
+                new[1, col] = span
+                new[0, col] = shift
+            else:
+                col, shift, span = np.array(params)[group_step].T
+                col = col.astype(np.intp)
+                rows = arange[:u]
+                new[1, _BASE] += shift
+                new[1, col, rows] = span
+                new[0, col, rows] = shift
             census_right = self._box_census(new[1])
         else:
             census_right = m_right
@@ -306,9 +314,9 @@ class ChainEvaluator:
         np.multiply(m, self.record_risk(np.maximum(new[:, _CENSUS], one)), out=new[:, _RISK])
         np.multiply(m, np.log(one, out=one), out=new[:, _XLOGX])
         delta = new[0, _RISK:_XLOGX + 1] + new[1, _RISK:_XLOGX + 1] - old[_RISK:_XLOGX + 1]
-        if done == 1:
-            d_risk, d_xlogx = delta.sum(axis=1).tolist()
-            risks, xlogxs = [d_risk], [d_xlogx]
+        if group_step is None:
+            risks, xlogxs = [0.0] * done, [0.0] * done
+            risks[runs[0][0]], xlogxs[runs[0][0]] = delta.sum(axis=1).tolist()
         else:
             risks = np.bincount(group_step, weights=delta[0], minlength=done).tolist()
             xlogxs = np.bincount(group_step, weights=delta[1], minlength=done).tolist()
