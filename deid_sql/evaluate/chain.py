@@ -90,6 +90,7 @@ class ChainEvaluator:
         self.arange = np.arange(cells + 1 + _PLAN_CELLS, dtype=np.int64)  # a batch's cells: one step's + the plan's
         self.mark = np.zeros(cells + 1, dtype=np.int64)
         self.sides = np.tile(np.array([0, 1], dtype=np.int64), _PLAN_STEPS)
+        self.evens = 2 * self.arange
         self.cell_group = np.zeros(cells, dtype=np.int64)
         self.state = np.zeros((_BOX + d, cells + 1))
         self.groups = 0
@@ -281,14 +282,15 @@ class ChainEvaluator:
         # one step with cells (most batches): its figures are scalars, no per-group step needed
         group_step = step[is_head] if len(runs) > 1 else None
         u = groups.size
-        mark[groups] = arange[:u]
-        local = mark[ids]
-        m_right = np.bincount(local, weights=counts * side, minlength=u)
+        mark[groups] = self.evens[:u]
+        half = mark[ids] + side  # 2 × the cell's local group number, + 1 if it moves
+        m_halves = np.bincount(half, weights=counts, minlength=2 * u)
+        m_right = m_halves[1::2]
         old = self.state[:, groups]
         new = np.empty((2, *old.shape))  # the left halves, then the right halves
         new[:] = old
+        new[0, _M] = m_halves[::2]
         new[1, _M] = m_right
-        new[0, _M] -= m_right  # exact: integer counts
         if self.has_census:
             # the right half's box starts at b+1 on its step's axis and spans hi − b; the left's spans b+1 − lo
             if group_step is None:
@@ -330,7 +332,10 @@ class ChainEvaluator:
         if n_split:
             right_id[split] = arange[self.groups: self.groups + n_split]
             self.groups += n_split
-            self.cell_group[cells] = np.stack((groups, right_id))[side, local]
+            halves = np.empty(2 * u, dtype=np.int64)  # per local group: left id, right id
+            halves[::2] = groups
+            halves[1::2] = right_id
+            self.cell_group[cells] = halves[half]
         self.state[:, groups] = new[0]
         self.state[:, right_id] = new[1]
         return done, risks, xlogxs
