@@ -6,28 +6,36 @@ is [lo, hi] change, and each of them splits in two at most: its cells at q-posit
 the others move to a new group.  No other cell changes group and no two groups ever merge.
 
 So the evaluator keeps the groups, not just their totals: a group id per sample cell, and per
-group its sample count m, census count, risk term m·r(g) and census box (as a flat corner index
-into the prefix cube plus the box's span on each axis).  Cells are pre-sorted by their position
-on each QI, so the cells of [lo, hi] are one contiguous slice of that order and those of
-[b+1, hi] its tail.  A step then:
+group (one array row per field, so numpy's loops run over contiguous memory) its sample count m,
+census count, terms m·r(g) and m ln m, and census box (a flat corner index into the prefix
+cube plus the box's span on each axis).  Cells are pre-sorted by their position on each QI,
+so the cells of [lo, hi] are one contiguous slice of that order and those of [b+1, hi] its
+tail.  A step then:
 
 1. reads the slice's group ids and de-duplicates them with a scatter/gather on a scratch array
    (linear, no sort): these are the groups of [lo, hi];
-2. sums the moving cells' counts per group (one ``bincount``): m_right, and m_left = m − m_right
-   (exact: counts are integers);
+2. sums each group's staying and moving cells' counts (one ``bincount``): m_left, m_right;
 3. takes one box sum per group for the right part (2^d corners of the prefix cube; the left
    part's census is the old census minus it, exact in integers);
 4. updates the running Σ m·r(g) and Σ m ln m by the new terms minus the stored old ones, and
    KL's width term by the three intervals' marginal sums (prefix sums over positions);
-5. gives the groups that really split a fresh id and relabels their moving cells.
+5. gives the groups that really split a fresh id and relabels the cells.
 
-A step costs O(cells in the split interval) with a fixed number of numpy calls (measured:
-``bench/frontier.py`` runs it against the previous, re-keying evaluator ``chain_rekey``).
+Most steps touch a few dozen groups, so a step's fixed cost (some sixty numpy calls) would
+dominate.  Steps whose groups are disjoint commute, so consecutive ones run as one batch: the
+plan takes the next flips that split distinct intervals, the batch gathers their cells step by
+step and ends before the first step that meets a group an earlier one holds (letting later
+disjoint steps run ahead of it was tried: batches grew by 4 %, as a step that clashes mostly
+shares its groups with the steps after it too); each step's changes of the two sums come out
+of one ``bincount`` per sum, and the metrics after each step are reported in chain order
+(figures and profile: ``bench/frontier.py``, against the previous, re-keying evaluator
+``chain_rekey``).
 
 The two ends of a chain are evaluated in full, as ``Evaluator.evaluate`` does: the running
 sums drift by rounding (the bottom came out at risk 0.9999999999999992, loss 3.5e-16), and
 the ends are the policies every chain shares (RCS: top and bottom; SHS: the corners it
-has evaluated already), so they must be the exact figures a frontier compares.
+has evaluated already), so they must be the exact figures a frontier compares.  Being shared,
+their full sums are kept (the last ``_END_CACHE`` ends).
 """
 
 from __future__ import annotations
@@ -82,10 +90,10 @@ class ChainEvaluator:
             cube = np.ascontiguousarray(cube, dtype=np.int32 if int(cube.max()) < 2**31 else np.int64)
             self.cube_flat = cube.reshape(-1)
             self.cube_strides = [s // cube.itemsize for s in cube.strides]
-        # group state, one row per group id: sample count m, census count, the terms m·r(g) and
-        # m ln m, and the census box (flat low corner in the prefix cube, then its span on each
-        # axis; exact in float64, like the counts).  One row gathers and scatters a group at once.  Row
-        # ``cells`` is a write-only sink for the half a group does not have.
+        # group state, one column per group id and one row per field: sample count m, census
+        # count, the terms m·r(g) and m ln m, and the census box (flat low corner in the prefix
+        # cube, then its span on each axis; exact in float64, like the counts).  Column ``cells``
+        # is a write-only sink for the half a group does not have.
         self.trash = cells
         self.arange = np.arange(cells + 1 + _PLAN_CELLS, dtype=np.int64)  # a batch's cells: one step's + the plan's
         self.mark = np.zeros(cells + 1, dtype=np.int64)
@@ -159,8 +167,8 @@ class ChainEvaluator:
         return raw
 
     def _box_census(self, rows: np.ndarray) -> np.ndarray:
-        """People in the census box of each group-state row (flat low corner, then the span of
-        each axis) by inclusion–exclusion over the prefix cube's 2^d corners.
+        """People in the census box of each group-state column of ``rows`` (flat low corner, then
+        the span of each axis) by inclusion–exclusion over the prefix cube's 2^d corners.
 
         Corner c (bit q set: the high end on axis q) is built by doubling: the corners without
         axis q, then those plus the span on q; in float64 offset by 2^52 + 2^51, where an integer
