@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import shutil
 import statistics
@@ -52,7 +53,7 @@ from deid_sql.search.frontier_search import CHECKPOINT_EVERY, run
 
 OUT = Path(__file__).resolve().parent / "out"
 CHAINS = 20
-CHAIN_ROUNDS = 3  # interleaved timed passes per chain evaluator; the best counts
+CHAIN_ROUNDS = 5  # interleaved timed passes per chain evaluator; the best counts (the machine is shared)
 PER_POLICY = 300
 CHAIN_TARGET = 10_000.0  # policies per second (issue 21; 2,000 before)
 AGREEMENT = 1e-12  # chain figures against full evaluation
@@ -98,6 +99,7 @@ def part_speed(problem: Problem, rows: list[Row]) -> None:
     chains = [lat.random_chain(lat.top(), lat.bottom(), rng) for _ in range(CHAINS)]
     n = sum(len(c) for c in chains)
     chain_s = previous_s = float("inf")
+    batches = chains_ev.batches
     for _ in range(CHAIN_ROUNDS):  # interleaved, so a busy spell on a shared machine hits both
         seconds, results = _chain_rate(chains_ev, chains)
         chain_s = min(chain_s, seconds)
@@ -109,6 +111,9 @@ def part_speed(problem: Problem, rows: list[Row]) -> None:
     out(f"  previous evaluator     same chains, re-keying each step (chain_rekey): {previous_s:.2f} s, "
         f"{previous_rate:,.0f} policies/s")
     out(f"  chain / previous       {chain_rate / previous_rate:.2f}x")
+    steps = sum(len(c) - 1 for c in chains)
+    out(f"  batches                {steps / ((chains_ev.batches - batches) / CHAIN_ROUNDS):.1f} steps per batch "
+        f"(consecutive steps with disjoint groups share one set of numpy calls)")
     drift = max(float(np.abs(a - b).max()) for new, old in zip(results, before) for a, b in zip(new, old))
     out(f"  check: max |chain - previous| over risk and loss on all {n:,}: {drift:.1e}")
     flat = [(p, float(r), float(u)) for c, (rs, us) in zip(chains, results)
@@ -126,8 +131,10 @@ def part_speed(problem: Problem, rows: list[Row]) -> None:
                 zip(picks, (fast.fork().evaluate(p) for p, _, _ in picks)))
     out(f"  check: max |chain - per-policy| over risk and loss on those {PER_POLICY}: {worst:.1e}")
     if chain_rate < CHAIN_TARGET:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         out(f"  target missed by {CHAIN_TARGET / chain_rate - 1:.0%} ({CHAIN_TARGET - chain_rate:,.0f} policies/s); "
-            f"where one pass goes (cProfile, internal time):")
+            f"load average {load:.1f} on {os.cpu_count()} CPUs (a busy machine slows both evaluators alike: "
+            f"compare the ratio); where one pass goes (cProfile, internal time):")
         for line in _profile_top(chains_ev, chains):
             out(f"    {line}")
     rows.append((f"chain evaluation >= {CHAIN_TARGET:,.0f} policies/s", f"{chain_rate:,.0f}/s",

@@ -103,6 +103,7 @@ class ChainEvaluator:
         self.state = np.zeros((_BOX + d, cells + 1))
         self.groups = 0
         self.evaluations = 0
+        self.batches = 0  # batches run (steps per batch: how far the steps' fixed cost is shared)
         self.end_sums: dict[Policy, RawSums] = {}
 
     @property
@@ -256,6 +257,7 @@ class ChainEvaluator:
         cells are gathered step by step (each step's left cells, then its right ones); a group
         first seen in an earlier step than a cell's is a clash, and the batch ends before the
         first step with one."""
+        self.batches += 1
         pieces, weights, lens, runs, params = [], [], [], [], []
         for j, (q, b, lo, hi, i0, ib, i1) in enumerate(steps):
             if i0 < i1:  # a step without sample records changes no group
