@@ -84,6 +84,21 @@ def _canonical_keys(state: dict[str, Any], lattice: Lattice) -> dict[str, Any]:
     return out
 
 
+def check_folder(folder: Path, resume: bool, overwrite: bool) -> None:
+    """What can be said of the run's folder before the problem is loaded: a folder holding an earlier
+    run needs --resume or --overwrite, and --resume needs its checkpoint (``OutputError``)."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{folder} is a file; name a folder for the frontier run")
+    if resume:
+        if not (folder / CHECKPOINT).exists():
+            raise OutputError(f"{folder} holds no {CHECKPOINT} to resume; run without --resume first")
+        return
+    taken = [n for n in (CHECKPOINT, *OUTPUTS) if (folder / n).exists()]
+    if taken and not overwrite:
+        raise OutputError(f"{folder} already holds a frontier run ({', '.join(taken)}); pass --resume to "
+                          f"continue it or --overwrite to start again")
+
+
 def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: int = DEFAULT_BUDGET, seed: int = 0,
                  threshold: float = DEFAULT_THRESHOLD, resume: bool = False, overwrite: bool = False,
                  progress: Callable[[int], None] | None = None, plots: bool = True,
@@ -102,10 +117,7 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
         state = _load_checkpoint(folder, identity, method, seed, problem.lattice)
         state.budget, state.threshold, state.interrupted = max(budget, state.evaluations), threshold, False
     else:
-        taken = [n for n in (CHECKPOINT, *OUTPUTS) if (folder / n).exists()]
-        if taken and not overwrite:
-            raise OutputError(f"{folder} already holds a frontier run ({', '.join(taken)}); pass --resume to "
-                              f"continue it or --overwrite to start again")
+        check_folder(folder, resume, overwrite)
         state = FrontierState(method, budget, seed, threshold)
     rng = np.random.default_rng(seed)
     if state.rng_state is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import progress
-from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, run_frontier
+from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, check_folder, run_frontier
 from .options import FiniteFloat, handles_errors, open_problem, risk_model_option, spec_argument
 
 
@@ -34,6 +34,7 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
 
     Example: deid-sql frontier demo/demo.toml --method shs --budget 2000 --seed 0 --out frontier-run
     """
+    check_folder(folder, resume, overwrite)  # before the data is read
     with open_problem(spec, risk_model) as problem:
         with progress.counting(f"{method}: evaluating up to {budget:,} policies", budget) as evaluated:
             result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
