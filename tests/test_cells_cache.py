@@ -124,3 +124,19 @@ def test_a_load_of_files_from_the_cache_connects_no_engine_until_a_query_runs(
         written = materialize(problem, "age:cuts=18,65|zip:top", out)
         assert connects == ["duckdb", "duckdb"]
     assert written.rows == first["records"] and written.figures is not None
+
+
+def test_a_frontier_folder_is_checked_before_the_data_is_read(project, run, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "frontier.csv").write_text("earlier run\n", encoding="utf-8")
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the data was read before the folder was checked")
+
+    monkeypatch.setattr(Problem, "_load", no_load)
+    result = run("frontier", project.spec_path, "--budget", "10", "--out", folder, expect=2)
+    assert "already holds a frontier run" in result.stderr
+    result = run("frontier", project.spec_path, "--budget", "10", "--out", tmp_path / "empty", "--resume", expect=2)
+    assert "to resume" in result.stderr

@@ -127,20 +127,3 @@ def test_anonymize_releases_its_suppressed_groups_on_every_engine(spec_on: Path,
     assert min(groups.values()) >= 20
     assert all(set(row.values()) == {"*"} for row, hidden in zip(rows, flagged) if hidden)
 
-
-def test_a_frontier_folder_is_checked_before_the_data_is_read(spec_on: Path, engine: Engine, run, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    if engine.name != "duckdb":
-        pytest.skip("the folder check runs before any engine is asked anything")
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "frontier.csv").write_text("earlier run\n", encoding="utf-8")
-
-    def no_load(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the data was read before the folder was checked")
-
-    monkeypatch.setattr(Problem, "_load", no_load)
-    result = run("frontier", spec_on, "--budget", "10", "--out", folder, expect=2)
-    assert "already holds a frontier run" in result.stderr
-    result = run("frontier", spec_on, "--budget", "10", "--out", tmp_path / "empty", "--resume", expect=2)
-    assert "to resume" in result.stderr
