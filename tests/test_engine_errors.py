@@ -16,16 +16,12 @@ from deid_sql.errors import BackendError, DataError, DeidError, OutputError
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
 from tests.conftest import DEFAULT_QIS, _source_table
-from tests.engines import Engine, open_engine
+from tests.engines import Engine, opened
 
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    engine = open_engine("spark", tmp_path_factory.mktemp("spark"))
-    try:
-        yield engine
-    finally:
-        engine.close()
+    yield from opened("spark", tmp_path_factory)
 
 
 def _spec(engine: Engine, folder: Path, body: str, name: str = "spec.toml") -> Path:
@@ -100,7 +96,7 @@ def test_csv_and_parquet_sources(spark: Engine, tmp_path: Path) -> None:
 
 
 def test_stream_batches_and_row_fallback(spark: Engine) -> None:
-    from deid_sql.backends import spark as module
+    from deid_sql.backends import spark_arrow as module
 
     spark.load("streamed", _source_table())
     backend = spark.backend  # type: ignore[attr-defined]
@@ -108,7 +104,7 @@ def test_stream_batches_and_row_fallback(spark: Engine) -> None:
     batches = list(backend.stream(query, 120))
     assert [b.num_rows for b in batches] == [120, 120, 120, 120, 20]
     df = backend.session.sql(backend.render(query))
-    rows = list(module._row_batches(df.toLocalIterator(), module._arrow_schema(df), 150))
+    rows = list(module.row_batches(df.toLocalIterator(), module.arrow_schema(df), 150))
     assert pa.Table.from_batches(rows).equals(pa.Table.from_batches(batches))
 
 

@@ -34,13 +34,12 @@ loader's ``TRY_CAST`` (out-of-domain detection) is therefore rendered as Spark's
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from ..sqltext import to_sql
 from ..tableref import TableRef
 from . import engine_logs_shown
 from .base import Backend, Finish, literal_rows
+from .spark_arrow import arrow_schema, partition_batches, type_name
 from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
@@ -293,10 +293,10 @@ class SparkBackend(Backend):
         holds about one partition and one batch, never the whole result."""
         with self._errors():
             df = self.session.sql(self.render(query))
-            schema = _arrow_schema(df)
+            schema = arrow_schema(df)
             pending: list[pa.RecordBatch] = []
             rows = 0
-            for batch in _partition_batches(self.session, df, schema):
+            for batch in partition_batches(self.session, df, schema):
                 pending.append(batch)
                 rows += batch.num_rows
                 if rows >= batch_rows:
@@ -511,23 +511,6 @@ class SparkBackend(Backend):
         prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
         return exp.cast(fn("conv", prefix, exp.Literal.number(16), exp.Literal.number(10)), "BIGINT")
 
-def type_name(t: T.DataType) -> str:
-    """A Spark type under DuckDB's name, so loading's type checks read every engine alike."""
-    if isinstance(t, T.StringType | T.VarcharType | T.CharType):
-        return "VARCHAR"
-    if isinstance(t, T.DecimalType):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if isinstance(t, T.TimestampNTZType):
-        return "TIMESTAMP"
-    for cls, name in ((T.BooleanType, "BOOLEAN"), (T.ByteType, "TINYINT"), (T.ShortType, "SMALLINT"),
-                      (T.IntegerType, "INTEGER"), (T.LongType, "BIGINT"), (T.FloatType, "FLOAT"),
-                      (T.DoubleType, "DOUBLE"), (T.DateType, "DATE"), (T.TimestampType, "TIMESTAMP WITH TIME ZONE"),
-                      (T.BinaryType, "BLOB")):
-        if isinstance(t, cls):
-            return name
-    return t.simpleString().upper()
-
-
 def _try_casts(query: exp.Expression) -> exp.Expression:
     """sqlglot renders ``TryCast`` as a plain ``CAST`` for Spark (right without ANSI mode, which
     Spark 4 turns on); mark them safe so they render as ``TRY_CAST`` and bad values become NULL."""
@@ -541,40 +524,6 @@ def _try_casts(query: exp.Expression) -> exp.Expression:
         return node
 
     return query.transform(safe)
-
-
-def _arrow_schema(df: DataFrame) -> pa.Schema:
-    """The Arrow schema ``toArrow`` gives ``df`` (no rows are computed)."""
-    return df.limit(0).toArrow().schema
-
-
-def _partition_batches(session: SparkSession, df: DataFrame, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Arrow batches, one partition at a time.  Fast path: Spark's own Arrow batches of each
-    partition served like ``toLocalIterator`` (internal API); if a PySpark version lacks it,
-    the public ``toLocalIterator`` rows converted to Arrow."""
-    try:
-        from pyspark.serializers import NoOpSerializer
-        from pyspark.util import _local_iterator_from_socket
-
-        jvm = session.sparkContext._jvm
-        served = jvm.PythonRDD.toLocalIteratorAndServe(df._jdf.toArrowBatchRdd(), True)
-    except (ImportError, AttributeError, Py4JError):
-        yield from _row_batches(df.toLocalIterator(prefetchPartitions=True), schema)
-        return
-    for message in _local_iterator_from_socket(served, NoOpSerializer()):
-        yield pa.ipc.read_record_batch(pa.py_buffer(message), schema)
-
-
-def _row_batches(rows: Iterable[Any], schema: pa.Schema, size: int = 100_000) -> Iterator[pa.RecordBatch]:
-    it = iter(rows)
-    while chunk := list(itertools.islice(it, size)):
-        columns = list(zip(*chunk))
-        arrays = []
-        for field, values in zip(schema, columns):
-            if pa.types.is_timestamp(field.type) and field.type.tz:  # Spark gives local wall-clock times
-                values = tuple(v.astimezone(dt.UTC) if isinstance(v, dt.datetime) else v for v in values)
-            arrays.append(pa.array(values, type=field.type))
-        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _rename(table: exp.Table, to: exp.Table, kind: str | None) -> exp.Alter:
