@@ -23,6 +23,7 @@ from .options import (
     open_problem,
     risk_model_option,
     spec_argument,
+    view_options,
 )
 from .report import finish_release_report, prepare_release_report, report_option, written_files
 
@@ -48,10 +49,7 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--table", default=None,
               help="Table name inside a .duckdb --out (default deidentified), or the table to create in the "
                    "spec's PostgreSQL or Spark engine when --out is left out.")
-@click.option("--view", default=None,
-              help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
-@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="DuckDB file for --view (created if missing).")
+@view_options
 @click.option("--save-policy", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.json",
               help="Save the optimum (levels and suppressed groups) as a policy file, to apply to new batches "
                    "with 'deid-sql apply'.")

@@ -17,10 +17,12 @@ import click
 
 from ..adversary.params import RISKS
 from ..backends import show_engine_logs
+from ..backends.lazy import LazyBackend
 from ..errors import PolicyError
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
-from ..targets import Target
+from ..spec import Spec
+from ..targets import Target, check_targets
 from .boundary import (  # noqa: F401 - the commands import them from here
     BROKEN_PIPE,
     INTERNAL_ERROR,
@@ -94,6 +96,17 @@ def spec_argument(fn: F) -> F:
     """SPEC, with --verbose (every command that reads a spec may open an engine) and --no-cache
     (whether this run reuses the cells an earlier run read from the same data)."""
     return verbose_option(_NO_CACHE(_SPEC(fn)))
+
+_VIEW = click.option("--view", default=None,
+                     help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
+_DB = click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                   help="DuckDB file for --view (created if missing).")
+
+
+def view_options(fn: F) -> F:
+    """``--view NAME`` and ``--db FILE``: a release as a view instead of a file or table (anonymize, apply)."""
+    return _VIEW(_DB(fn))
+
 
 _POLICY = click.option(
     "--policy", "-p", "policy", default=None, metavar="P",
@@ -171,21 +184,14 @@ def risk_model_option(*names: str) -> Callable[[F], F]:
 def open_problem(spec: Path, risk: str | None = None, targets: Sequence[Target] = ()) -> Iterator[Problem]:
     """The problem of SPEC; ``targets`` (what the command will write) are checked first, on the
     engine the spec names, before a row is read: an output that exists is refused at once."""
-    if targets:
-        from ..backends.lazy import LazyBackend
-        from ..spec import Spec
-        from ..targets import check_targets
-
-        parsed = Spec.read(spec)
-        backend = LazyBackend(parsed.backend.engine, parsed.backend.options())  # connects if a target needs it
-        try:
-            check_targets(parsed, backend, targets)  # type: ignore[arg-type]
-        except BaseException:
-            backend.close()
-            raise
-        problem = Problem.from_spec(parsed, backend=backend, risk=risk)  # type: ignore[arg-type]
-    else:
-        problem = Problem.from_spec(spec, risk=risk)
+    parsed = Spec.read(spec)
+    backend = LazyBackend(parsed.backend.engine, parsed.backend.options())  # connects when something needs it
+    try:
+        check_targets(parsed, backend, targets)  # type: ignore[arg-type]
+    except BaseException:
+        backend.close()
+        raise
+    problem = Problem.from_spec(parsed, backend=backend, risk=risk)  # type: ignore[arg-type]
     try:
         yield problem
     finally:

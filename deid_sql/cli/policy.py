@@ -23,6 +23,7 @@ from .options import (
     policy_option,
     spec_argument,
     verbose_option,
+    view_options,
 )
 from .report import batch_report, finish_release_report, report_option, written_files
 
@@ -108,10 +109,7 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
 @click.option("--out-table", default=None,
               help="Table name inside a .duckdb --out (default deidentified); without --out, a table of the spec's "
                    "PostgreSQL or Spark engine.")
-@click.option("--view", default=None,
-              help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
-@click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="DuckDB file for --view (created if missing).")
+@view_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file, table or view.")
 @click.option("--accept-drift", default=None, metavar="REASON",
               help="Release even though the batch drifted (the check exits 1 and nothing is written without it); "
