@@ -70,13 +70,13 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
     from .output import check_not_input
 
     for t in targets:
-        if t.path is not None and t.kind != "view":  # a view may live in the source's DuckDB file
-            check_not_input(spec, t.path)
         if t.kind == "file":
             assert t.path is not None
             for path in [t.path, *([sidecar_path(t.path)] if t.sidecar else [])]:
-                _check_file(path, t.replace, t.flag)
+                check_file(spec, path, t.replace, t.flag)
             continue
+        if t.path is not None and t.kind != "view":  # a view may live in the source's DuckDB file
+            check_not_input(spec, t.path)
         assert t.name is not None
         if t.path is not None and not t.path.parent.is_dir():
             raise OutputError(f"output folder {t.path.parent} does not exist; create it first")
@@ -90,7 +90,12 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
             backend.refuse_taken(t.path, name, noun if name == t.name else "a table", t.flag)
 
 
-def _check_file(path: Path, replace: bool, flag: str) -> None:
+def check_file(spec: Spec, path: Path, replace: bool, flag: str = "--overwrite") -> None:
+    """Refuse (``OutputError``) a file output that is an input of ``spec``, exists and may not be
+    replaced, is a folder, or whose folder is missing."""
+    from .output import check_not_input
+
+    check_not_input(spec, path)
     if path.exists() and not replace:
         raise OutputError(f"output {path} already exists; pass {flag} to replace it")
     if path.exists() and path.is_dir():

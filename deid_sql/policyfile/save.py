@@ -11,12 +11,12 @@ import numpy as np
 
 from .. import __version__
 from ..atomic import write_text
-from ..errors import OutputError, PolicyError
-from ..output import check_not_input
+from ..errors import PolicyError
 from ..problem import Problem
 from ..recoding import Recoding
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
+from ..targets import check_file
 from .batch import declarations, open_batch, spec_for_batch
 from .drift import measure_with_risk
 from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of, spec_sha256
@@ -35,7 +35,7 @@ def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, th
     """
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
     target = Path(out)
-    _check_target(parsed, target, overwrite)
+    check_file(parsed, target, overwrite)  # before loading anything
     with Problem.from_spec(parsed) as problem:
         return save_policy_file(problem, plan_of(problem, policy, levels=levels), target, threshold, fallback,
                                 overwrite)
@@ -48,7 +48,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     (``anonymize --save-policy``)."""
     parsed = problem.spec
     target = Path(out)
-    _check_target(parsed, target, overwrite)
+    check_file(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
         raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
     if fallback is not None and not fallback.strip():
@@ -103,15 +103,6 @@ def _check_fallback(fallback: str, problem: Problem, recoding: Recoding) -> None
         if fallback in rec.labels:
             raise PolicyError(f"--fallback {fallback!r} is also a label of QI {q.name} under this policy, so records "
                               f"outside the saved domains would pose as that group; choose another, e.g. 'other'")
-
-
-def _check_target(spec: Spec, out: Path, overwrite: bool) -> None:
-    """Refuse before loading anything: an input of the spec, an existing file, a missing folder."""
-    check_not_input(spec, out)
-    if out.exists() and not overwrite:
-        raise OutputError(f"output {out} already exists; pass --overwrite to replace it")
-    if not out.parent.exists():
-        raise OutputError(f"output folder {out.parent} does not exist; create it first")
 
 
 def _empty_figures() -> Figures:
