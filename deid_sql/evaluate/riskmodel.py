@@ -51,12 +51,17 @@ def group_risks(model: RecordRisk, m: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+def estimates_reidentifications(model: RecordRisk) -> bool:
+    """Whether ``model``'s Σ m·r is its own estimate of the expected re-identifications."""
+    return bool(getattr(model, "estimates_reidentifications", False))
+
+
 def expected_reidentifications(model: RecordRisk, m: np.ndarray, g: np.ndarray, risk_sum: float) -> float:
     """Expected re-identifications of a release: Σ m/g with population sizes g (a census, or the
     sample as its own population), or — for a model that estimates them without a census
     (``estimates_reidentifications``: Benedetti–Franconi, the population-uniqueness estimators) —
     its own Σ m·r, so no figure counts every sample unique as a certain re-identification."""
-    if getattr(model, "estimates_reidentifications", False):
+    if estimates_reidentifications(model):
         return float(risk_sum)
     return float((np.asarray(m, dtype=np.float64) / np.asarray(g, dtype=np.float64)).sum()) if len(g) else 0.0
 

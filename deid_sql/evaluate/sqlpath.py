@@ -27,7 +27,7 @@ from ..recoding import Recoding
 from ..sql import template
 from ..udfs.terms import record_risk_udf
 from .metrics import RawSums
-from .riskmodel import PopulationRisk, RecordRisk, group_risks
+from .riskmodel import PopulationRisk, RecordRisk, estimates_reidentifications, group_risks
 
 SAMPLE_CELLS = "deid_sample_cells"
 POPULATION_CELLS = "deid_population_cells"
@@ -238,7 +238,7 @@ class SQLEvaluator:
         if self.dataset_level:
             self._fit(shape, params)
         row = self.backend.execute(text, {k: params[k] for k in names}).to_pylist()[0]
-        estimated = getattr(self.record_risk, "estimates_reidentifications", False)
+        estimated = estimates_reidentifications(self.record_risk)
         return RawSums(
             risk_sum=float(row["risk_sum"]),
             expected_reidentifications=float(row["risk_sum"] if estimated else row["expected_reidentifications"]),
