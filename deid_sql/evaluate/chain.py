@@ -59,7 +59,37 @@ _PLAN_STEPS = 64  # steps planned for one batch at most
 _PLAN_CELLS = 8192  # cells gathered for one batch at most (beyond its first step)
 
 
-class ChainEvaluator:
+def intervals(bits: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """One QI's intervals under its boundary ``bits``: the first position of each position's
+    interval (``starts``), and at each interval's first position its last (``ends``)."""
+    gid = np.concatenate(([0], np.cumsum(bits, dtype=np.int64)))
+    first = np.concatenate(([0], np.flatnonzero(bits) + 1))
+    ends = np.zeros(size, dtype=np.int64)
+    ends[first] = np.concatenate((first[1:] - 1, [size - 1]))
+    return first[gid], ends
+
+
+class RunningSums:
+    """The figures of a chain evaluator's running sums (``risk_sum``, ``xlogx``, ``width_log``)
+    and of a policy's full sums, normalized as ``Evaluator.evaluate`` normalizes them."""
+
+    norm: Normalizers
+    risk_sum: float
+    xlogx: float
+    width_log: float
+
+    def _metrics(self) -> tuple[float, float]:
+        """Normalized (risk, loss) of the running sums."""
+        risk, loss, _ = normalized(self.risk_sum, self.xlogx - self.width_log, self.norm)
+        return risk, loss
+
+    def _exact(self, raw: RawSums) -> tuple[float, float]:
+        """Normalized (risk, loss) of a policy's sums computed in full: ``Evaluator.evaluate``'s figures."""
+        risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
+        return risk, loss
+
+
+class ChainEvaluator(RunningSums):
     """Normalized (risk, loss) of every policy of a chain."""
 
     def __init__(self, lattice: Lattice, fast: FastEvaluator, normalizers: Normalizers) -> None:
@@ -125,11 +155,7 @@ class ChainEvaluator:
         width_log = 0.0
         for q in range(d):
             bits = policy.qi_bits(q)
-            gid = np.concatenate(([0], np.cumsum(bits, dtype=np.int64)))
-            first = np.concatenate(([0], np.flatnonzero(bits) + 1))
-            starts = first[gid]
-            ends = np.zeros(self.sizes[q], dtype=np.int64)
-            ends[first] = np.concatenate((first[1:] - 1, [self.sizes[q] - 1]))
+            starts, ends = intervals(bits, self.sizes[q])
             width_log += float(self.fast.marginals[q] @ np.log(ends[starts] - starts + 1.0))
             self.starts.append(starts.tolist())
             self.ends.append(ends.tolist())
@@ -199,16 +225,6 @@ class ChainEvaluator:
             if len(self.end_sums) > _END_CACHE:
                 del self.end_sums[next(iter(self.end_sums))]
         return raw
-
-    def _metrics(self) -> tuple[float, float]:
-        """Normalized (risk, loss) of the running sums."""
-        risk, loss, _ = normalized(self.risk_sum, self.xlogx - self.width_log, self.norm)
-        return risk, loss
-
-    def _exact(self, raw: RawSums) -> tuple[float, float]:
-        """Normalized (risk, loss) of a policy's sums computed in full: ``Evaluator.evaluate``'s figures."""
-        risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
-        return risk, loss
 
     def _plan(self, flips: list[int], i: int, steps: list[Step]) -> list[Step]:
         """``steps`` (planned before, not done yet: the flips from ``i`` on) extended by the flips

@@ -15,13 +15,14 @@ import numpy as np
 from ..cells import Cells
 from ..lattice import Chain, Lattice
 from ..policy import Policy
+from .chain import RunningSums, intervals
 from .fast import FastEvaluator
-from .metrics import Normalizers, RawSums, normalized
+from .metrics import Normalizers, RawSums
 
 _KEY_LIMIT = 2**62
 
 
-class RekeyChainEvaluator:
+class RekeyChainEvaluator(RunningSums):
     """Normalized (risk, loss) of every policy of a chain, re-keying each step's cells."""
 
     def __init__(self, lattice: Lattice, fast: FastEvaluator, normalizers: Normalizers) -> None:
@@ -50,11 +51,7 @@ class RekeyChainEvaluator:
         self.starts, self.ends = [], []
         for q in range(len(self.sizes)):
             bits = policy.qi_bits(q)
-            gid = np.concatenate(([0], np.cumsum(bits, dtype=np.int64)))
-            first = np.concatenate(([0], np.flatnonzero(bits) + 1))
-            starts = first[gid]
-            ends = np.zeros(int(self.sizes[q]), dtype=np.int64)
-            ends[first] = np.concatenate((first[1:] - 1, [self.sizes[q] - 1]))
+            starts, ends = intervals(bits, int(self.sizes[q]))
             self.starts.append(starts)
             self.ends.append(ends)
         raw = self.fast.raw(policy.recoding())
@@ -63,16 +60,6 @@ class RekeyChainEvaluator:
         self.xlogx = raw.kl_group_sum + self.width_log
         self.risk_sum = raw.risk_sum
         return raw
-
-    def _metrics(self) -> tuple[float, float]:
-        """Normalized (risk, loss) of the running sums."""
-        risk, loss, _ = normalized(self.risk_sum, self.xlogx - self.width_log, self.norm)
-        return risk, loss
-
-    def _exact(self, raw: RawSums) -> tuple[float, float]:
-        """Normalized (risk, loss) of a policy's sums computed in full: ``Evaluator.evaluate``'s figures."""
-        risk, loss, _ = normalized(raw.risk_sum, raw.kl_group_sum, self.norm)
-        return risk, loss
 
     def _terms(self, keys: np.ndarray, counts: np.ndarray, q: int) -> tuple[float, float]:
         """Σ m g^-γ and Σ m ln m over the groups the given cells form (current intervals)."""
