@@ -210,3 +210,19 @@ def run(tmp_path: Path) -> Callable[..., Result]:
         return result
 
     return invoke
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables a load grouped into cells (empty: every cell came from the cache)."""
+    import deid_sql.problem as deid_problem
+
+    seen: list[str] = []
+    original = deid_problem.aggregate
+
+    def counting(backend, spec, domains, table, problems):  # type: ignore[no-untyped-def]
+        seen.append(table.label)
+        return original(backend, spec, domains, table, problems)
+
+    monkeypatch.setattr(deid_problem, "aggregate", counting)
+    return seen

@@ -129,9 +129,32 @@ def open_engine(name: str, folder: Path) -> Engine:
     raise ValueError(name)
 
 
-def engine_fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    engine = open_engine(request.param, tmp_path_factory.mktemp(request.param))
+def opened(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """Engine ``name`` in a folder of its own, closed after its tests (a fixture's body)."""
+    engine = open_engine(name, tmp_path_factory.mktemp(name))
     try:
         yield engine
     finally:
         engine.close()
+
+
+def engine_fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from opened(request.param, tmp_path_factory)
+
+
+def default_spec(engine: Engine) -> Path:
+    """The conftest problem (500 patients, census population) stored in ``engine``, and its spec."""
+    from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _population_table, _source_table
+
+    source = engine.load("patients", _source_table())
+    population = engine.load("census", _population_table())
+    text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
+            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS)
+    path = engine.folder / "spec.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def sorted_rows(table: pa.Table) -> list[tuple[object, ...]]:
+    """A table's rows as tuples in column order, sorted (release rows compared whatever their order)."""
+    return sorted(zip(*(c.to_pylist() for c in table.columns)), key=repr)

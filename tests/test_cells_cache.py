@@ -9,23 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import deid_sql.problem as problem_module
 from deid_sql.cellcache import CellsCache
 from deid_sql.problem import Problem
 from deid_sql.userdirs import cache_dir
-
-
-@pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    original = problem_module.aggregate
-
-    def counting(backend, spec, domains, table, problems):  # type: ignore[no-untyped-def]
-        seen.append(table.label)
-        return original(backend, spec, domains, table, problems)
-
-    monkeypatch.setattr(problem_module, "aggregate", counting)
-    return seen
 
 
 @pytest.fixture

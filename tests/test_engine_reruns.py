@@ -12,11 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import deid_sql.problem as problem_module
 from deid_sql.cellcache import CellsCache
 from deid_sql.problem import Problem
-from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _population_table, _source_table
-from tests.engines import ENGINES, Engine, engine_fixture
+from tests.conftest import _source_table
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -26,27 +25,7 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="module")
 def spec_on(engine: Engine) -> Path:
-    source = engine.load("patients", _source_table())
-    population = engine.load("census", _population_table())
-    text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS)
-    path = engine.folder / "spec.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tables a load grouped into cells (empty: every cell came from the cache)."""
-    seen: list[str] = []
-    original = problem_module.aggregate
-
-    def counting(backend, spec, domains, table, problems):  # type: ignore[no-untyped-def]
-        seen.append(table.label)
-        return original(backend, spec, domains, table, problems)
-
-    monkeypatch.setattr(problem_module, "aggregate", counting)
-    return seen
+    return default_spec(engine)
 
 
 def _change_one_age(engine: Engine, spec: Path) -> None:

@@ -19,7 +19,7 @@ from deid_sql.fixtures.channels import TABLE1
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _population_table, _source_table
-from tests.engines import ENGINES, Engine, engine_fixture
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture
 
 POLICIES = ("bottom", "top", "age:cuts=18,65|zip:top", "age:cuts=10,20,30,40,50,60,70,80,90|race:top",
             "sex:top|zip:cuts=37301")
@@ -32,14 +32,7 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="module")
 def spec_on(engine: Engine) -> Path:
-    """The conftest problem (500 patients, census population) stored in ``engine``."""
-    source = engine.load("patients", _source_table())
-    population = engine.load("census", _population_table())
-    text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS)
-    path = engine.folder / "spec.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return default_spec(engine)
 
 
 @pytest.fixture(scope="module")

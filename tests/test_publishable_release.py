@@ -7,26 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 from deid_sql.problem import Problem
+from tests.engines import read_duckdb, sorted_rows
 
 POLICIES = {"zip3": "zip:digits=3", "decades": "age:every=10|race:top"}
-
-
-def _view(db: Path, name: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return sorted(con.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
-    finally:
-        con.close()
-
-
-def _rows(path: Path) -> list[tuple]:
-    table = pq.read_table(path)
-    return sorted(zip(*(table.column(c).to_pylist() for c in table.column_names)), key=repr)
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -50,7 +37,7 @@ def test_a_publishable_policy_as_view_dbt_model_and_policy_file(project, run, na
     db = folder / "views.duckdb"
     result = run("view", project.spec_path, "--policy", policy, "--db", db, "--name", name)
     assert "gate: passed" in result.stdout
-    assert _view(db, name) == _rows(out)
+    assert sorted_rows(read_duckdb(db, name)) == sorted_rows(pq.read_table(out))
     # a dbt model, its meta naming the policy in words
     result = run("dbt", project.spec_path, "--policy", policy, "--project", folder / "warehouse", "--model", name)
     assert "gate: passed" in result.stdout
@@ -63,4 +50,4 @@ def test_a_publishable_policy_as_view_dbt_model_and_policy_file(project, run, na
     applied = folder / f"{name}-applied.parquet"
     result = run("apply", saved, "--source", project.source_parquet, "--out", applied)
     assert "gate: passed" in result.stdout
-    assert _rows(applied) == _rows(out)
+    assert sorted_rows(pq.read_table(applied)) == sorted_rows(pq.read_table(out))

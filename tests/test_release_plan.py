@@ -18,23 +18,11 @@ from deid_sql.problem import Problem
 from deid_sql.recoding import Recoding
 from deid_sql.release.plan import plan_of
 from deid_sql.suppression import Suppression
+from tests.engines import read_duckdb, sorted_rows
 
 from .test_fulldomain import small_spec
 
 QIS = ("age", "sex", "race", "zip")
-
-
-def _rows(path: Path) -> list[tuple]:
-    table = pq.read_table(path)
-    return sorted(zip(*(table.column(c).to_pylist() for c in table.column_names)), key=repr)
-
-
-def _view_rows(db: Path, name: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return sorted(con.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr)
-    finally:
-        con.close()
 
 
 @pytest.fixture
@@ -62,7 +50,7 @@ def test_a_scattered_level_is_a_recoding_every_release_path_takes(run, spec: Pat
     # the same rows as a view, from a policy file applied to the source, and in a dbt model's SQL
     db = tmp_path / "views.duckdb"
     run("view", spec, "--policy", policy, "--db", db, "--name", "scattered")
-    assert _view_rows(db, "scattered") == _rows(out)
+    assert sorted_rows(read_duckdb(db, "scattered")) == sorted_rows(pq.read_table(out))
     saved = tmp_path / "scattered.json"
     run("policy", "save", spec, "--policy", policy, "--out", saved)
     groups = next(q for q in json.loads(saved.read_text(encoding="utf-8"))["qis"] if q["name"] == "race")["groups"]
@@ -70,7 +58,7 @@ def test_a_scattered_level_is_a_recoding_every_release_path_takes(run, spec: Pat
                                                                  "Black+Other": ["Black", "Other"]}
     applied = tmp_path / "applied.parquet"
     run("apply", saved, "--source", tmp_path / "source.parquet", "--out", applied)
-    assert _rows(applied) == _rows(out)
+    assert sorted_rows(pq.read_table(applied)) == sorted_rows(pq.read_table(out))
     run("dbt", spec, "--policy", policy, "--project", tmp_path / "warehouse")
     model = (tmp_path / "warehouse" / "models" / "source_deid.sql").read_text(encoding="utf-8")
     assert "White+Asian" in model and "Black+Other" in model
@@ -97,16 +85,16 @@ def test_levels_release_the_hierarchies_labels_everywhere(run, spec: Path, tmp_p
     run("materialize", spec, "--levels", optimum, "--out", tmp_path / "same.parquet")
     anonymized = pq.read_table(tmp_path / "anon.parquet")
     assert not any(anonymized.column("deid_suppressed").to_pylist())  # no suppression allowed
-    assert _rows(tmp_path / "same.parquet") == sorted(
+    assert sorted_rows(pq.read_table(tmp_path / "same.parquet")) == sorted(
         zip(*(anonymized.column(c).to_pylist() for c in anonymized.column_names if c != "deid_suppressed")), key=repr)
     db = tmp_path / "views.duckdb"
     run("view", spec, "--levels", levels, "--db", db, "--name", "by_levels")
-    assert _view_rows(db, "by_levels") == _rows(out)
+    assert sorted_rows(read_duckdb(db, "by_levels")) == sorted_rows(pq.read_table(out))
     saved = tmp_path / "levels.json"
     run("policy", "save", spec, "--levels", levels, "--out", saved)
     assert json.loads(saved.read_text(encoding="utf-8"))["levels"] == "age:2|sex:0|race:1|zip:1"
     run("apply", saved, "--source", tmp_path / "source.parquet", "--out", tmp_path / "applied.parquet")
-    assert _rows(tmp_path / "applied.parquet") == _rows(out)
+    assert sorted_rows(pq.read_table(tmp_path / "applied.parquet")) == sorted_rows(pq.read_table(out))
     run("dbt", spec, "--levels", levels, "--project", tmp_path / "warehouse")
     yml = (tmp_path / "warehouse" / "models" / "source_deid.yml").read_text(encoding="utf-8")
     assert "deid_levels" in yml and "age:2|sex:0|race:1|zip:1" in yml
@@ -131,11 +119,11 @@ def test_anonymize_releases_as_file_view_and_policy_file_with_the_same_rows(run,
     args = ("anonymize", spec, "--k", "10", "--suppression", "0.05")
     out, db, saved = tmp_path / "anon.parquet", tmp_path / "views.duckdb", tmp_path / "anon-policy.json"
     run(*args, "--out", out, "--save-policy", saved)
-    rows = _rows(out)
+    rows = sorted_rows(pq.read_table(out))
     flagged = [r for r in rows if r[-1]]
     assert flagged and all(r[:4] == ("*",) * 4 or "*" in r for r in flagged)
     run(*args, "--view", "anon", "--db", db)
-    assert _view_rows(db, "anon") == rows
+    assert sorted_rows(read_duckdb(db, "anon")) == rows
     con = duckdb.connect(str(db), read_only=True)
     try:
         sql = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'anon'").fetchone()[0]
@@ -148,7 +136,7 @@ def test_anonymize_releases_as_file_view_and_policy_file_with_the_same_rows(run,
     applied = tmp_path / "applied.parquet"
     result = run("apply", saved, "--source", tmp_path / "source.parquet", "--out", applied)
     assert "drift check ok" in result.stdout
-    assert _rows(applied) == rows
+    assert sorted_rows(pq.read_table(applied)) == rows
     applied_sidecar = json.loads(Path(f"{applied}.release.json").read_text(encoding="utf-8"))
     anon_sidecar = json.loads(Path(f"{out}.release.json").read_text(encoding="utf-8"))
     for key in ("records", "groups", "k", "suppressed", "expected_reidentifications", "max_record_risk"):
@@ -204,7 +192,7 @@ def test_an_adult_anonymization_becomes_a_view_a_dbt_model_and_a_policy_file(run
     result = run(*args, "--view", "adult_5anon", "--db", db, "--save-policy", saved)
     optimum = result.stdout.split("optimum", 1)[1].split()[0]
     assert "created view adult_5anon" in result.stdout and "gate: passed" in result.stdout
-    rows = _view_rows(db, "adult_5anon")
+    rows = sorted_rows(read_duckdb(db, "adult_5anon"))
     assert len(rows) == 30_162
     suppressed = sum(1 for r in rows if r[-1])
     assert 0 < suppressed <= 0.04 * len(rows)

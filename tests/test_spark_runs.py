@@ -28,7 +28,7 @@ from deid_sql.backends import spark_home
 from deid_sql.errors import BackendError
 from deid_sql.spec import Spec, SpecError
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, _population_table, _source_table
-from tests.engines import Engine, open_engine
+from tests.engines import Engine, opened
 
 # what Spark's JVM prints when it starts, at its default log level
 JVM_LINES = re.compile(r"log4j|Setting default log level|NativeCodeLoader|WARN |incubator modules|sc\.setLogLevel")
@@ -87,11 +87,7 @@ def test_spark_files_go_into_the_folder_and_conf_wins(tmp_path: Path) -> None:
 # -- Spark in this process: the catalog paths -------------------------------------------------------
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    engine = open_engine("spark", tmp_path_factory.mktemp("spark"))
-    try:
-        yield engine
-    finally:
-        engine.close()
+    yield from opened("spark", tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
