@@ -60,31 +60,36 @@ def label_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str 
 
 def label_expr(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Expression, sql_type: str | None,
                outside_label: str = SUPPRESSED) -> exp.Expression:
-    """The generalized value of one QI: its group's label, the value itself as text, or —
-    for a value outside the domain (a file replaced under a view, SQL run on other data) —
-    ``outside_label``, never the raw value nor a group it is not in.
+    """The generalized value of one QI: its group's label, or — for a value outside the domain
+    (a file replaced under a view, SQL run on other data) — ``outside_label``, never the raw
+    value nor a group it is not in.
+
+    What leaves is always text the compiler wrote: a group's label, a category or text ZIP kept
+    as itself as its domain spelling (a literal), an integer or a date as the engine prints the
+    number or day (never the source's text).  Text keys compare byte for byte (``ExactText``),
+    so a column whose collation folds case or accents cannot match ``'FEMALE'`` to ``'female'``.
 
     The guard (``guards.member``) costs one range test or hash probe per row; for categories
-    it is skipped where a group's ``IN`` list already implies membership, so only the values
-    passing through as text are tested.  Otherwise it comes first: an integer, a date, or a ZIP
-    between two domain ZIPs (which satisfies a ``BETWEEN`` yet is in no group).
+    it is skipped when every group is an ``IN`` list, which already implies membership.
+    Otherwise it comes first: an integer, a date, or a ZIP between two domain ZIPs (which
+    satisfies a ``BETWEEN`` yet is in no group).
     """
     key = label_key(qi, domain, column, sql_type)
     outside = exp.Literal.string(outside_label)
     if recoding.n_groups == 1:
         return _case([(member(qi, domain, column, sql_type), exp.Literal.string(recoding.labels[0]))], outside)
-    text = exp.cast(key.copy(), "VARCHAR") if domain.kind in ("integer", "date") else key.copy()
     members = _members(recoding)  # one pass: members(g) per group scans the domain k times
     labels = recoding.labels
+    if implied_by_groups(domain, sql_type):  # categories and text ZIPs: every group by its label
+        whens = [(group_condition(domain, key, members[g]), exp.Literal.string(labels[g]))
+                 for g in range(recoding.n_groups)]
+        if not any(isinstance(cond, exp.Between) for cond, _ in whens):
+            return _case(whens, outside)
+        return _case([(member(qi, domain, column, sql_type), _case(whens, outside))], outside)
+    text = exp.cast(key.copy(), "VARCHAR")  # a number or a day printed by the engine, or a zero-padded ZIP
     wide = [g for g in range(recoding.n_groups)
             if recoding.widths[g] > 1 or labels[g] != domain.text(int(members[g][0]))]
     whens = [(group_condition(domain, key, members[g]), exp.Literal.string(labels[g])) for g in wide]
-    if implied_by_groups(domain, sql_type) and not any(isinstance(cond, exp.Between) for cond, _ in whens):
-        if len(wide) < recoding.n_groups:  # some values pass through as text: only they are tested
-            passing = (np.setdiff1d(np.arange(domain.size), np.concatenate([members[g] for g in wide]))
-                       if wide else None)
-            whens.append((member(qi, domain, column, sql_type, passing), text))
-        return _case(whens, outside)
     return _case([(member(qi, domain, column, sql_type), _case(whens, text) if whens else text)], outside)
 
 
@@ -139,15 +144,14 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
 def uses_label_table(domain: Domain, recoding: QIRecoding, sql_type: str | None) -> bool:
     """Whether a QI's labels come from a joined table of (value, label) rather than a ``CASE``: a
     category (or text ZIP) QI whose groups would otherwise list more than ``IN_LIST`` values in
-    ``IN`` lists — a long literal list slows every engine (PostgreSQL's JIT most), a hash join
-    does not.  Ranges (``BETWEEN``) of ordered domains stay a ``CASE``."""
+    conditions — a long literal list slows every engine (PostgreSQL's JIT most), a hash join
+    does not.  Ranges (``BETWEEN``) of ordered domains stay a ``CASE`` unless more than ``IN_LIST``
+    values are kept as themselves (each needs its own branch, to show the domain's spelling)."""
     if not implied_by_groups(domain, sql_type) or domain.size <= IN_LIST:
         return False
     if _uses_between(domain) and recoding.contiguous:
-        return False
-    identity = recoding.n_groups == domain.size and all(
-        recoding.labels[int(g)] == domain.text(p) for p, g in enumerate(recoding.group_of))
-    return not identity  # the identity shows each value as itself: the guard alone (a VALUES subquery)
+        return int(np.count_nonzero(recoding.widths == 1)) > IN_LIST
+    return True
 
 
 def label_table(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Expression, sql_type: str | None,

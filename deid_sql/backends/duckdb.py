@@ -13,10 +13,10 @@ import duckdb
 import duckdb.sqltypes as sqltypes
 import pyarrow as pa
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel
 
 from ..atomic import clean_stale, place, temporary_sibling
 from ..errors import BackendError, OutputError
+from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish
 
@@ -24,8 +24,8 @@ _counter = itertools.count()
 
 
 def render(query: exp.Expression, dialect: str = "duckdb") -> str:
-    """Expression -> SQL text; a dialect that cannot express a node raises."""
-    return query.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+    """Expression -> SQL text; a dialect that cannot express a node raises (``sqltext.to_sql``)."""
+    return to_sql(query, dialect)
 
 
 def _quoted(name: str) -> exp.Identifier:

@@ -1,0 +1,94 @@
+"""A column's collation cannot widen the domain guard: values leave as the domain spells them.
+
+A DuckDB column declared ``VARCHAR COLLATE NOCASE`` (or ``NOCASE.NOACCENT``) made ``col IN
+('female')`` true for ``'FEMALE'``; the guard let the row through and the release showed the
+source's own text.  Membership is now byte for byte, and a value kept as itself is written from
+the domain, so such a row is outside the domain: refused at load, the outside label in a view or
+in compiled SQL run later.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from deid_sql import Problem
+from deid_sql.cli import cli
+from deid_sql.output import create_view
+
+from .problems import write_small_problem
+
+RELEASE = "\n[release]\nmax_record_risk = 1.0\n"
+
+
+def _collated_source(tmp_path, collation: str) -> tuple[object, object]:
+    """The small problem with its source as a DuckDB table whose text QIs carry ``collation``."""
+    spec = write_small_problem(tmp_path, seed=4)
+    db = tmp_path / "hospital.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(f"CREATE TABLE patients (id BIGINT, age BIGINT, sex VARCHAR COLLATE {collation}, "
+                f"race VARCHAR COLLATE {collation}, zip VARCHAR COLLATE {collation}, dx VARCHAR)")
+    con.execute("INSERT INTO patients SELECT * FROM read_parquet(?)", [str(tmp_path / "source.parquet")])
+    con.close()
+    text = spec.read_text().replace('path = "source.parquet"', 'path = "hospital.duckdb"\ntable = "patients"')
+    spec.write_text(text + RELEASE)
+    return spec, db
+
+
+def _append_spellings(db, collation: str = "NOCASE") -> None:
+    """Rows whose text equals a domain value only under ``collation`` (case; accents too for NOACCENT)."""
+    race = "WHÍTE" if "NOACCENT" in collation else "WHITE"
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO patients VALUES (9001, 20, 'FEMALE', 'White', '37201', 'I10'), "
+                "(9002, 21, 'Female', ?, '37201', 'I10'), (9003, 22, 'male', 'white', '37201', 'J45')", [race])
+    con.close()
+
+
+@pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
+def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collation):
+    spec, db = _collated_source(tmp_path, collation)
+    _append_spellings(db, collation)
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 2, result.output
+    assert "outside the declared domain" in result.output
+    assert "FEMALE" in result.output or "WHÍTE" in result.output or "white" in result.output
+    out = tmp_path / "release.parquet"
+    result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:top", "--out", str(out)])
+    assert result.exit_code == 2 and not out.exists()
+
+
+@pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
+def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
+    spec, db = _collated_source(tmp_path, collation)
+    with Problem.from_spec(spec) as problem:
+        create_view(problem, "age:cuts=10,20", db, "patients_deid")
+    _append_spellings(db, collation)  # the data changes under the view
+    con = duckdb.connect(str(db), read_only=True)
+    sexes = {r[0] for r in con.execute("SELECT DISTINCT sex FROM patients_deid").fetchall()}
+    races = {r[0] for r in con.execute("SELECT DISTINCT race FROM patients_deid").fetchall()}
+    con.close()
+    assert sexes <= {"Female", "Male", "*"} and "*" in sexes
+    assert races <= {"White", "Black", "Asian", "Other", "*"} and "*" in races
+
+
+def test_compiled_sql_on_a_collated_table_releases_only_domain_spellings(tmp_path):
+    spec, db = _collated_source(tmp_path, "NOCASE.NOACCENT")
+    with Problem.from_spec(spec) as problem:
+        sql = problem.compile("age:cuts=10,20|zip:digits=3", dialect="duckdb")
+    _append_spellings(db, "NOCASE.NOACCENT")
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute(sql).fetchall()
+    con.close()
+    released = {v for row in rows for v in row if isinstance(v, str)}
+    assert not released & {"FEMALE", "WHÍTE", "white", "male"}
+    assert sum(1 for row in rows if "*" in row) == 3
+    assert len(rows) == 403
+
+
+def test_kept_values_are_written_from_the_domain(tmp_path):
+    """A value kept as itself is a literal of the compiled query, never the source column's text."""
+    with Problem.from_spec(write_small_problem(tmp_path)) as problem:
+        sql = problem.compile("age:cuts=10,20", dialect="duckdb")
+    assert "THEN 'Female'" in sql and "THEN 'White'" in sql
+    assert 'COLLATE "C"' in sql
