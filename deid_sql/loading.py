@@ -23,6 +23,7 @@ from .errors import BackendError, DataError, SpecError
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
 from .spec import QISpec, Spec, TableRef
+from .sqltext import exact_text
 
 SOURCE_VIEW = "deid_source"
 POPULATION_VIEW = "deid_population"
@@ -394,7 +395,8 @@ def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table
     for i, q in enumerate(spec.qis):
         raw = col(q.column, "t")
         bad = exp.and_(exp.Is(this=exp.column(f"p{i}"), expression=exp.null()))
-        sub = exp.Subquery(this=pos.copy().select(exp.alias_(exp.cast(raw, "VARCHAR"), "raw")),
+        shown_as = exp.cast(exact_text(exp.cast(raw, "VARCHAR")), "VARCHAR")  # each spelling apart
+        sub = exp.Subquery(this=pos.copy().select(exp.alias_(shown_as, "raw")),
                            alias=exp.TableAlias(this=ident("x")))
         summary = (exp.select(exp.alias_(exp.column("raw"), "v"), exp.alias_(exp.func("count", exp.Star()), "n"))
                    .from_(sub).where(bad).group_by("v").order_by(exp.Ordered(this=exp.column("n"), desc=True), "v"))
@@ -416,6 +418,38 @@ def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table
                 f"{q.column!r} are outside the declared domain (e.g. {shown}); widen the domain "
                 f"(min/max or values) or fix the data"
             )
+
+
+def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table) -> list[str]:
+    """One line per text QI column the engine compares under a rule other than its bytes (a
+    case- or accent-folding collation, a blank-padded ``CHAR(n)``; ``Backend.text_collations``):
+    how deid-sql treats it (byte for byte, released in the domain's spelling) and how many rows
+    equal a domain value only under the column's own rule (they are outside the domain)."""
+    names = [q.column for q, d in zip(spec.qis, domains) if d.kind in ("category", "zip")]
+    declared = backend.text_collations(spec.source, names) if names else {}
+    notes = []
+    for i, (q, d) in enumerate(zip(spec.qis, domains)):
+        if q.column not in declared:
+            continue
+        raw = col(q.column, "t")
+        exact = source_key(q, d, raw.copy(), table.columns.get(q.column))
+        rows = [exp.Tuple(expressions=[exp.Literal.string(d.text(p))]) for p in range(d.size)]
+        values = exp.Values(expressions=rows, alias=exp.TableAlias(this=ident(f"deid_spellings_{i}"),
+                                                                  columns=[ident("v")]))
+        def among(key: exp.Expression, values: exp.Values = values) -> exp.Expression:
+            return exp.In(this=key, query=exp.Subquery(this=exp.select(exp.column("v")).from_(values.copy())))
+        loose = exp.cast(raw.copy(), "VARCHAR") if d.kind == "zip" else raw.copy()
+        differs = exp.and_(among(loose), exp.Not(this=exp.func("coalesce", among(exact), exp.false())))
+        query = (exp.select(exp.alias_(exp.func("count", exp.Star()), "n"),
+                            exp.alias_(exp.func("min", exp.cast(exact_text(raw.copy()), "VARCHAR")), "e"))
+                 .from_(exp.alias_(exp.to_table(table.view), "t", table=True)).where(differs))
+        result = backend.execute(query).to_pylist()[0]
+        n, example = int(result["n"] or 0), result["e"]
+        shown = f" (e.g. {example!r})" if n else ""
+        notes.append(f"QI {q.name!r}: column {q.column!r} is {declared[q.column]}; deid-sql compares its text byte "
+                     f"for byte and releases the domain's spelling, so {n:,} row(s) that equal a domain value only "
+                     f"under the column's own rule{shown} are outside the domain")
+    return notes
 
 
 def raise_if(problems: list[str]) -> None:

@@ -41,6 +41,7 @@ from .loading import (
     open_table,
     raise_if,
     resolve_domains,
+    spelling_notes,
 )
 from .policy import Policy
 from .recoding import QIRecoding, Recoding
@@ -75,6 +76,7 @@ class Problem:
         self.fast = Evaluator(self._fast_path, sample, bottom, top)
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
+        self.notes: list[str] = []  # what validate says beside the figures (collated or padded text QIs)
 
     @property
     def source(self) -> exp.Expression:
@@ -176,6 +178,9 @@ class Problem:
         problems += outside_label_problems(spec, domains)
         if problems:
             raise_if(problems + roles)
+        # how a collated or padded text QI is compared: validate's notes, and beside its problems
+        notes = (spelling_notes(backend, spec, [d for d in domains if d is not None], source)
+                 if check_roles and cached is None else [])
         resolved = [d for d in domains if d is not None]
         allowed = allowed_cuts(spec, resolved, hierarchies, problems)  # reported with the data's problems
         if cached is not None and _fits(cached, resolved, population is not None):
@@ -191,7 +196,7 @@ class Problem:
         if spec.population_size is not None and sample_cells is not None and spec.population_size < sample_cells.total:
             problems.append(f"population size {spec.population_size:,} is smaller than the sample "
                             f"({sample_cells.total:,} records); a population holds its sample: fix population size")
-        raise_if(problems + roles)
+        raise_if(problems + ([n for n in notes if " 0 row(s)" not in n] if problems else []) + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
@@ -200,7 +205,9 @@ class Problem:
         def relation() -> exp.Expression:
             return backend.relation(spec.source, text_cols)
 
-        return cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
+        problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
+        problem.notes = notes
+        return problem
 
     def close(self) -> None:
         if self._scratch is not None:

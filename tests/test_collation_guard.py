@@ -52,6 +52,7 @@ def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collati
     result = CliRunner().invoke(cli, ["validate", str(spec)])
     assert result.exit_code == 2, result.output
     assert "outside the declared domain" in result.output
+    assert f"is varchar collate {collation.lower()}; deid-sql compares its text byte for byte" in result.output.lower()
     assert "FEMALE" in result.output or "WHÍTE" in result.output or "white" in result.output
     out = tmp_path / "release.parquet"
     result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:top", "--out", str(out)])
@@ -92,3 +93,54 @@ def test_kept_values_are_written_from_the_domain(tmp_path):
         sql = problem.compile("age:cuts=10,20", dialect="duckdb")
     assert "THEN 'Female'" in sql and "THEN 'White'" in sql
     assert 'COLLATE "C"' in sql
+
+
+def test_validate_names_a_collated_column_of_clean_data(tmp_path):
+    spec, _ = _collated_source(tmp_path, "NOCASE")
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "column 'sex' is varchar collate nocase" in result.output.lower() and "0 row(s)" in result.output
+
+
+def _postgres(tmp_path):
+    from .engines import open_engine
+
+    return open_engine("postgres", tmp_path)
+
+
+def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
+    """A case-insensitive ICU collation (sex) and a blank-padded CHAR(8) (race) in PostgreSQL: validate
+    names both, a view shows the outside label for other spellings, and no padding leaves."""
+    import pyarrow.parquet as pq
+
+    engine = _postgres(tmp_path)
+    try:
+        spec = write_small_problem(tmp_path, seed=4)
+        source = pq.read_table(tmp_path / "source.parquet")
+        engine.load("raw", source)
+        con, schema = engine.backend.con, engine.schema
+        con.execute(f'CREATE COLLATION IF NOT EXISTS "{schema}".ci (provider = icu, locale = \'und-u-ks-level2\', '
+                    "deterministic = false)")
+        con.execute(f'CREATE TABLE "{schema}".patients (id BIGINT, age BIGINT, sex TEXT COLLATE "{schema}".ci, '
+                    f'race CHAR(8), zip TEXT, dx TEXT)')
+        con.execute(f'INSERT INTO "{schema}".patients SELECT * FROM "{schema}".raw')
+        text = spec.read_text().replace('path = "source.parquet"', f'table = "{schema}.patients"')
+        text = text.replace("[source]", engine.header() + "\n[source]", 1) + RELEASE
+        text = text.replace('[population]\npath = "population.parquet"',
+                            f'[population]\n{engine.load("census", pq.read_table(tmp_path / "population.parquet"))}')
+        spec.write_text(text)
+        result = CliRunner().invoke(cli, ["validate", str(spec)])
+        assert result.exit_code == 0, result.output
+        assert "column 'sex' is text COLLATE" in result.output and "column 'race' is character(8)" in result.output
+        view = f"{schema}.patients_deid"
+        result = CliRunner().invoke(cli, ["view", str(spec), "--policy", "age:cuts=10,20", "--name", view])
+        assert result.exit_code == 0, result.output
+        con.execute(f"INSERT INTO \"{schema}\".patients VALUES (9001, 20, 'FEMALE', 'White', '37201', 'I10'), "
+                    f"(9002, 21, 'female', 'White', '37201', 'I10')")
+        rows = con.execute(f'SELECT sex, race, octet_length(race) FROM "{schema}".patients_deid').fetchall()
+        sexes = {r[0] for r in rows}
+        assert sexes == {"Female", "Male", "*"}, sexes
+        assert {r[1] for r in rows} <= {"White", "Black", "Asian", "Other"}
+        assert all(r[2] == len(r[1]) for r in rows)  # the domain's spelling: no blank padding
+    finally:
+        engine.close()

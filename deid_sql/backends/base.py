@@ -86,6 +86,14 @@ class Backend(ABC):
     def columns(self, name: str) -> dict[str, str]:
         """Column name -> SQL type name of a table or view, in order."""
 
+    def text_collations(self, ref: TableRef, names: Sequence[str]) -> dict[str, str]:
+        """The columns among ``names`` of the source ``ref`` whose text the engine compares under a rule
+        other than its bytes — a case- or accent-folding collation, blank-padded ``CHAR(n)`` — each with
+        its declaration (``VARCHAR COLLATE nocase``).  Files have none; engines override this.  The
+        guards compare byte for byte whatever this says (``sqltext.ExactText``); ``validate`` names
+        these columns and counts the rows that differ from their domain spelling."""
+        return {}
+
     @abstractmethod
     def render(self, query: exp.Expression) -> str:
         """SQL text of ``query`` in this engine's dialect (raises on what it cannot express)."""

@@ -12,6 +12,8 @@ from typing import Any
 import duckdb
 import duckdb.sqltypes as sqltypes
 import pyarrow as pa
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from ..atomic import clean_stale, place, temporary_sibling
@@ -139,6 +141,29 @@ class DuckDBBackend(Backend):
             ])
             options.append(exp.EQ(this=exp.column("types"), expression=types))
         return exp.Table(this=exp.Anonymous(this="read_csv", expressions=[path, *options]))
+
+    def text_collations(self, ref: TableRef, names: Sequence[str]) -> dict[str, str]:
+        """DuckDB keeps a column's collation in the table's ``CREATE`` statement (its catalog columns do
+        not show it): parsed here for a table of a DuckDB file; files have no collations."""
+        if ref.format != "duckdb" or ref.path is None or not ref.table:
+            return {}
+        alias = self._attach(ref.path)
+        rows = self._sql("SELECT sql FROM duckdb_tables() WHERE database_name = $db AND table_name = $t",
+                         {"db": alias, "t": ref.table.split(".")[-1].strip('"')}).fetchall()
+        out: dict[str, str] = {}
+        for (sql,) in rows:
+            try:
+                create = sqlglot.parse_one(sql, read="duckdb")
+            except sqlglot.errors.ParseError:
+                continue
+            for column in create.find_all(exp.ColumnDef):
+                for constraint in column.args.get("constraints") or []:
+                    kind = constraint.args.get("kind")
+                    if column.name in names and isinstance(kind, exp.CollateColumnConstraint):
+                        collation = kind.this.sql("duckdb")
+                        if collation.lower().strip('"') not in ("binary", "c", "posix"):
+                            out[column.name] = f"VARCHAR COLLATE {collation}"
+        return out
 
     def create_temp_view(self, name: str, query: exp.Expression) -> None:
         stmt = exp.Create(this=exp.to_table(name), kind="VIEW", replace=True,

@@ -102,6 +102,28 @@ class PostgresBackend(Backend):
                                f"a table (e.g. \\copy) and name it with [source] table = \"schema.table\"")
         return quoted_table(ref.table)
 
+    def text_collations(self, ref: TableRef, names: Sequence[str]) -> dict[str, str]:
+        """Columns with a nondeterministic collation (ICU collations that fold case or accents: a
+        deterministic one breaks ties by bytes, so it cannot equate two spellings) or blank-padded
+        ``character(n)``, from the catalog."""
+        if ref.format != "table" or not ref.table:
+            return {}
+        query = ("SELECT a.attname, format_type(a.atttypid, a.atttypmod), c.collname, c.collisdeterministic "
+                 "FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation "
+                 "WHERE a.attrelid = to_regclass(%(t)s) AND a.attnum > 0 AND NOT a.attisdropped")
+        with self._errors(), self.con.cursor() as cur:
+            cur.execute(query, {"t": self.render(quoted_table(ref.table))})
+            rows = cur.fetchall()
+        out: dict[str, str] = {}
+        for name, type_name, collation, deterministic in rows:
+            if name not in names:
+                continue
+            if collation is not None and deterministic is False:
+                out[name] = f'{type_name} COLLATE "{collation}"'
+            elif str(type_name).startswith("character(") or type_name == "character":
+                out[name] = f"{type_name} (blank-padded)"
+        return out
+
     def create_temp_view(self, name: str, query: exp.Expression) -> None:
         self._run(exp.Create(this=exp.to_table(name), kind="VIEW", replace=True,
                              properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query))

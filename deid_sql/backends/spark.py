@@ -240,6 +240,17 @@ class SparkBackend(Backend):
                            f"DuckDB file — export the table to Parquet (COPY … TO 'x.parquet') and use path = "
                            f"\"x.parquet\", or load it into a Spark table")
 
+    def text_collations(self, ref: TableRef, names: Sequence[str]) -> dict[str, str]:
+        """Spark 4's string collations other than ``UTF8_BINARY`` (``UTF8_LCASE``, ICU ``UNICODE_CI``…)
+        of a catalog table's columns."""
+        if ref.format != "table" or not ref.table:
+            return {}
+        with self._errors():
+            schema = self.session.sql(self.render(exp.select("*").from_(quoted_table(ref.table)).limit(0))).schema
+        return {f.name: f"STRING COLLATE {f.dataType.collation}" for f in schema.fields
+                if f.name in names and isinstance(f.dataType, T.StringType)
+                and getattr(f.dataType, "collation", "UTF8_BINARY") != "UTF8_BINARY"}
+
     def _csv(self, ref: TableRef, text_columns: Mapping[str, bool]) -> str:
         """A temporary view over the CSV file: header row, types inferred (one pass over the file),
         text QI columns read as strings (ZIP ``02134`` stays ``02134``)."""

@@ -65,6 +65,8 @@ def _report_problem(problem: Problem) -> None:
         click.echo("  population sample (group sizes from the sample itself)")
     for q, d in zip(s.qis, problem.domains):
         click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
+    for note in problem.notes:
+        click.echo(f"  text       {note}")
     lattice = problem.lattice
     allowed = (f" ({lattice.free_bits} allowed by the spec's cuts: 2^{lattice.free_bits} policies)"
                if lattice.constrained else "")
