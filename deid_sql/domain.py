@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -279,3 +280,29 @@ def parse_date(value: object, where: str) -> dt.date:
         except ValueError:
             pass
     raise SpecError(f"{where}: {value!r} is not a date; write it as YYYY-MM-DD")
+
+
+_INTEGER_LABEL = re.compile(r"-?\d+(--?\d+)?")
+_DATE_LABEL = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?|\d{4}-\d{4}|\d{4}-\d{2}-\d{2}\.\.\d{4}-\d{2}-\d{2}")
+
+
+def can_label(domain: Domain, text: str) -> bool:
+    """Whether some generalization of ``domain`` could show ``text``: a value, an interval, a set of
+    values, a ZIP prefix, a calendar period.  The outside label must be none of these, or a value
+    outside the domain would be read as a group it is not in (``3****`` for a ZIP outside it).
+    Generous on purpose: an integer or date look-alike out of range is refused too."""
+    if domain.kind == "integer":
+        return _INTEGER_LABEL.fullmatch(text.strip()) is not None
+    if domain.kind == "date":
+        return _DATE_LABEL.fullmatch(text.strip()) is not None
+    values = set(domain.values)  # type: ignore[attr-defined]
+    if text in values or all(part in values for part in split_label(text)):
+        return True
+    if any(text[:i] in values and text[i + 1:] in values for i, c in enumerate(text) if c == "-"):
+        return True
+    if domain.kind == "zip":
+        width = len(domain.values[0])  # type: ignore[attr-defined]
+        prefix = text.rstrip("*")
+        if len(text) == width and prefix != text and (not prefix or any(v.startswith(prefix) for v in values)):
+            return True
+    return False

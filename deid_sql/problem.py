@@ -23,7 +23,7 @@ from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
 from .cuts import allowed_mask
-from .domain import Domain
+from .domain import Domain, can_label
 from .errors import DeidError, OutputError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
@@ -331,14 +331,14 @@ class Problem:
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
         recoding = self.recoding(item)
-        outside = self.spec.release.outside_label
+        outside = self.spec.columns.outside_label
         for q, r in zip(self.spec.qis, recoding.qis):
             if r.n_groups > 1 and outside in r.labels:  # one group (a hierarchy's "*" top) tells nothing apart
                 raise PolicyError(f"QI {q.name}: a group is labelled {outside!r}, the label of values outside the "
-                                  f"domain; set [release] outside_label to a text no group has")
+                                  f"domain; set [columns] outside_label to a text no group has")
         query = generalize(recoding, self.spec.qis, self.domains,
                            source if source is not None else self.source.copy(),
-                           self.columns, suppression, outside_label=self.spec.release.outside_label)
+                           self.columns, suppression, outside_label=self.spec.columns.outside_label)
         if not roles:
             return query
         if persistent:
@@ -472,10 +472,11 @@ def _type_problems(spec: Spec, columns: dict[str, str]) -> list[str]:
 
 
 def outside_label_problems(spec: Spec, domains: list[Domain | None]) -> list[str]:
-    """A category equal to ``[release] outside_label`` would make its records look suppressed (or
-    out-of-domain records look like it): refused, since the release could not tell them apart."""
-    outside = spec.release.outside_label
-    return [f"QI {q.name}: the category {outside!r} is also the label of values outside the domain; "
-            f"set [release] outside_label to a text that is not a category, e.g. \"(outside)\""
-            for q, d in zip(spec.qis, domains)
-            if d is not None and d.kind in ("category", "zip") and outside in d.values]  # type: ignore[attr-defined]
+    """An outside label that some policy could also show for in-domain values (a category, an
+    interval ``45-64``, a ZIP prefix ``3****``, a set ``A|B``) would make out-of-domain records look
+    like members of that group (or the group look suppressed): refused, since the release could
+    not tell them apart."""
+    outside = spec.columns.outside_label
+    return [f"QI {q.name}: the outside label {outside!r} is also a label a policy can show for values of the "
+            f"domain; set [columns] outside_label to a text no group can have, e.g. \"(outside)\""
+            for q, d in zip(spec.qis, domains) if d is not None and can_label(d, outside)]

@@ -67,6 +67,8 @@ drop = ["patient_id"]
 sensitive = ["diagnosis"]
 """
 QI_NAMES = ("age", "sex", "race", "zip")
+# the criterion the test specs release under (no criteria, no release): accepts any figures
+PERMISSIVE_RELEASE = "max_record_risk = 1.0"
 
 
 @functools.cache
@@ -128,9 +130,11 @@ class Project:
 
     def spec_text(self, source: str = "source.csv", population: str | None = "population.parquet",
                   qis: Sequence[str] = DEFAULT_QIS, top: str = "", source_extra: str = "",
-                  population_extra: str = "", count: str = "count", columns: str | None = DEFAULT_COLUMNS) -> str:
+                  population_extra: str = "", count: str = "count", columns: str | None = DEFAULT_COLUMNS,
+                  release: str | None = PERMISSIVE_RELEASE) -> str:
         """Spec TOML; ``population=None`` means ``population = "sample"``; ``columns`` is the
-        ``[columns]`` table (None: none, so the source's non-QI columns have no role)."""
+        ``[columns]`` table (None: none, so the source's non-QI columns have no role); ``release``
+        the ``[release]`` table's body (None: none — every release of the spec is refused)."""
         parts = [top.strip() + "\n" if top.strip() else "", "gamma = 1.0\n"]
         if population is None:
             parts.append('population = "sample"\n')
@@ -141,6 +145,8 @@ class Project:
         parts.extend(qis)
         if columns:
             parts.append(columns)
+        if release:
+            parts.append(f"\n[release]\n{release.strip()}\n")
         return "".join(parts)
 
     @property

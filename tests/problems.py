@@ -13,7 +13,7 @@ ZIPS = ["37201", "37203", "37215", "37301", "37302", "38101"]
 
 
 def write_small_problem(folder: Path, seed: int = 0, rows: int = 400, population: bool = True,
-                        gamma: float = 1.0, max_age: int = 30) -> Path:
+                        gamma: float = 1.0, max_age: int = 30, release: str | None = "max_record_risk = 1.0") -> Path:
     """A source of ``rows`` records over age 0..max_age × sex × race × ZIP, and a census.
 
     The census is drawn independently of the sample, so some groups have fewer
@@ -49,6 +49,8 @@ def write_small_problem(folder: Path, seed: int = 0, rows: int = 400, population
         "[[qi]]", 'name = "zip"', 'kind = "zip"', f"values = {ZIPS!r}".replace("'", '"'), "",
         "[columns]", 'drop = ["id"]', 'sensitive = ["dx"]', "",
     ]
+    if release:  # no criteria, no release: the small problem releases under a permissive one by default
+        spec += ["[release]", release, ""]
     path = folder / "spec.toml"
     path.write_text("\n".join(spec), encoding="utf-8")
     return path

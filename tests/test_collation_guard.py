@@ -24,7 +24,7 @@ RELEASE = "\n[release]\nmax_record_risk = 1.0\n"
 
 def _collated_source(tmp_path, collation: str) -> tuple[object, object]:
     """The small problem with its source as a DuckDB table whose text QIs carry ``collation``."""
-    spec = write_small_problem(tmp_path, seed=4)
+    spec = write_small_problem(tmp_path, seed=4, release=None)
     db = tmp_path / "hospital.duckdb"
     con = duckdb.connect(str(db))
     con.execute(f"CREATE TABLE patients (id BIGINT, age BIGINT, sex VARCHAR COLLATE {collation}, "

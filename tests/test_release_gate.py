@@ -28,7 +28,7 @@ def with_release(project, body: str, name: str = "spec.toml") -> Path:
     """The project's default spec (age and zip with their Safe Harbor roles) with ``[release]`` appended."""
     qis = [q + ('role = "age"\n' if '"age"' in q else 'role = "zip"\n' if '"zip"' in q else "")
            for q in project.DEFAULT_QIS]
-    return project.write_spec(project.spec_text(qis=qis) + f"\n[release]\n{body}\n", name)
+    return project.write_spec(project.spec_text(qis=qis, release=body), name)
 
 
 def one_line(result) -> str:

@@ -289,7 +289,7 @@ def test_demo_ends_by_writing_the_report_of_its_policy(run, tmp_path: Path) -> N
 def test_with_release_criteria_the_verdict_follows_the_gate(run, project) -> None:
     """min_k = 5: a policy with small groups is refused with its report; released anyway with --accept-risk,
     its report says "accepted"; a general enough policy "passed"."""
-    spec = project.write_spec(project.spec_text() + "\n[release]\nmin_k = 5\n", "gated.toml")
+    spec = project.write_spec(project.spec_text(release="min_k = 5"), "gated.toml")
     before = project.files()
     result = run("materialize", spec, "--policy", "age:cuts=18,65", "--out", project.dir / "small.parquet",
                  "--report", project.dir / "small.html", expect=2)

@@ -222,9 +222,8 @@ def echo_release(written: Any, err: bool = False) -> None:
     if verdict.accepted_risk and not verdict.passed:
         echo(f"  gate: FAILED ({'; '.join(verdict.failures)}) — released anyway, reason recorded: "
              f"{verdict.accepted_risk}")
-    elif verdict.declared:
-        echo(f"  gate: passed ({checks})")
     else:
-        echo("  gate: passed (no [release] criteria in the spec: only the original data is refused)")
+        original = " — the original data, accepted by [release] allow_original_data" if verdict.original_data else ""
+        echo(f"  gate: passed ({checks}){original}")
     if written.sidecar:
         echo(f"  sidecar: {written.sidecar}")

@@ -1,8 +1,13 @@
 """The spec's ``[release]`` table: the acceptance criteria every release must meet.
 
-Without the table a release is still gated: it must not be the original data (a policy
-that keeps every boundary of every QI).  With it, each criterion given is checked on the
-figures of what is actually written (``release.figures``).
+No criteria, no release: a spec without a criterion (no table, or a table holding none) is
+refused on every release path, unless ``--accept-risk`` gives a reason.  Each criterion given
+is checked on the figures of what is actually written (``release.figures``).  The original
+data (a release that tells apart every record the source tells apart) is refused whatever the
+criteria say, unless ``allow_original_data = true`` accepts it explicitly.
+
+``outside_label`` is a guard setting, not a criterion: it belongs to ``[columns]``; read here
+for older specs, with a deprecation line.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-RELEASE_KEYS = {"max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than",
-                "outside_label"}
+CRITERIA_KEYS = ("max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than")
+RELEASE_KEYS = {*CRITERIA_KEYS, "allow_original_data", "outside_label"}
+# the starting set a refusal names, to copy into the spec and tune to the data-use agreement
+STARTING_SET = '[release] min_k = 5, max_record_risk = 0.2, no_riskier_than = "safe-harbor"'
 OUTSIDE_LABEL = "*"  # what a value outside the declared domain is released as
 REFERENCES = ("safe-harbor",)
 
@@ -43,8 +50,9 @@ class ReleaseCriteria:
     max_record_risk: float | None = None
     min_k: int | None = None
     no_riskier_than: str | None = None  # "safe-harbor": risk <= Safe Harbor's on the same data
-    outside_label: str = OUTSIDE_LABEL  # the label of QI values outside the declared domain
-    declared: bool = False
+    allow_original_data: bool = False  # the original data may be released (when the criteria pass)
+    outside_label: str | None = None  # deprecated place of [columns] outside_label (None: not given here)
+    declared: bool = False  # at least one criterion is given
 
     def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
         """The limits as figure checks; ``reference_risk`` is Safe Harbor's risk when asked for."""
@@ -66,7 +74,7 @@ class ReleaseCriteria:
         return {"declared": self.declared, "max_risk": self.max_risk,
                 "max_expected_reidentifications": self.max_expected_reidentifications,
                 "max_record_risk": self.max_record_risk, "min_k": self.min_k,
-                "no_riskier_than": self.no_riskier_than, "outside_label": self.outside_label}
+                "no_riskier_than": self.no_riskier_than, "allow_original_data": self.allow_original_data}
 
 
 def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
@@ -99,16 +107,42 @@ def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
             problems.append(f"{where} no_riskier_than = {ref!r} must be one of {', '.join(map(repr, REFERENCES))}")
         else:
             values["no_riskier_than"] = ref
+    if "allow_original_data" in raw:
+        allow = raw["allow_original_data"]
+        if not isinstance(allow, bool):
+            problems.append(f"{where} allow_original_data = {allow!r} must be true or false")
+        else:
+            values["allow_original_data"] = allow
     if "outside_label" in raw:
         label = raw["outside_label"]
-        if not isinstance(label, str) or not label.strip():
-            problems.append(f"{where} outside_label = {label!r} must be a non-empty text, e.g. \"*\" or \"other\"")
-        else:
+        if check_outside_label(label, f"{where} outside_label", problems):
             values["outside_label"] = label
+            deprecated(f"{where} outside_label is a guard setting, not a criterion, and moves to [columns]: write "
+                       f"[columns] outside_label = {label!r} (read from [release] for now)")
     if not raw:
-        problems.append(f"{where} is empty; give at least one of {', '.join(sorted(RELEASE_KEYS))}, "
+        problems.append(f"{where} is empty; give at least one of {', '.join(CRITERIA_KEYS)}, "
                         f"or remove the table")
-    return ReleaseCriteria(**values, declared=True)
+    return ReleaseCriteria(**values, declared=any(key in raw for key in CRITERIA_KEYS))
+
+
+def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
+    """Whether ``label`` may label values outside a domain (a non-empty text); one problem if not."""
+    if not isinstance(label, str) or not label.strip():
+        problems.append(f"{where} = {label!r} must be a non-empty text, e.g. \"*\" or \"(outside)\"")
+        return False
+    return True
+
+
+def deprecated(message: str) -> None:
+    """One line on stderr for a spec form still read but on its way out (once per message)."""
+    import sys
+
+    if message not in _SAID:
+        _SAID.add(message)
+        print(f"deprecated: {message}", file=sys.stderr)
+
+
+_SAID: set[str] = set()
 
 
 def _number(value: Any, where: str, problems: list[str], upper: float | None = None) -> float | None:

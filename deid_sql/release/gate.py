@@ -1,9 +1,12 @@
 """The release gate: one check that every path writing or exposing rows runs before anything is seen.
 
 A release passes when its figures, measured on the rows it releases (``release.figures``),
-meet every criterion of the spec's ``[release]`` table (``release.criteria``); without that
-table the only rule is that the original QIs (a recoding that keeps every value of every
-QI) are not released.  A failed gate raises ``ReleaseRefused`` and the caller writes nothing;
+meet every criterion of the spec's ``[release]`` table (``release.criteria``).  No criteria,
+no release: a spec without one is refused.  The original data is refused whatever the policy
+text looks like: a recoding that keeps every value, or a release whose groups on the actual
+rows are as many as the source's distinct QI combinations (a policy that merges only values
+nobody has tells every record apart as the source does), unless ``allow_original_data``.
+A failed gate raises ``ReleaseRefused`` and the caller writes nothing;
 ``accept_risk`` (the CLI's ``--accept-risk "REASON"``) releases anyway and the reason, the
 figures and the limits go into the sidecar (``release.sidecar``) and are printed.
 """
@@ -24,7 +27,7 @@ from ..errors import PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
 from ..suppression import Suppression
-from .criteria import ReleaseCriteria
+from .criteria import STARTING_SET, ReleaseCriteria
 from .figures import FLAG, Census, ReleaseFigures, measure
 from .plan import ReleasePlan, plan_of
 from .sidecar import (
@@ -66,16 +69,21 @@ class Verdict:
     """The gate's answer: every check, and whether the release may go (passed or accepted)."""
 
     checks: tuple[Check, ...]
-    original_data: bool  # the recoding keeps every QI value (refused without [release])
-    declared: bool  # the spec has a [release] table
+    original_data: bool  # the release tells apart every record the source tells apart
+    declared: bool  # the spec's [release] gives at least one criterion
     accepted_risk: str | None = None
+    allow_original_data: bool = False  # [release] allow_original_data = true
 
     @property
     def failures(self) -> list[str]:
         out = [c.text for c in self.checks if not c.passed]
-        if self.original_data and not self.declared:
-            out.insert(0, "the policy keeps every QI value as it is (the original data) and the spec declares no "
-                          "[release] criteria")
+        if self.original_data and not self.allow_original_data:
+            out.insert(0, "the release tells apart every record the source tells apart (the original data, whatever "
+                          "the policy text says); generalize more, or set [release] allow_original_data = true "
+                          "to accept it")
+        if not self.declared:
+            out.insert(0, f"the spec declares no release criteria: add a starting set such as {STARTING_SET} and "
+                          f"tune it to the data-use agreement")
         return out
 
     @property
@@ -88,8 +96,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.status, "checks": [c.to_dict() for c in self.checks],
-                "original_data": self.original_data, "failures": self.failures,
-                "accepted_risk": self.accepted_risk}
+                "original_data": self.original_data, "allow_original_data": self.allow_original_data,
+                "failures": self.failures, "accepted_risk": self.accepted_risk}
 
 
 @dataclass
@@ -116,6 +124,8 @@ class ReleaseGate:
     accept_risk: str | None = None
     suppression: Suppression | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. drift check of a batch
+    # distinct QI combinations of the source (its cells): a release with as many groups is the original data
+    source_combinations: int | None = None
 
     @classmethod
     def for_problem(cls, problem: Problem, item: ReleasePlan | Policy | Recoding | str, call: str,
@@ -143,7 +153,7 @@ class ReleaseGate:
             population=("sample" if spec.population is None else
                         describe_table(spec, spec.population, problem.population_total, None)),
             call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
-            suppression=suppression)
+            suppression=suppression, source_combinations=len(problem.sample))
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -158,16 +168,19 @@ class ReleaseGate:
                        flag=self.flagged)
 
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
-        """Whether the release keeps every value of every QI: the recoding keeps them all and no
-        record is suppressed (before measuring: no suppression is asked for)."""
+        """Whether the release tells apart every record the source tells apart: the recoding keeps
+        every value of every QI, or — measured — the released groups are as many as the source's
+        distinct QI combinations, none suppressed (before measuring: the recoding alone, and no
+        suppression asked for)."""
         keeps = all(q.n_groups == q.group_of.size for q in self.recoding.qis)
         if figures is not None:
-            return keeps and figures.suppressed == 0
+            distinguishes = self.source_combinations is not None and figures.groups >= self.source_combinations
+            return (keeps or distinguishes) and figures.suppressed == 0
         return keeps and self.suppression is None and not any(r == "flag" for _, r in self.columns)
 
     def precheck(self) -> None:
-        """Refuse before writing what can be refused without the rows: the original data."""
-        if self.original_data() and not self.spec.release.declared and self.accept_risk is None:
+        """Refuse before writing what can be refused without the rows: no criteria, the original data."""
+        if self.accept_risk is None and not self.verdict(None).passed:
             raise ReleaseRefused(self._refusal(self.verdict(None).failures))
 
     def verdict(self, figures: ReleaseFigures | None) -> Verdict:
@@ -177,7 +190,8 @@ class ReleaseGate:
             for c in criteria.criteria(self.reference_risk):
                 value = figures.value(c.figure)
                 checks.append(Check(c.key, c.figure, value, c.limit, c.at_most, c.passes(value), c.describe(value)))
-        return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk)
+        return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
+                       criteria.allow_original_data)
 
     def judge(self, figures: ReleaseFigures) -> Verdict:
         """The verdict on measured figures; raises ``ReleaseRefused`` when it fails unaccepted."""

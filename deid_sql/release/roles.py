@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
 
 LISTS = ("keep", "sensitive", "drop", "pseudonymize")
-COLUMNS_KEYS = set(LISTS) | {"secret_env", "pseudonym", "unlisted"}
+COLUMNS_KEYS = set(LISTS) | {"secret_env", "pseudonym", "unlisted", "outside_label"}
+OUTSIDE_LABEL = "*"  # what a QI value outside its declared domain is released as
 PSEUDONYM_FORMS = ("hex", "integer")
 UNLISTED = ("error", "drop")
 FLAG = "deid_suppressed"  # the suppression flag column some paths append; never a source column's role
@@ -56,6 +57,7 @@ class ColumnRoles:
     secret_env: str | None = None
     pseudonym: str = "hex"
     unlisted: str = "error"
+    outside_label: str = OUTSIDE_LABEL  # the guard's label of a QI value outside its domain
     declared: bool = False
 
     def role(self, name: str) -> str | None:
@@ -189,9 +191,14 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
         problems.append(f"{where} unlisted = {unlisted!r} must be \"error\" (every column needs a role) or \"drop\" "
                         f"(columns listed nowhere are dropped)")
         unlisted = "error"
+    outside_label = raw.get("outside_label", OUTSIDE_LABEL)
+    if not isinstance(outside_label, str) or not outside_label.strip():
+        problems.append(f"{where} outside_label = {outside_label!r} must be a non-empty text, e.g. \"*\" or "
+                        f"\"(outside)\"")
+        outside_label = OUTSIDE_LABEL
     return ColumnRoles(keep=lists["keep"], sensitive=lists["sensitive"], drop=lists["drop"],
                        pseudonymize=lists["pseudonymize"], secret_env=secret_env, pseudonym=str(pseudonym),
-                       unlisted=str(unlisted), declared=True)
+                       unlisted=str(unlisted), outside_label=outside_label, declared=True)
 
 
 def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Backend,

@@ -6,6 +6,7 @@ The core spec names no feature: it hands the raw spec to these parsers when a sp
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..errors import Problems
@@ -20,5 +21,15 @@ def parse_release_section(data: Mapping[str, Any], context: SectionContext, prob
 
 
 def parse_columns_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> dict[str, Any]:
-    """``[columns]``: the role of every non-QI source column (a QI column may not be given one)."""
-    return {"columns": parse_columns(data.get("columns"), problems, list(context.qi_columns))}
+    """``[columns]``: the role of every non-QI source column (a QI column may not be given one), and
+    the guard's ``outside_label`` (still read from ``[release]``, its former place)."""
+    roles = parse_columns(data.get("columns"), problems, list(context.qi_columns))
+    release, columns = data.get("release"), data.get("columns")
+    old = release.get("outside_label") if isinstance(release, dict) else None
+    if isinstance(old, str) and old.strip():
+        if isinstance(columns, dict) and "outside_label" in columns and columns["outside_label"] != old:
+            problems.append(f"[release] outside_label = {old!r} and [columns] outside_label = "
+                            f"{columns['outside_label']!r} disagree; keep the one in [columns]")
+        elif not (isinstance(columns, dict) and "outside_label" in columns):
+            roles = replace(roles, outside_label=old)
+    return {"columns": roles}
