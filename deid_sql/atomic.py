@@ -1,13 +1,19 @@
-"""Atomic file writes: a temporary sibling renamed over the target, or nothing at all.
+"""Atomic file writes: a temporary file renamed over the target, or nothing at all.
 
 Without ``overwrite`` the target is created exclusively: the finished temporary file is hard-linked
 to the target name, which fails if the name exists by then, so of two runs racing to the same new
 file one lands and the other is refused (a plain rename would silently replace the first).
 
-Temporaries are hidden siblings ``.NAME.PID-XXXX.tmp`` (DuckDB may add ``.wal``): the CLI turns
-SIGTERM into an exception so ``finally`` blocks remove them, and a run that was killed outright
-(``kill -9``) leaves them for the next run writing the same target, which removes those whose
-process is gone (``clean_stale``).
+Temporaries are owner-only, since until the gate has judged them they hold rows nobody reviewed:
+they live in a hidden folder ``.deid-sql-tmp/`` beside the target (created 0700, on the same file
+system, so the final rename stays atomic; removed when empty), each created 0600 whatever the
+umask (DuckDB, which creates its database and ``.wal`` itself, builds under umask 077), named
+``NAME.PID-XXXX.tmp``.  The release paths judge the release query before creating any of them
+(``output.write_query``), so a refused release never touches the disk.  The CLI turns SIGTERM into
+an exception so ``finally`` blocks remove them; against ``kill -9`` each temporary is recorded in
+the user's cache folder while it exists (``inflight``: pid, process start time, path), and the next
+deid-sql command of any kind removes those of dead writers wherever they are (``inflight.sweep``);
+the next write to the same target also removes its dead siblings (``clean_stale``).
 """
 
 from __future__ import annotations
@@ -16,61 +22,119 @@ import errno
 import os
 import re
 import secrets
-import tempfile
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import inflight
 from .errors import OutputError
+
+#: the hidden folder beside a target that holds its temporaries
+TMP_FOLDER = ".deid-sql-tmp"
+_RECORDS: dict[Path, Path | None] = {}  # temporary → its record in the cache folder (``inflight``)
 
 
 def _exists_error(path: Path) -> OutputError:
     return OutputError(f"output {path} already exists; pass --overwrite to replace it")
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True
+def temp_folder(path: Path) -> Path:
+    """The owner-only folder for the temporaries of ``path``, created if missing; one that is not a
+    folder of this user's (a link, a file, someone else's) is refused rather than written into."""
+    folder = path.parent / TMP_FOLDER
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        raise OutputError(f"output folder {path.parent} does not exist; create it first") from None
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "geteuid") and info.st_uid != os.geteuid()):
+        raise OutputError(f"{folder} (where deid-sql stages its temporary files) is not a folder of yours; "
+                          f"remove it")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
+    return folder
 
 
 def clean_stale(path: Path) -> list[Path]:
     """Remove the temporaries of ``path`` left by runs that were killed (their pid is no longer
-    alive); return what was removed.  Another live run's temporaries are left alone."""
-    pattern = re.compile(r"\." + re.escape(path.name) + r"\.(\d+)-[^/]*\.(tmp|old)(\.wal)?$")
+    alive) — in the hidden folder, and siblings named the way earlier versions named them; return
+    what was removed.  Another live run's temporaries are left alone."""
+    name = re.escape(path.name)
+    places = [(path.parent / TMP_FOLDER, re.compile(name + r"\.(\d+)-[^/]*\.(tmp|old)(\.wal)?$")),
+              (path.parent, re.compile(r"\." + name + r"\.(\d+)-[^/]*\.(tmp|old)(\.wal)?$"))]
     removed: list[Path] = []
-    try:
-        siblings = list(path.parent.iterdir())
-    except OSError:
-        return removed
-    for sibling in siblings:
-        m = pattern.match(sibling.name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
-            try:
-                sibling.unlink()
-                removed.append(sibling)
-            except OSError:
-                pass
+    for folder, pattern in places:
+        try:
+            found = list(folder.iterdir())
+        except OSError:
+            continue
+        for candidate in found:
+            m = pattern.match(candidate.name)
+            if m and int(m.group(1)) != os.getpid() and not inflight.running(int(m.group(1)), None):
+                try:
+                    candidate.unlink()
+                    removed.append(candidate)
+                except OSError:
+                    pass
     return removed
 
 
 def temporary_sibling(path: Path, suffix: str = ".tmp", create: bool = True) -> Path:
-    """A new hidden sibling of ``path`` named with this process's pid (``clean_stale``); created
-    empty unless ``create`` is False (DuckDB wants to create its database file itself)."""
-    if create:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=suffix, dir=path.parent)
-        os.close(fd)
-        return Path(name)
+    """A new temporary for ``path`` in its hidden folder, named with this process's pid and recorded
+    (``inflight``) until ``discard``; created empty with mode 0600 unless ``create`` is False
+    (DuckDB wants to create its database file itself: build it under ``private_umask``)."""
+    folder = temp_folder(path)
     while True:
-        candidate = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}"
-        if not candidate.exists():
+        candidate = folder / f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}"
+        entry = inflight.record(candidate)  # recorded first: a kill right after creating still finds it
+        if not create:
+            if candidate.exists() or candidate.with_name(candidate.name + ".wal").exists():
+                inflight.forget(entry)
+                continue
+            _RECORDS[candidate] = entry
             return candidate
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            inflight.forget(entry)
+            continue
+        except FileNotFoundError:  # a run that finished removed the (empty) folder meanwhile
+            inflight.forget(entry)
+            folder = temp_folder(path)
+            continue
+        try:
+            os.fchmod(fd, 0o600)  # whatever the umask
+        finally:
+            os.close(fd)
+        _RECORDS[candidate] = entry
+        return candidate
+
+
+def discard(tmp: Path) -> None:
+    """Remove a temporary (if still there: a placed one was renamed), its ``.wal``, its record, and
+    the hidden folder if nothing else is in it."""
+    for p in (tmp, tmp.with_name(tmp.name + ".wal")):
+        p.unlink(missing_ok=True)
+    inflight.forget(_RECORDS.pop(tmp, None))
+    if tmp.parent.name == TMP_FOLDER:
+        try:
+            tmp.parent.rmdir()
+        except OSError:  # another run's temporaries are in it
+            pass
+
+
+@contextmanager
+def private_umask() -> Iterator[None]:
+    """Umask 077 for a block where a library creates files itself (DuckDB's database and ``.wal``),
+    so they are owner-only like every other temporary."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def place(tmp: Path, path: Path, overwrite: bool) -> None:
@@ -110,7 +174,7 @@ def replacing(path: Path, overwrite: bool = False) -> Iterator[Path]:
         yield tmp
         place(tmp, path, overwrite)
     finally:
-        tmp.unlink(missing_ok=True)
+        discard(tmp)
 
 
 def write_text(path: Path, text: str, overwrite: bool = False) -> None:
@@ -138,7 +202,7 @@ def replacing_together(paths: list[Path], overwrite: bool = False) -> Iterator[l
         _swap_in(paths, tmps, overwrite)
     finally:
         for tmp in tmps:
-            tmp.unlink(missing_ok=True)
+            discard(tmp)
 
 
 def _swap_in(paths: list[Path], tmps: list[Path], overwrite: bool = True) -> None:
@@ -157,6 +221,7 @@ def _swap_in(paths: list[Path], tmps: list[Path], overwrite: bool = True) -> Non
             path.unlink(missing_ok=True)
         for path, old in backups:
             os.replace(old, path)
+            discard(old)
         raise
     for _, old in backups:
-        old.unlink(missing_ok=True)
+        discard(old)

@@ -100,8 +100,12 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
                 gate: ReleaseGate | None = None) -> Written:
     """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically,
-    or (``out`` None) to table ``table`` of the engine itself.  With ``gate``, the written rows are
-    measured and judged before they become visible, and the sidecar lands with them."""
+    or (``out`` None) to table ``table`` of the engine itself.
+
+    With ``gate``, the release is judged twice: first the query itself, where the data is, before
+    anything is created (``prejudge``: a refused release never touches the disk, not even as a
+    temporary file), then the written rows before they become visible (a source changed in between
+    is caught there), and the sidecar lands with them."""
     if table is not None:
         check_name(table, "--table")
     if out is None:
@@ -110,10 +114,12 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
         if not table:
             raise OutputError(f"name the table to create in the {spec.backend.engine} engine with --table, "
                               f"or a file with --out")
+        prejudge(backend, query, gate)
         return _write_table(backend, None, table, query, expected, overwrite, gate, spec.backend.engine)
     path = Path(out)
     kind = output_format(path, fmt)
     check_not_input(spec, path)
+    prejudge(backend, query, gate)
     if kind == "duckdb":
         name = table or "deidentified"
         try:
@@ -134,6 +140,15 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
                                                 "format": kind, "rows": rows, "sha256": file_sha256(tmp)})
         tmp_side.write_text(to_json(record), encoding="utf-8")
     return Written(path, kind, rows, figures=figures, verdict=verdict, sidecar=str(side))
+
+
+def prejudge(backend: Backend, query: exp.Select, gate: ReleaseGate | None) -> Verdict | None:
+    """Judge the release query where the data is (one ``GROUP BY``), before any file or table is
+    created: ``ReleaseRefused`` leaves the disk untouched.  The written rows are judged again."""
+    if gate is None:
+        return None
+    with progress.watching("judging the release", backend.progress):
+        return gate.judge(gate.measure(backend.execute, query))
 
 
 def _write_table(backend: Backend, database: Path | None, name: str, query: exp.Select, expected: int,

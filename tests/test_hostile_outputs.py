@@ -260,7 +260,11 @@ def _start_slow_write(project, out: Path, slow: str, command: str = "materialize
 
 
 def _leftovers(folder: Path, out: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{out.name}."))
+    from deid_sql.atomic import TMP_FOLDER
+
+    hidden = folder / TMP_FOLDER
+    found = sorted(p.name for p in hidden.iterdir() if p.name.startswith(f"{out.name}.")) if hidden.exists() else []
+    return found + sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{out.name}."))
 
 
 @pytest.mark.parametrize(("suffix", "slow"), [(".parquet", SLOW_PARQUET), (".duckdb", SLOW_DUCKDB)])

@@ -16,7 +16,7 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
-from ..atomic import clean_stale, place, temporary_sibling
+from ..atomic import clean_stale, discard, place, private_umask, temporary_sibling
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
@@ -349,7 +349,8 @@ class DuckDBBackend(Backend):
 @contextmanager
 def _building(database: Path) -> Iterator[Path]:
     """Where a write into ``database`` goes: the file itself when it exists; a new database is built
-    as a hidden sibling and linked into place only when the block completes, so a killed run leaves
+    in the target's owner-only temporary folder (under umask 077: DuckDB creates the file and its
+    ``.wal`` itself) and linked into place only when the block completes, so a killed run leaves
     no empty database at the target and a racing run cannot be replaced (``atomic.place``)."""
     if database.exists() or not database.parent.exists():  # (a missing folder: _connect says so)
         yield database
@@ -357,11 +358,11 @@ def _building(database: Path) -> Iterator[Path]:
     clean_stale(database)
     work = temporary_sibling(database, create=False)
     try:
-        yield work
+        with private_umask():
+            yield work
         place(work, database, overwrite=False)
     finally:
-        for p in (work, work.with_name(work.name + ".wal")):
-            p.unlink(missing_ok=True)
+        discard(work)
 
 
 def _arrow(result: duckdb.DuckDBPyConnection) -> pa.Table:

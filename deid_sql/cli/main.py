@@ -102,6 +102,11 @@ class _Group(click.Group):
     """The root group; remembers the command line so a release's sidecar can say how to reproduce it."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # every command first removes the temporaries of deid-sql runs that were killed (kill -9, a
+        # power cut), wherever they are, before --help or --version can exit: one scandir when none
+        from ..inflight import announce
+
+        announce()
         set_invocation(args)
         # commands reuse the cells an earlier one stored, unless told not to (--no-cache sets it off)
         use_cell_cache(os.environ.get("DEID_SQL_NO_CACHE", "").strip().lower() in ("", "0", "false", "no"))
