@@ -1,0 +1,115 @@
+"""A record for everything that leaves, and a report that checks it (issue 26, part 4).
+
+``compile --out FILE.sql`` keeps the SQL with its sidecar (through the same gate as every release);
+``report --from-release`` refuses a release that no longer matches its record; a pseudonymized
+column whose text is not the same on every engine (timestamps, floats) is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+POLICY = "age:cuts=18,30,45,65,90|zip:top"
+CRITERIA = "\n[release]\nmax_record_risk = 1.0\n"
+
+
+def one_line_error(result, *words: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+@pytest.fixture
+def spec(project) -> Path:
+    return project.write_spec(project.spec_text() + CRITERIA, "released.toml")
+
+
+# -- compile --out -------------------------------------------------------------------------------
+
+def test_compile_out_writes_the_sql_with_its_record(run, project, spec) -> None:
+    out = project.dir / "release.sql"
+    result = run("compile", spec, "-p", POLICY, "--dialect", "postgres", "--table", "patients", "--out", out)
+    sql = out.read_text(encoding="utf-8")
+    assert sql.rstrip().endswith(";") and "patients" in sql
+    record = json.loads((project.dir / "release.sql.release.json").read_text(encoding="utf-8"))
+    assert record["release"]["kind"] == "sql" and record["release"]["dialect"] == "postgres"
+    assert record["release"]["sha256"] and record["gate"]["verdict"] == "passed"
+    assert record["policy"]["text"].startswith("age:cuts=18,30,45,65,90")
+    assert [c["name"] for c in record["columns"]] == project.released_names
+    assert record["figures"]["records"] == project.source.num_rows
+    assert "release.sql.release.json" in result.stdout
+    # the SQL printed to stdout is the same text
+    printed = run("compile", spec, "-p", POLICY, "--dialect", "postgres", "--table", "patients").stdout
+    assert printed.strip() == sql.strip()
+
+
+def test_compile_out_is_refused_before_reading_when_it_exists(run, project, spec, scans) -> None:
+    out = project.dir / "release.sql"
+    out.write_text("-- mine\n", encoding="utf-8")
+    result = run("compile", spec, "-p", POLICY, "--out", out, expect=2)
+    one_line_error(result, "already exists", "--overwrite")
+    assert scans == [] and out.read_text() == "-- mine\n"
+    assert not (project.dir / "release.sql.release.json").exists()
+    run("compile", spec, "-p", POLICY, "--out", out, "--overwrite")
+    assert (project.dir / "release.sql.release.json").exists()
+
+
+def test_compile_out_refused_by_the_gate_writes_neither_file(run, project) -> None:
+    strict = project.write_spec(project.spec_text() + "\n[release]\nmin_k = 1000\n", "strict.toml")
+    out = project.dir / "release.sql"
+    result = run("compile", strict, "-p", POLICY, "--out", out, expect=2)
+    one_line_error(result, "refused")
+    assert not out.exists() and not (project.dir / "release.sql.release.json").exists()
+
+
+def test_compile_to_stdout_says_that_no_record_was_written(run, spec) -> None:
+    result = run("compile", spec, "-p", POLICY)
+    assert "no record written" in result.stderr and "--out" in result.stderr
+    assert "no record written" not in result.stdout
+
+
+# -- report --from-release checks the release against its record ---------------------------------
+
+def test_report_from_release_refuses_a_file_changed_after_it_was_released(run, project, spec) -> None:
+    release = project.dir / "release.parquet"
+    run("materialize", spec, "-p", POLICY, "--out", release)
+    sidecar = project.dir / "release.parquet.release.json"
+    run("report", spec, "--from-release", sidecar, "--out", project.dir / "ok.html")  # unchanged: reported
+    shutil.copyfile(project.source_parquet, release)  # the raw cohort in place of the release
+    out = project.dir / "later.html"
+    result = run("report", spec, "--from-release", sidecar, "--out", out, expect=2)
+    one_line_error(result, "does not match its record", "sha256", "changed after it was released")
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_report_from_release_checks_compiled_sql(run, project, spec) -> None:
+    out = project.dir / "release.sql"
+    run("compile", spec, "-p", POLICY, "--out", out)
+    out.write_text("SELECT * FROM patients;\n", encoding="utf-8")
+    result = run("report", spec, "--from-release", project.dir / "release.sql.release.json",
+                 "--out", project.dir / "r.html", expect=2)
+    one_line_error(result, "does not match its record")
+
+
+def test_a_table_release_records_its_row_hash_and_report_checks_it(run, project, spec) -> None:
+    db = project.dir / "out.duckdb"
+    run("materialize", spec, "-p", POLICY, "--out", db, "--table", "released")
+    with duckdb.connect(str(db)) as con:
+        text = con.execute("SELECT sidecar FROM released__release").fetchone()[0]
+    record = json.loads(text)
+    assert record["release"]["row_hash"].startswith(f"{project.source.num_rows}:")
+    sidecar = project.dir / "released.release.json"
+    sidecar.write_text(text, encoding="utf-8")
+    run("report", spec, "--from-release", sidecar, "--out", project.dir / "ok.html")
+    with duckdb.connect(str(db)) as con:  # one released value changed, same row count
+        con.execute("UPDATE released SET diagnosis = 'X99' WHERE rowid = 0")
+    out = project.dir / "later.html"
+    result = run("report", spec, "--from-release", sidecar, "--out", out, expect=2)
+    one_line_error(result, "does not match its record", "row hash", "changed after it was released")
+    assert not out.exists()
