@@ -113,3 +113,45 @@ def test_a_table_release_records_its_row_hash_and_report_checks_it(run, project,
     result = run("report", spec, "--from-release", sidecar, "--out", out, expect=2)
     one_line_error(result, "does not match its record", "row hash", "changed after it was released")
     assert not out.exists()
+
+
+# -- pseudonymizing: an allow-list of types whose text is the same on every engine ----------------
+
+SECRET_ENV = "DEID_RECORDS_TEST_SECRET"
+
+
+@pytest.mark.parametrize("sql_type", [
+    "TIMESTAMP_NS", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIME",
+    "INTERVAL", "FLOAT", "DOUBLE", "REAL", "DECIMAL(18,3)", "BLOB",
+    "timestamp without time zone", "timestamp with time zone", "double precision", "numeric", "numeric(10,2)",
+    "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "float", "OID 1186", "VARCHAR[]", "SOME_NEW_TYPE", None])
+def test_types_outside_the_allow_list_are_refused(sql_type: str | None) -> None:
+    from deid_sql.release.pseudonym import type_problems
+
+    problems = type_problems(["id"], {"id": sql_type})
+    assert len(problems) == 1 and "column 'id'" in problems[0] and "drop" in problems[0]
+
+
+@pytest.mark.parametrize("sql_type", ["BIGINT", "integer", "INT8", "VARCHAR", "varchar(20)", "text", "STRING",
+                                      "character varying(8)", "bpchar", "UUID", "DATE", "BOOLEAN", "HUGEINT"])
+def test_whole_numbers_text_uuid_and_dates_are_pseudonymized(sql_type: str) -> None:
+    from deid_sql.release.pseudonym import type_problems
+
+    assert type_problems(["id"], {"id": sql_type}) == []
+
+
+def test_a_timestamp_ns_column_is_refused_for_pseudonymizing(run, project, monkeypatch) -> None:
+    monkeypatch.setenv(SECRET_ENV, "k" * 32)
+    db = project.dir / "hospital.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.register("src", project.source)
+        con.execute("CREATE TABLE patients AS SELECT * REPLACE (TIMESTAMP_NS '2020-01-01 00:00:00' "
+                    "+ patient_id * INTERVAL 1 SECOND AS patient_id) FROM src")
+        assert con.execute("SELECT typeof(patient_id) FROM patients LIMIT 1").fetchone()[0] == "TIMESTAMP_NS"
+    columns = f'\n[columns]\npseudonymize = ["patient_id"]\nsecret_env = "{SECRET_ENV}"\nsensitive = ["diagnosis"]\n'
+    spec = project.spec(source="hospital.duckdb", source_extra='table = "patients"', columns=columns)
+    spec.write_text(spec.read_text() + CRITERIA, encoding="utf-8")
+    out = project.dir / "out.parquet"
+    result = run("materialize", spec, "-p", POLICY, "--out", out, expect=2)
+    one_line_error(result, "'patient_id'", "TIMESTAMP_NS", "drop")
+    assert not out.exists()
