@@ -7,6 +7,7 @@ column whose text is not the same on every engine (timestamps, floats) is refuse
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -155,3 +156,60 @@ def test_a_timestamp_ns_column_is_refused_for_pseudonymizing(run, project, monke
     result = run("materialize", spec, "-p", POLICY, "--out", out, expect=2)
     one_line_error(result, "'patient_id'", "TIMESTAMP_NS", "drop")
     assert not out.exists()
+
+
+# -- channel releases: a view guards itself, and the verdict is the gate's ----------------------------
+
+def _append_rows(csv_path: Path, rows: list[list[str]]) -> None:
+    with open(csv_path, "a", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+
+
+def test_a_channel_view_withholds_rows_of_channels_the_program_never_saw(run, tmp_path) -> None:
+    from deid_sql.fixtures.channels import write_table1
+
+    study = tmp_path / "study"
+    spec = write_table1(study)
+    db = tmp_path / "analysts.duckdb"
+    run("channels", spec, "--view", "v", "--db", db)
+    with duckdb.connect(str(db)) as con:
+        before = sorted(con.execute("SELECT * FROM v").fetchall())
+        all_channel = con.execute("SELECT count(*) FROM v WHERE output_channel = 'all'").fetchone()[0]
+    with open(study / "table1.csv", newline="", encoding="utf-8") as f:
+        grown_channel = {r["name"] for r in csv.DictReader(f) if (r["crp"], r["cholesterol"], r["bp"],
+                                                                   r["glucose"]) == ("N", "N", "N", "N")}
+    # a new input channel (L, L, H, H) with P(Diabetes) = 0.5 > u = 0.25, and four more subjects of
+    # the known channel (N, N, N, N): neither was checked by the program
+    new = [[f"New {i}", "06999", "F", "L", "L", "H", "H", "Diabetes" if i % 2 else "none"] for i in range(4)]
+    grown = [[f"Grown {i}", "06998", "M", "N", "N", "N", "N", "Diabetes"] for i in range(4)]
+    _append_rows(study / "table1.csv", new + grown)
+    with duckdb.connect(str(db)) as con:
+        after = con.execute("SELECT * FROM v").fetchall()
+    assert not any(r[0].startswith(("New ", "Grown ")) for r in after), after
+    # the grown channel is withheld whole; every other subject is released as before
+    assert all_channel == 0
+    assert sorted(after) == [r for r in before if r[0] not in grown_channel] and grown_channel
+
+
+def test_a_channel_release_gets_the_gates_verdict_and_a_failed_check_is_refused(tmp_path, monkeypatch) -> None:
+    from deid_sql.channels import write as channel_write
+    from deid_sql.channels.job import solve
+    from deid_sql.channels.release import ReleaseCheck
+    from deid_sql.errors import ReleaseRefused
+    from deid_sql.fixtures.channels import write_table1
+    from deid_sql.release.gate import Verdict
+
+    spec = write_table1(tmp_path / "study")
+    out = tmp_path / "release.parquet"
+    with solve(spec) as job:
+        channel_write.write_release(job, out=out)
+        record = json.loads((tmp_path / "release.parquet.release.json").read_text(encoding="utf-8"))
+        assert record["gate"]["verdict"] == "passed"
+        assert [c["criterion"] for c in record["gate"]["checks"]] == ["channels.u", "channels.b"]
+        assert isinstance(channel_write.channel_verdict(job.check()), Verdict)
+        failing = ReleaseCheck(rows=15, how="test", worst_u=0.25, worst_b=None, realized_excess=0.25)
+        monkeypatch.setattr(type(job), "check", lambda self: failing)
+        refused_out = tmp_path / "refused.parquet"
+        with pytest.raises(ReleaseRefused, match="channels.u|P\\(v"):
+            channel_write.write_release(job, out=refused_out)
+        assert not refused_out.exists() and not (tmp_path / "refused.parquet.release.json").exists()
