@@ -27,7 +27,7 @@ from .recoding import Recoding
 from .release.figures import ReleaseFigures
 from .release.gate import ReleaseGate, Verdict
 from .release.plan import ReleasePlan, plan_of
-from .release.sidecar import file_sha256, sidecar_path, sidecar_table, to_json
+from .release.sidecar import file_sha256, row_checksum, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
 from .suppression import Suppression
 
@@ -169,6 +169,8 @@ def _write_table_now(backend: Backend, database: Path | None, name: str, query: 
         verdict = gate.judge(figures)
         where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
                  "rows": figures.records}
+        columns = [n for n, _ in gate.columns]  # the row hash a report checks the table against later
+        where |= {"columns": columns, "row_hash": row_checksum(run, backend, target, columns)}
         done.update(figures=figures, verdict=verdict)
         return gate.record_table(name, figures, verdict, where)
 

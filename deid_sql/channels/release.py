@@ -98,7 +98,7 @@ def helper_names(channels: ChannelSpec) -> dict[str, str]:
     """Names of the query's own columns, chosen so no released or source column can shadow them."""
     taken = {*channels.identity, *channels.related, channels.confidential, channels.label_column}
     names: dict[str, str] = {}
-    for base in ["rank", "v", *(f"k{i}" for i in range(len(channels.related)))]:
+    for base in ["rank", "n", "v", *(f"k{i}" for i in range(len(channels.related)))]:
         name, n = f"deid_{base}", 0
         while name in taken:
             n += 1
@@ -111,8 +111,9 @@ def helper_names(channels: ChannelSpec) -> dict[str, str]:
 def release_query(source: exp.Expression, columns: Sequence[str], channels: ChannelSpec, release: ReleasePlan,
                   inputs: InputChannels, seed: int, truth: bool = False) -> exp.Select:
     """``SELECT`` identity columns and the output-channel label (in place of the related columns),
-    one row per source row; ``truth`` adds the true channel and value (for the check only,
-    under ``helper_names``)."""
+    one row per source row of the solved input channels (rows of any other channel, or of a channel
+    whose size changed, are withheld: the guard of a view over a changing source); ``truth`` adds
+    the true channel and value (for the check only, under ``helper_names``)."""
     h = helper_names(channels)
     width = len(channels.related)
     keys = [text_key(c, channels) for c in channels.related]
@@ -123,15 +124,24 @@ def release_query(source: exp.Expression, columns: Sequence[str], channels: Chan
     window = exp.Window(this=exp.RowNumber(), partition_by=keys,
                         order=exp.Order(expressions=[exp.Ordered(this=digest)]
                                         + [exp.Ordered(this=col(c)) for c in channels.identity]))
+    size = exp.Window(this=exp.func("count", exp.Star()), partition_by=[k.copy() for k in keys])
     # only the columns the release needs: a source column can never shadow a helper
     ranked = exp.select(*[col(c) for c in channels.identity],
                         *[exp.alias_(k.copy(), ident(h[f"k{i}"])) for i, k in enumerate(keys)],
                         exp.alias_(value_key(channels), ident(h["v"])),
-                        exp.alias_(window, ident(h["rank"]))).from_(_from(source))
-    values = exp.values([(*inputs.keys[r], lo, hi, release.labels[w]) for r, lo, hi, w in release.ranges],
-                        alias=PLAN, columns=[*(f"k{i}" for i in range(width)), "lo", "hi", "label"])
+                        exp.alias_(window, ident(h["rank"])),
+                        exp.alias_(size, ident(h["n"]))).from_(_from(source))
+    # the guard: a row is released only when its input channel is one the program solved and still
+    # has the subjects it had then; a new input channel (its confidential share never checked) or a
+    # channel whose rows were added or removed since (its ranks no longer follow the plan) is
+    # withheld whole, so a view over a source that changes never releases an unchecked subject
+    sizes = inputs.sizes
+    values = exp.values([(*inputs.keys[r], lo, hi, int(sizes[r]), release.labels[w])
+                         for r, lo, hi, w in release.ranges],
+                        alias=PLAN, columns=[*(f"k{i}" for i in range(width)), "lo", "hi", "n", "label"])
     on = exp.and_(*[exp.EQ(this=col(h[f"k{i}"], RANKED), expression=col(f"k{i}", PLAN)) for i in range(width)],
-                  exp.Between(this=col(h["rank"], RANKED), low=col("lo", PLAN), high=col("hi", PLAN)))
+                  exp.Between(this=col(h["rank"], RANKED), low=col("lo", PLAN), high=col("hi", PLAN)),
+                  exp.EQ(this=col(h["n"], RANKED), expression=col("n", PLAN)))
     projections: list[exp.Expression] = []
     for name in columns:
         if name in channels.identity:

@@ -21,8 +21,9 @@ from sqlglot import exp
 from .. import __version__
 from ..atomic import replacing
 from ..compile import ident
-from ..errors import OutputError
+from ..errors import OutputError, ReleaseRefused
 from ..output import check_not_input, output_format, view_source, write_file
+from ..release.gate import Check, Verdict
 from ..release.sidecar import (
     FORMAT,
     INVOCATION,
@@ -34,6 +35,7 @@ from ..release.sidecar import (
     to_json,
     utc_now,
 )
+from .assignment import RELATIVE
 from .job import ChannelJob
 from .release import ReleaseCheck, composition
 
@@ -92,6 +94,10 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
     name = table or "released"
     _refuse_taken(job, out, kind, name, view, db, report, overwrite)
     checked = job.check()
+    verdict = channel_verdict(checked)
+    if not verdict.passed:  # the check raises first today; the verdict is the gate's word all the same
+        raise ReleaseRefused(f"channel release refused by its check ([channels] of {job.spec.path}): "
+                             f"{'; '.join(verdict.failures)}; nothing was written")
     result = Written(checked)
     comp = composition(job.release, job.inputs)
     where = ({"kind": "file", "name": out.name, "path": str(out.resolve()), "format": kind} if out is not None
@@ -99,7 +105,7 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                                                        "database": str(out.resolve()) if out else "engine"})
     if view is not None:
         where = {"kind": "view", "name": view, "database": str(db.resolve()) if db else "engine"}
-    record = release_record(job, checked, where)
+    record = release_record(job, checked, where, verdict)
     created: list[tuple[Path, str, str]] = []
     with ExitStack() as stack:
         try:
@@ -148,9 +154,28 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
     return result
 
 
-def release_record(job: ChannelJob, checked: ReleaseCheck, where: dict[str, Any]) -> dict[str, Any]:
+def channel_verdict(checked: ReleaseCheck) -> Verdict:
+    """The gate's ``Verdict`` on a channel release: the [channels] thresholds, not [release]'s
+    criteria (a channel release protects the confidential value, not identities).  (6): no value
+    more likely in any output channel than its u_k; (8): the weighted risk at most b (with b);
+    each within the solver's tolerance."""
+    slack = RELATIVE * 10
+    checks = [Check("channels.u", "max P(v|output channel) - u", checked.worst_u, slack, True,
+                    checked.worst_u <= slack,
+                    f"(6) max P(v|output channel) - u {checked.worst_u:.6g} (limit {slack:.3g}: must be <=)")]
+    if checked.worst_b is not None:
+        checks.append(Check("channels.b", "max sum c P(v|output channel) - b", checked.worst_b, slack, True,
+                            checked.worst_b <= slack,
+                            f"(8) max sum c P(v|output channel) - b {checked.worst_b:.6g} (limit {slack:.3g}: "
+                            f"must be <=)"))
+    return Verdict(tuple(checks), original_data=False, declared=True)
+
+
+def release_record(job: ChannelJob, checked: ReleaseCheck, where: dict[str, Any],
+                   verdict: Verdict | None = None) -> dict[str, Any]:
     """The sidecar of a channel release: what left (identity columns and the output-channel
     label; every other column is not released), from what, and the check that it is safe."""
+    verdict = verdict if verdict is not None else channel_verdict(checked)
     settings = job.settings
     roles = []
     for column in job.columns:
@@ -177,10 +202,7 @@ def release_record(job: ChannelJob, checked: ReleaseCheck, where: dict[str, Any]
                  "name": spec.name},
         "source": source, "population": None, "columns": roles,
         "figures": summary(job, checked),
-        "gate": {"criteria": "[channels] thresholds u_k and b (seed 003 eqs. 2-4)", "verdict": "passed",
-                 "checks": [{"criterion": "(6) P(v|output channel) <= u", "value": checked.worst_u, "passed": True},
-                            {"criterion": "(8) sum c P <= b", "value": checked.worst_b, "passed": True}],
-                 "accepted_risk": None},
+        "gate": {"criteria": "[channels] thresholds u_k and b (seed 003 eqs. 2-4)", **verdict.to_dict()},
     }
 
 

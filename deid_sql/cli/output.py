@@ -8,7 +8,9 @@ import click
 
 from ..compile import DIALECTS
 from ..output import compile_release, create_view, materialize, output_format
-from ..targets import release_targets
+from ..records import NO_RECORD, write_compiled
+from ..release.sidecar import sidecar_path
+from ..targets import file, release_targets
 from .options import (
     accept_risk_option,
     echo_release,
@@ -29,28 +31,44 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--dialect", "-d", default="duckdb", show_default=True,
               help=f"Target SQL dialect ({', '.join(DIALECTS)}, or any sqlglot dialect).")
 @click.option("--table", default=None, help="Source table name for non-DuckDB dialects.")
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.sql",
+              help="Write the SQL to FILE.sql with its record FILE.sql.release.json (both or neither) instead "
+                   "of printing it.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file and its record (and --report).")
 @suppress_option
 @accept_risk_option
 @report_option
 @handles_errors
-def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, table: str | None,
-             suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
-    """Print the SELECT that applies a policy, in any SQL dialect.
+def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, table: str | None, out: Path | None,
+             overwrite: bool, suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
+    """Print the SELECT that applies a policy, in any SQL dialect (or write it with --out).
 
     The SQL releases data wherever it runs, so it is judged like a release first: only declared
     columns, values outside a QI's domain as *, and the rows it gives on the spec's data checked
     against the spec's release criteria (what was checked goes to stderr; stdout is only the SQL).
+    With --out FILE.sql the SQL is kept with its record, FILE.sql.release.json (what was compiled,
+    the policy, the columns, the figures on the spec's source, the verdict), as every release is;
+    printed SQL has no record unless --report writes one.
 
     Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
     """
-    with open_problem(spec, targets=release_targets(report=report)) as problem:
+    early = release_targets(report=report, replace=overwrite) + file(out, overwrite, sidecar=True)
+    with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
-        pending = prepare_release_report(problem, plan, report, False, accept_risk,
-                                         f"SQL for {dialect} (printed by compile)")
+        released = f"SQL for {dialect} " + (f"in {out}" if out is not None else "(printed by compile)")
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, released, out)
+        if out is not None:
+            _, judged = write_compiled(problem, plan, out, dialect, table, overwrite, accept_risk=accept_risk)
+            click.echo(f"wrote the SQL for {dialect} to {out}")
+            echo_release(judged)
+            finish_release_report(pending, [out, sidecar_path(out)], figures=judged.figures)
+            return
         sql, judged = compile_release(problem, plan, dialect, table, accept_risk=accept_risk)
         click.echo(sql + ";")
         echo_release(judged, err=True)
         finish_release_report(pending, [], err=True)
+        click.echo(f"record: the report {report} (no sidecar: compile to a file with --out FILE.sql to keep "
+                   f"FILE.sql.release.json beside it)" if report is not None else NO_RECORD, err=True)
 
 
 @click.command(name="materialize")

@@ -21,6 +21,7 @@ from ..errors import OutputError, PolicyError
 from ..output import check_not_input
 from ..problem import Problem
 from ..recoding import Recoding
+from ..records import verify_release
 from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
 from ..report.release_report import ReportInputError, build_report, load_sidecar, policy_from_file
@@ -96,6 +97,7 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         sidecar = None
         if release is not None:
             sidecar = load_sidecar(release, problem)
+            verify_release(sidecar, release, problem.backend)  # the release must still be what it records
             item: ReleasePlan | Recoding | str = release_of_sidecar(problem, sidecar, release)
         elif policy_file is not None:
             item = policy_from_file(policy_file, problem)

@@ -7,9 +7,10 @@ the 64-byte block (hashed first when longer).  ``pads(key)`` gives the two 64-by
 each backend's ``pseudonymize`` writes them as binary literals in the query.
 
 What is hashed: the UTF-8 bytes of the value cast to text by the engine (``CAST(v AS
-VARCHAR/TEXT/STRING)``); NULL stays NULL.  Text and whole numbers have the same text on
-every engine, so they get the same pseudonym everywhere and in every batch; types whose text
-differs between engines (floating point, timestamps) are refused (``type_problems``).
+VARCHAR/TEXT/STRING)``); NULL stays NULL.  Text, whole numbers, UUIDs, dates and booleans have
+the same text on every engine, so they get the same pseudonym everywhere and in every batch; every
+other type (floating point, DECIMAL, timestamps of any precision or zone, TIME, INTERVAL, binary,
+anything new) is refused (``STABLE_TYPES`` is an allow-list; ``type_problems``).
 
 Forms: ``hex`` is the 64 lowercase hex digits; ``integer`` the first 15 hex digits (60 bits)
 as a non-negative BIGINT.
@@ -29,9 +30,22 @@ from collections.abc import Mapping, Sequence
 
 BLOCK = 64  # SHA-256 block size in bytes
 INTEGER_DIGITS = 15  # hex digits of the integer form: 60 bits, always a non-negative BIGINT
-# type names (DuckDB's spelling, which every backend's ``columns`` reports) whose text form is not
-# the same on every engine
-UNSTABLE_TYPES = ("FLOAT", "DOUBLE", "REAL", "TIMESTAMP", "TIME", "INTERVAL")
+# The types whose text (``CAST(v AS VARCHAR/TEXT/STRING)``) is the same on every engine, in every
+# engine's spelling (DuckDB's, which the backends report, and PostgreSQL's and Spark's own): whole
+# numbers, text, UUIDs, dates and booleans.  An allow-list, not a deny-list: a type not named here —
+# floating point and DECIMAL (trailing zeros, exponents), every timestamp, time and interval (precision,
+# time zones, separators), binary (escapes), an engine's type unknown to us — is refused, so a new
+# type is refused until someone has checked that its text agrees everywhere.
+STABLE_TYPES = frozenset({
+    # whole numbers
+    "TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+    "UHUGEINT", "INT1", "INT2", "INT4", "INT8", "SHORT", "LONG", "BYTE", "SIGNED", "SMALLSERIAL", "SERIAL",
+    "BIGSERIAL", "SERIAL2", "SERIAL4", "SERIAL8",
+    # text
+    "VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR", "CHARACTER", "CHARACTER VARYING", "NVARCHAR", "NCHAR",
+    # others with one text form
+    "UUID", "DATE", "BOOLEAN", "BOOL",
+})
 
 
 def pads(key: bytes) -> tuple[bytes, bytes]:
@@ -79,13 +93,26 @@ def pads_by_hand(key: bytes, message: bytes) -> str:
     return hashlib.sha256(outer + hashlib.sha256(inner + message).digest()).hexdigest()
 
 
+def type_name(sql_type: str | None) -> str:
+    """A column type's base name in capitals, without parameters or array brackets' contents:
+    ``varchar(20)`` → ``VARCHAR``, ``character varying(8)`` → ``CHARACTER VARYING``,
+    ``DECIMAL(10,2)`` → ``DECIMAL``, ``timestamp without time zone`` → ``TIMESTAMP WITHOUT TIME ZONE``."""
+    return " ".join(str(sql_type or "").upper().split("(")[0].split())
+
+
+def is_stable_type(sql_type: str | None) -> bool:
+    """Whether values of ``sql_type`` have the same text on every engine (``STABLE_TYPES``)."""
+    return type_name(sql_type) in STABLE_TYPES
+
+
 def type_problems(columns: Sequence[str], types: Mapping[str, str | None], where: str = "source") -> list[str]:
-    """Pseudonymized columns whose type has no engine-independent text (the same identifier
-    would get different pseudonyms on different engines)."""
+    """Pseudonymized columns whose type is not known to have one text on every engine (the same
+    identifier would get different pseudonyms on different engines, or in batches read by another)."""
     out = []
     for name in columns:
-        t = str(types.get(name) or "").upper()
-        if t.split("(")[0].split(" ")[0] in UNSTABLE_TYPES:
-            out.append(f"{where} column {name!r} is {t}, whose text differs between engines, so its pseudonym "
-                       f"would too; store the identifier as text or a whole number, or drop it")
+        t = str(types.get(name) or "unknown type")
+        if not is_stable_type(t):
+            out.append(f"{where} column {name!r} is {t.upper()}, whose text differs between engines (only whole "
+                       f"numbers, text, UUIDs, dates and booleans have one), so its pseudonym would too; store the "
+                       f"identifier as text or a whole number, or list it under drop")
     return out
