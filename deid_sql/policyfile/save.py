@@ -56,7 +56,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
         raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
     if not is_valid_alpha(shift_alpha):
-        raise PolicyError(f"--shift-alpha {shift_alpha} must be between 0 and 1 (a family-wise false-alarm rate, "
+        raise PolicyError(f"--shift-alpha {shift_alpha:g} must be between 0 and 1 (a family-wise false-alarm rate, "
                           f"e.g. 0.001)")
     if fallback is not None and not fallback.strip():
         raise PolicyError("--fallback must be a non-empty label, e.g. 'other'")
