@@ -5,7 +5,8 @@ domain (ordered values, or min/max), the policy's intervals with their labels, t
 schema, a hash that ties both to the spec, the figures at save time (with the release's groups
 and their sizes) and the drift rule (``tolerance.py``: a permutation test against the saved
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
-exact limit it was saved with).  ``PolicyFile.read`` checks all of it and refuses a
+exact limit it was saved with) with the level of the distribution test (``shift.py``; a file
+without it runs that test at the default level).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
 
