@@ -52,7 +52,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "original data needed."),
     "check": ("policy", "check",
                 "Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
-                "re-identifications per record) exceeds the drift limit, 0 when not, 2 for bad input."),
+                "re-identifications per record) exceeds the drift limit or a QI's label shares moved, 0 when not, "
+                "2 for bad input."),
     "report": ("report", "report",
                 "Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin."),
 }

@@ -3,7 +3,8 @@
 - ``save_policy(spec, policy, out)`` writes the policy file (``format.py``: JSON, version 1);
 - ``check_policy(policy_file, source)`` recomputes the risk on the batch and holds it to the
   policy's drift limit (``drift.py``; the default limit is a permutation test against the saved
-  groups, ``tolerance.py``);
+  groups, ``tolerance.py``), and tests each QI's released label shares against the saved ones
+  (``shift.py``: chi-square tests of homogeneity, Holm-corrected);
 - ``apply_policy(policy_file, source, out=… | view=… | out_table=…)`` runs that check, refuses a
   drifted batch (``DriftRefused``) unless ``accept_drift`` gives a reason, and releases the batch
   without the data the policy was chosen on (``apply.py``, over ``batch.py``).  A batch is a file,

@@ -1,6 +1,7 @@
 """``apply_policy``: release a new batch under a saved policy, without the data it was chosen on.
 
-The drift check runs first, on the same connection: a batch that ``check`` would flag is
+The drift check runs first, on the same connection: a batch that ``check`` would flag (its risk
+above the limit, or a QI's label shares moved) is
 refused (``DriftRefused``, exit 1) before anything is written, unless ``accept_drift`` gives the
 reason to release it anyway; the report and the reason come back in ``Applied``.
 """
@@ -74,7 +75,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
         if target is not None and batch.original is not None and target.resolve() == batch.original:
             raise OutputError(f"output {target} is the source the policy was saved on; write elsewhere")
         drift = drift_report(batch)
-        if drift.exceeded and reason is None:
+        if drift.drifted and reason is None:
             raise DriftRefused(drift)
         done = Applied(pf, batch.describe(), batch.records, batch.outside, drift, accepted_drift=reason)
         call = (f"deid_sql.policyfile.apply_policy({str(pf.path)!r}, {str(ref.path or ref.table)!r}, "

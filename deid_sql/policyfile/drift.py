@@ -3,8 +3,10 @@
 ``check_policy`` (and ``apply_policy`` before it writes) measures the batch and holds its
 ``mean_record_risk`` to the limit of the policy file's drift rule (``tolerance.py``: by default
 a permutation test against the saved groups, at most 0.1 % false alarms; an explicit threshold
-is an exact limit), and says what moved: the groups whose record risk rose, and per QI the label
-shares that changed most.
+is an exact limit), tests each QI's released label shares against the saved ones (``shift.py``:
+chi-square tests of homogeneity, Holm-corrected, family-wise level 0.001 by default) — a batch
+drifted when either test fails — and says what moved: the groups whose record risk rose, and per
+QI the label shares that changed most.
 
 ``measure`` computes a release's figures from its generalized groups — the groups an
 analyst sees, counted by one ``GROUP BY`` over the release query itself, so records given
@@ -35,6 +37,8 @@ from ..release.figures import FLAG
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
+from .shift import ShareChange, ShiftResult, label_counts, shift_test
+from .shift import share_changes as qi_share_changes
 from .tolerance import Limit, permutation_limit
 
 POPULATION_VIEW = "deid_batch_population"
@@ -179,25 +183,6 @@ class MovedGroup:
 
 
 @dataclass(frozen=True)
-class ShareChange:
-    """One label of a QI: its share of the records in the saved release and in the batch's."""
-
-    label: str
-    saved: float
-    new: float
-
-    @property
-    def change(self) -> float:
-        return self.new - self.saved
-
-    def describe(self) -> str:
-        return f"{self.label} {self.saved:.1%} → {self.new:.1%}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "saved": self.saved, "new": self.new, "change": self.change}
-
-
-@dataclass(frozen=True)
 class DriftReport:
     """What ``check`` found: saved vs new figures, the limit and verdict, and what moved."""
 
@@ -205,7 +190,7 @@ class DriftReport:
     batch: str
     saved: Figures
     new: Figures
-    exceeded: bool
+    exceeded: bool  # mean_record_risk above the limit (the risk test)
     outside: Outside
     moved: list[MovedGroup] = field(default_factory=list)  # up to SHOWN, largest rise first
     rose: int = 0  # groups whose record risk rose
@@ -215,6 +200,28 @@ class DriftReport:
     limit: Limit | None = None  # None: the policy's threshold, exact
     shares: dict[str, list[ShareChange]] = field(default_factory=dict)  # per QI, largest change first
     groups: Groups | None = field(default=None, repr=False)  # the batch's released groups (the gate's census)
+    shift: ShiftResult | None = None  # the distribution test (None: not run)
+
+    @property
+    def shifted(self) -> bool:
+        """Some QI's released label shares moved (the distribution test)."""
+        return self.shift is not None and self.shift.shifted
+
+    @property
+    def drifted(self) -> bool:
+        """The verdict of the drift gate: the risk test or the distribution test failed."""
+        return self.exceeded or self.shifted
+
+    def why(self) -> str:
+        """What failed, in one line (for apply's refusal and for --accept-drift)."""
+        parts = []
+        if self.exceeded:
+            parts.append(f"{MEASURE} {self.new.mean_record_risk:.6g} of batch {self.batch} exceeds the limit "
+                         f"{self.threshold:.6g} "
+                         f"({self.rule}; saved {self.saved.mean_record_risk:.6g}); moved: {self.moved_briefly()}")
+        if self.shifted and self.shift is not None:
+            parts.append(f"label shares of batch {self.batch} moved: {self.shift.describe()}")
+        return "; ".join(parts) or "no drift"
 
     @property
     def threshold(self) -> float:
@@ -245,6 +252,8 @@ class DriftReport:
             "rule": self.policy.tolerance.rule, "limit": self.limit.to_dict() if self.limit else None,
             "without_tolerance": self.policy.without_tolerance,
             "saved": self.saved.to_dict(), "new": self.new.to_dict(), "exceeded": self.exceeded,
+            "shifted": self.shifted, "drifted": self.drifted,
+            "shift": self.shift.to_dict() if self.shift is not None else None,
             "fallback": self.policy.fallback, "fallback_records": self.outside.records,
             "groups_rose": self.rose, "groups_below_saved_k": self.below_k, "groups_new": self.new_groups,
             "groups_gone": self.gone, "moved": [g.to_dict(names) for g in self.moved],
@@ -260,10 +269,8 @@ class DriftRefused(ReleaseRefused):
     def __init__(self, report: DriftReport) -> None:
         self.report = report
         super().__init__(
-            f"drift: {MEASURE} {report.new.mean_record_risk:.6g} of batch {report.batch} exceeds the limit "
-            f"{report.threshold:.6g} ({report.rule}; saved {report.saved.mean_record_risk:.6g}); moved: "
-            f"{report.moved_briefly()}; nothing was written — run deid-sql check for the details, or pass "
-            f"--accept-drift \"REASON\" to release anyway")
+            f"drift: {report.why()}; nothing was written — run deid-sql check for the "
+            f"details, or pass --accept-drift \"REASON\" to release anyway")
 
 
 def check_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
@@ -288,7 +295,7 @@ def drift_report(batch: Batch, shown: int = SHOWN) -> DriftReport:
     new = measured.figures
     limit, exceeded = judge(pf, new, measured.groups, risk_model(batch.spec, new.population_total))
     report = _compare(pf, batch.describe(), new, measured.groups, exceeded, batch.outside, shown, limit)
-    return replace(report, groups=measured.groups)
+    return replace(report, groups=measured.groups, shift=shift_test(pf.shift, pf.groups, measured.groups))
 
 
 def judge(pf: PolicyFile, new: Figures, groups: Groups, risk: RecordRisk) -> tuple[Limit | None, bool]:
@@ -304,24 +311,15 @@ def judge(pf: PolicyFile, new: Figures, groups: Groups, risk: RecordRisk) -> tup
 
 def label_shares(groups: Groups, qi: int) -> dict[str, float]:
     """Each label's share of the records of a release, for QI number ``qi``."""
-    total = float(groups.records.sum())
-    out: dict[str, float] = {}
-    for labels, m in zip(groups.labels, groups.records):
-        out[labels[qi]] = out.get(labels[qi], 0.0) + float(m)
-    return {label: m / total for label, m in out.items()} if total > 0 else out
+    counts = label_counts(groups, qi)
+    total = float(sum(counts.values()))
+    return {label: m / total for label, m in counts.items()} if total > 0 else {k: 0.0 for k in counts}
 
 
 def share_changes(saved: Groups, new: Groups, count: int = SHARES) -> dict[str, list[ShareChange]]:
     """Per QI, the ``count`` labels whose share of the records changed most (saved → new)."""
-    out = {}
-    for i, name in enumerate(saved.names):
-        before, after = label_shares(saved, i), label_shares(new, i)
-        changes = [ShareChange(label, before.get(label, 0.0), after.get(label, 0.0))
-                   for label in sorted(set(before) | set(after))]
-        changes = [c for c in changes if abs(c.change) > 1e-12]
-        changes.sort(key=lambda c: (-abs(c.change), c.label))
-        out[name] = changes[:count]
-    return out
+    return {name: qi_share_changes(label_counts(saved, i), label_counts(new, i), count)
+            for i, name in enumerate(saved.names)}
 
 
 def _compare(pf: PolicyFile, batch: str, new: Figures, groups: Groups, exceeded: bool, outside: Outside,

@@ -5,7 +5,8 @@ domain (ordered values, or min/max), the policy's intervals with their labels, t
 schema, a hash that ties both to the spec, the figures at save time (with the release's groups
 and their sizes) and the drift rule (``tolerance.py``: a permutation test against the saved
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
-exact limit it was saved with).  ``PolicyFile.read`` checks all of it and refuses a
+exact limit it was saved with) with the level of the distribution test (``shift.py``; a file
+without it runs that test at the default level).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
 
@@ -31,6 +32,7 @@ from ..recoding import QIRecoding, Recoding
 from ..spec import Spec
 from ..suppression import Suppression
 from .groups import Groups
+from .shift import Shift
 from .tolerance import RULES, Tolerance
 
 FORMAT = "deid-sql policy"
@@ -234,6 +236,7 @@ class PolicyFile:
     figures: Figures
     groups: Groups
     tolerance: Tolerance = Tolerance()  # the drift rule; "exact" for --threshold and for files saved before it
+    shift: Shift | None = None  # the distribution test's level; None or not ``saved``: a file saved before it
     source_table: bool = False  # ``source`` names a table of the spec's engine, not a file
     levels: str | None = None  # the level vector's text, when the policy is one (``--levels``, anonymize)
     suppression: Suppression | None = None  # groups suppressed by label (an anonymization's)
@@ -292,7 +295,8 @@ class PolicyFile:
             "metrics": self.metrics,
             "drift": {"measure": MEASURE, "meaning": MEASURE_MEANING, "saved": self.figures.mean_record_risk,
                       "threshold": self.threshold, "threshold_from": self.threshold_from,
-                      **self.tolerance.to_json()},
+                      **self.tolerance.to_json(),
+                      **({"shift": self.shift.to_json()} if self.shift is not None and self.shift.saved else {})},
             "release": {"figures": self.figures.to_dict(), "groups": self.groups.to_json()},
         }
         return _pretty(data) + "\n"
@@ -430,6 +434,10 @@ class _Reader:
             raise self.fail("drift.threshold", "must be > 0")
         threshold_from = self.get(drift, "threshold_from", str, "drift")
         tolerance = self.tolerance(drift, threshold_from)
+        try:
+            shift = Shift.from_json(drift.get("shift"))
+        except ValueError as e:
+            raise self.fail("drift.shift", str(e)) from None
         release = self.get(data, "release", dict, "")
         fallback = self.get(data, "fallback", str, "", optional=True)
         if fallback == "":
@@ -453,7 +461,7 @@ class _Reader:
             metrics=self.get(data, "metrics", dict, ""), threshold=threshold, threshold_from=threshold_from,
             figures=figures,
             groups=self.groups(self.get(release, "groups", dict, "release"), tuple(names)),
-            tolerance=tolerance, source_table=source_table,
+            tolerance=tolerance, shift=shift, source_table=source_table,
             saved_at=str(data.get("saved_at", "")), saved_with=str(data.get("saved_with", "")), path=self.path)
 
     def tolerance(self, drift: dict[str, Any], threshold_from: str) -> Tolerance:

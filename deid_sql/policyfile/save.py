@@ -20,11 +20,13 @@ from ..targets import check_file
 from .batch import declarations, open_batch, spec_for_batch
 from .drift import measure_with_risk
 from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of, spec_sha256
+from .shift import ALPHA, Shift, is_valid_alpha
 from .tolerance import DEFAULT, Tolerance
 
 
 def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, threshold: float | None = None,
-                fallback: str | None = None, overwrite: bool = False, levels: str | None = None) -> PolicyFile:
+                fallback: str | None = None, overwrite: bool = False, levels: str | None = None,
+                shift_alpha: float = ALPHA) -> PolicyFile:
     """Evaluate ``policy`` (a policy text; or the level vector ``levels`` on the spec's hierarchies)
     on the spec's data and write the policy file ``out`` (JSON, atomic).
 
@@ -32,17 +34,19 @@ def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, th
     saved figure plus the tolerance of a permutation test against the saved groups
     (``tolerance.py``), so a batch from the same population passes but a riskier mix does not.
     ``fallback`` labels values of later batches that are outside the saved domains.
+    ``shift_alpha`` is the family-wise level of the distribution test (``shift.py``: a batch whose
+    released label shares moved is refused too).
     """
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
     target = Path(out)
     check_file(parsed, target, overwrite)  # before loading anything
     with Problem.from_spec(parsed) as problem:
         return save_policy_file(problem, plan_of(problem, policy, levels=levels), target, threshold, fallback,
-                                overwrite)
+                                overwrite, shift_alpha)
 
 
 def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, threshold: float | None = None,
-                     fallback: str | None = None, overwrite: bool = False) -> PolicyFile:
+                     fallback: str | None = None, overwrite: bool = False, shift_alpha: float = ALPHA) -> PolicyFile:
     """Freeze ``plan`` (any recoding, with its suppressed groups) of a loaded problem in the policy
     file ``out``: what ``save_policy`` writes, for a caller that has the problem open already
     (``anonymize --save-policy``)."""
@@ -51,6 +55,9 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     check_file(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
         raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
+    if not is_valid_alpha(shift_alpha):
+        raise PolicyError(f"--shift-alpha {shift_alpha:g} must be between 0 and 1 (a family-wise false-alarm rate, "
+                          f"e.g. 0.001)")
     if fallback is not None and not fallback.strip():
         raise PolicyError("--fallback must be a non-empty label, e.g. 'other'")
     if plan.suppression is not None and plan.suppression.below is not None:
@@ -87,7 +94,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     saved = replace(draft, spec_sha256=_hash(draft, parsed), figures=figures, groups=measured.groups,
                     threshold=figures.mean_record_risk if threshold is None else float(threshold),
                     threshold_from="saved figure" if threshold is None else "set at save",
-                    tolerance=DEFAULT if threshold is None else Tolerance())
+                    tolerance=DEFAULT if threshold is None else Tolerance(), shift=Shift(float(shift_alpha)))
     write_text(target, saved.to_json(target.parent), overwrite)
     return saved
 
