@@ -428,18 +428,17 @@ def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain], tabl
     names = [q.column for q, d in zip(spec.qis, domains) if d.kind in ("category", "zip")]
     declared = backend.text_collations(spec.source, names) if names else {}
     notes = []
-    for i, (q, d) in enumerate(zip(spec.qis, domains)):
+    for q, d in zip(spec.qis, domains):
         if q.column not in declared:
             continue
         raw = col(q.column, "t")
         exact = source_key(q, d, raw.copy(), table.columns.get(q.column))
-        rows = [exp.Tuple(expressions=[exp.Literal.string(d.text(p))]) for p in range(d.size)]
-        values = exp.Values(expressions=rows, alias=exp.TableAlias(this=ident(f"deid_spellings_{i}"),
-                                                                  columns=[ident("v")]))
-        def among(key: exp.Expression, values: exp.Values = values) -> exp.Expression:
-            return exp.In(this=key, query=exp.Subquery(this=exp.select(exp.column("v")).from_(values.copy())))
+        texts = [exp.Literal.string(d.text(p)) for p in range(d.size)]
         loose = exp.cast(raw.copy(), "VARCHAR") if d.kind == "zip" else raw.copy()
-        differs = exp.and_(among(loose), exp.Not(this=exp.func("coalesce", among(exact), exp.false())))
+        # literal lists, compared under the column's own collation (a VALUES column would carry a
+        # collation of its own, which Spark refuses to mix with the column's)
+        differs = exp.and_(exp.In(this=loose, expressions=[t.copy() for t in texts]),
+                           exp.Not(this=exp.func("coalesce", exp.In(this=exact, expressions=texts), exp.false())))
         query = (exp.select(exp.alias_(exp.func("count", exp.Star()), "n"),
                             exp.alias_(exp.func("min", exp.cast(exact_text(raw.copy()), "VARCHAR")), "e"))
                  .from_(exp.alias_(exp.to_table(table.view), "t", table=True)).where(differs))

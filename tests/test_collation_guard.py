@@ -115,7 +115,7 @@ def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
 
     engine = _postgres(tmp_path)
     try:
-        spec = write_small_problem(tmp_path, seed=4)
+        spec = write_small_problem(tmp_path, seed=4, release=None)
         source = pq.read_table(tmp_path / "source.parquet")
         engine.load("raw", source)
         con, schema = engine.backend.con, engine.schema
@@ -142,5 +142,38 @@ def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
         assert sexes == {"Female", "Male", "*"}, sexes
         assert {r[1] for r in rows} <= {"White", "Black", "Asian", "Other"}
         assert all(r[2] == len(r[1]) for r in rows)  # the domain's spelling: no blank padding
+    finally:
+        engine.close()
+
+
+def test_spark_utf8_lcase_collation(tmp_path):
+    """Spark 4's case-insensitive ``UTF8_LCASE``: validate names it, and compiled SQL run on the table
+    after other spellings arrive shows the outside label for them."""
+    import pyarrow.parquet as pq
+
+    from .engines import open_engine
+
+    engine = open_engine("spark", tmp_path)
+    try:
+        spec = write_small_problem(tmp_path, seed=4, release=None)
+        engine.load("raw", pq.read_table(tmp_path / "source.parquet"))
+        db, session = engine.database, engine.backend.session
+        session.sql(f"CREATE TABLE `{db}`.patients (id BIGINT, age BIGINT, sex STRING COLLATE UTF8_LCASE, "
+                    f"race STRING COLLATE UTF8_LCASE, zip STRING, dx STRING)")
+        session.sql(f"INSERT INTO `{db}`.patients SELECT * FROM `{db}`.raw")
+        census = engine.load("census", pq.read_table(tmp_path / "population.parquet"))
+        text = (spec.read_text().replace('path = "source.parquet"', f'table = "{db}.patients"')
+                .replace('[population]\npath = "population.parquet"', f"[population]\n{census}"))
+        spec.write_text(text.replace("[source]", engine.header() + "\n[source]", 1) + RELEASE)
+        result = CliRunner().invoke(cli, ["validate", str(spec)])
+        assert result.exit_code == 0, result.output
+        assert "column 'sex' is STRING COLLATE UTF8_LCASE" in result.output
+        with Problem.from_spec(spec) as problem:
+            sql = problem.compile("age:cuts=10,20", dialect="spark", table=f"{db}.patients")
+        session.sql(f"INSERT INTO `{db}`.patients VALUES (9001, 20, 'FEMALE', 'White', '37201', 'I10'), "
+                    f"(9002, 21, 'Female', 'WHITE', '37201', 'I10')")
+        rows = session.sql(sql).collect()
+        assert {r["sex"] for r in rows} == {"Female", "Male", "*"}
+        assert "WHITE" not in {r["race"] for r in rows} and "*" in {r["race"] for r in rows}
     finally:
         engine.close()

@@ -68,7 +68,6 @@ VERDICT_WORDS = {
     "passed": "Passed: every criterion of the release gate holds",
     "failed": "Failed: at least one criterion of the release gate does not hold",
     "accepted": "Accepted: a criterion does not hold; the risk was accepted with a written reason",
-    "no criteria": "No criteria: the spec sets no release criteria, so nothing was judged",
 }
 
 

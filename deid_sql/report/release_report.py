@@ -293,10 +293,11 @@ def _headline(f: dict[str, Any], verdict: Verdict, status: str) -> list[str]:
         out.append(f"{n:,} record{' is' if n == 1 else 's are'} unique in the release (k = {f['k']})")
     if f["suppressed"]:
         out.append(f"{f['suppressed']:,} records suppressed")
+    if verdict.original_data:
+        out.append("this release tells apart every record the source tells apart: it is the original data"
+                   + (", accepted by [release] allow_original_data" if verdict.allow_original_data else ""))
     if status == "passed":
         out.append(f"meets every release criterion of the spec ({len(verdict.checks)} checked)")
-    elif status == "no criteria":
-        out.append("the spec declares no [release] criteria; the figures above are the whole judgement")
     else:
         out.append("fails the release gate: " + "; ".join(verdict.failures))
         if status == "accepted":
