@@ -142,14 +142,15 @@ def engine_fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     yield from opened(request.param, tmp_path_factory)
 
 
-def default_spec(engine: Engine) -> Path:
-    """The conftest problem (500 patients, census population) stored in ``engine``, and its spec."""
+def default_spec(engine: Engine, release: str | None = None) -> Path:
+    """The conftest problem (500 patients, census population) stored in ``engine``, and its spec;
+    ``release`` the ``[release]`` table's body (None: the permissive ``PERMISSIVE_RELEASE``)."""
     from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 
     source = engine.load("patients", _source_table())
     population = engine.load("census", _population_table())
     text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS + f"\n[release]\n{PERMISSIVE_RELEASE}\n")
+            + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS + f"\n[release]\n{release or PERMISSIVE_RELEASE}\n")
     path = engine.folder / "spec.toml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -26,7 +26,7 @@ from deid_sql.spec import Spec
 from . import adversary_reference as reference
 from .problems import write_small_problem
 from .reference import small_problem_cells
-from .test_fulldomain import small_spec
+from .test_fulldomain import RELEASE, small_spec
 
 NON_MONOTONE = ["h1 = 0.5", "max_penalties = 2", "penalty = 1000"]
 
@@ -192,7 +192,7 @@ def test_anonymize_average_adversary_risk(tmp_path):
     recoding with the evaluator's groups, without its suppressed records."""
     from deid_sql.anonymize import anonymize, privacy_models
 
-    spec = small_spec(tmp_path, population=True)
+    spec = small_spec(tmp_path, population=True, release=RELEASE)
     out = tmp_path / "release.parquet"
     _run("anonymize", spec, "--risk", "0.2", "--risk-model", "adversary", "--suppression", "0.1", "--out", out)
     rows = pq.read_table(out).to_pylist()

@@ -218,7 +218,8 @@ def test_jinja_and_quotes_in_values_survive(tmp_path) -> None:
     con.close()
     spec = tmp_path / "spec.toml"
     spec.write_text('population = "sample"\n[source]\npath = "h.duckdb"\ntable = "t"\n[[qi]]\nname = "ward"\n'
-                    f'kind = "category"\nvalues = {json.dumps(wards)}\n[columns]\ndrop = ["id"]\n', encoding="utf-8")
+                    f'kind = "category"\nvalues = {json.dumps(wards)}\n[columns]\ndrop = ["id"]\n'
+                    '[release]\nmax_record_risk = 1.0\n', encoding="utf-8")
     out = tmp_path / "p"
     with Problem.from_spec(spec) as problem:
         write_dbt(problem, "ward:101", out, dialect="spark")  # "it's {% x %}" and "plain" in one group

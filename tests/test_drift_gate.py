@@ -29,12 +29,13 @@ from deid_sql.policyfile import (
 )
 from deid_sql.policyfile.drift import judge
 from deid_sql.policyfile.tolerance import PERMUTATIONS, permutation_limit
-from tests.conftest import DEFAULT_QIS, _population_table, _source_table
+from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import Engine, engine_fixture
 
 from .test_policy_file import POLICY, batch, one_error_line, save, with_column
 
 COLUMNS = '\n[columns]\ndrop = ["patient_id"]\nsensitive = ["diagnosis"]\n'
+RELEASE = f"\n[release]\n{PERMISSIVE_RELEASE}\n"  # no criteria, no release: a permissive one
 
 
 def kids(n: int = 300, seed: int = 8) -> pa.Table:
@@ -274,7 +275,7 @@ def study(engine: Engine) -> Path:
     bad = batch(seed=9, n=50)
     engine.load("bad", with_column(bad, "zip", ["99999"] + bad.column("zip").to_pylist()[1:]))
     text = (engine.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-            + "".join(DEFAULT_QIS) + COLUMNS)
+            + "".join(DEFAULT_QIS) + COLUMNS + RELEASE)
     path = engine.folder / "spec.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -290,7 +291,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[PolicyFile, Pat
     pq.write_table(kids(), folder / "kids.parquet")
     spec = folder / "spec.toml"
     spec.write_text('gamma = 1.0\n[source]\npath = "patients.parquet"\n\n[population]\npath = "census.parquet"\n'
-                    'count = "count"\n' + "".join(DEFAULT_QIS) + COLUMNS, encoding="utf-8")
+                    'count = "count"\n' + "".join(DEFAULT_QIS) + COLUMNS + RELEASE, encoding="utf-8")
     return save_policy(spec, POLICY, folder / "policy.json"), folder
 
 

@@ -15,7 +15,7 @@ from sqlglot import exp
 from deid_sql.errors import BackendError, DataError, DeidError, OutputError
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
-from tests.conftest import DEFAULT_QIS, _source_table
+from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
 from tests.engines import Engine, opened
 
 
@@ -27,7 +27,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 def _spec(engine: Engine, folder: Path, body: str, name: str = "spec.toml") -> Path:
     path = folder / name
     path.write_text('population = "sample"\n' + engine.header() + f"\n[source]\n{body}\n" + "".join(DEFAULT_QIS)
-                    + '\n[columns]\ndrop = ["patient_id"]\nsensitive = ["diagnosis"]\n', encoding="utf-8")
+                    + '\n[columns]\ndrop = ["patient_id"]\nsensitive = ["diagnosis"]\n'
+                    + f"\n[release]\n{PERMISSIVE_RELEASE}\n", encoding="utf-8")
     return path
 
 

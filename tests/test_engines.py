@@ -18,7 +18,7 @@ from deid_sql.errors import DeidError
 from deid_sql.fixtures.channels import TABLE1
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
-from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _population_table, _source_table
+from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import ENGINES, Engine, default_spec, engine_fixture
 
 POLICIES = ("bottom", "top", "age:cuts=18,65|zip:top", "age:cuts=10,20,30,40,50,60,70,80,90|race:top",
@@ -43,7 +43,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Problem]:
     pq.write_table(_population_table(), folder / "census.parquet")
     spec = folder / "spec.toml"
     spec.write_text('[source]\npath = "patients.parquet"\n\n[population]\npath = "census.parquet"\ncount = "count"\n'
-                    + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS, encoding="utf-8")
+                    + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS + f"\n[release]\n{PERMISSIVE_RELEASE}\n", encoding="utf-8")
     with Problem.from_spec(spec) as problem:
         yield problem
 

@@ -47,13 +47,17 @@ QUALITIES = (Loss, NonUniformEntropy, Discernibility, KL)
 # -------------------------------------------------------------------------------------------
 # problems
 # -------------------------------------------------------------------------------------------
-def adult_spec(folder: Path, attributes: Sequence[str] = ADULT_ATTRIBUTES) -> Path:
-    """A spec over the shared Adult files (skips the test when they are absent)."""
+def adult_spec(folder: Path, attributes: Sequence[str] = ADULT_ATTRIBUTES, release: str | None = None) -> Path:
+    """A spec over the shared Adult files (skips the test when they are absent); ``release`` the
+    ``[release]`` table's body (None: none, so every release of the spec is refused)."""
     if not (ADULT / "adult.csv").exists():
         pytest.skip("the shared Adult data set is not available")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "adult.toml"
-    path.write_text(adult_hierarchy_spec(ADULT, attributes), encoding="utf-8")
+    text = adult_hierarchy_spec(ADULT, attributes)
+    if release:
+        text += f"\n[release]\n{release}\n"
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -65,9 +69,15 @@ SMALL_HIERARCHIES = {
 }
 
 
-def small_spec(folder: Path, population: bool = False, seed: int = 5, rows: int = 400) -> Path:
+# a criterion that accepts any figures, for tests that release small_spec's data (no criteria, no release)
+RELEASE = "max_record_risk = 1.0"
+
+
+def small_spec(folder: Path, population: bool = False, seed: int = 5, rows: int = 400,
+               release: str | None = None) -> Path:
     """write_small_problem's data (age 0..30, sex, race, zip; dx) with hierarchies for age,
-    race and zip; sex has none (levels: kept, *)."""
+    race and zip; sex has none (levels: kept, *).  ``release`` is the ``[release]`` table's body
+    (None: none, so every release of the spec is refused; ``RELEASE`` a permissive criterion)."""
     write_small_problem(folder, seed=seed, rows=rows, population=population)
     for name, text in SMALL_HIERARCHIES.items():
         (folder / f"{name}.csv").write_text(text, encoding="utf-8")
@@ -80,6 +90,8 @@ def small_spec(folder: Path, population: bool = False, seed: int = 5, rows: int 
               "[[qi]]", 'name = "race"', 'kind = "category"', 'values_from = "hierarchy"', 'hierarchy = "race.csv"', "",
               "[[qi]]", 'name = "zip"', 'kind = "zip"', 'values_from = "hierarchy"', 'hierarchy = "zip.csv"', "",
               "[columns]", 'drop = ["id"]', 'sensitive = ["dx"]', ""]
+    if release:
+        lines += ["[release]", release, ""]
     path = folder / "spec.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

@@ -29,8 +29,9 @@ from deid_sql.errors import ReleaseRefused
 
 RUN_CLI = "import sys\nfrom deid_sql.cli import main\nsys.argv = ['deid-sql', *sys.argv[1:]]\nmain()\n"
 ROWS = 3_000_000
-REFUSING = "[release]\nmin_k = 100000000\n"  # bottom's groups hold ~12,000 rows each: refused
-ACCEPTING = "[release]\nmax_record_risk = 1.0\n"
+# [release] bodies; the refused runs generalize (bottom would be refused as the original data before min_k)
+REFUSING = "min_k = 100000000"  # no group holds that many rows: refused
+ACCEPTING = "max_record_risk = 1.0"
 
 
 def _big_project(folder: Path, release: str) -> Path:
@@ -49,7 +50,7 @@ def _big_project(folder: Path, release: str) -> Path:
     spec.write_text('gamma = 1.0\npopulation = "sample"\n\n[source]\npath = "big.parquet"\n\n'
                     '[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\n\n'
                     '[[qi]]\nname = "sex"\nkind = "category"\nvalues = ["F", "M"]\n\n'
-                    '[columns]\nkeep = ["id", "a", "b", "c"]\n\n' + release, encoding="utf-8")
+                    '[columns]\nkeep = ["id", "a", "b", "c"]\n\n[release]\n' + release + "\n", encoding="utf-8")
     return spec
 
 
@@ -76,7 +77,8 @@ def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
     spec = _big_project(tmp_path / "study", REFUSING)
     out = spec.parent / "raw.parquet"
     before = sorted(p.name for p in spec.parent.iterdir())
-    proc = _start(["materialize", str(spec), "--policy", "bottom", "--out", str(out)], spec.parent, tmp_path / "cache")
+    proc = _start(["materialize", str(spec), "--policy", "age:cuts=30,60,90", "--out", str(out)], spec.parent,
+                  tmp_path / "cache")
     seen: set[str] = set()
     deadline = time.monotonic() + 300
     while proc.poll() is None:
@@ -85,7 +87,7 @@ def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
         time.sleep(0.002)
     _, err = proc.communicate()
     assert proc.returncode == 2, err
-    assert "release refused by the gate" in err and "nothing was written" in err
+    assert "release refused by the gate" in err and "min_k" in err and "nothing was written" in err
     assert seen == set(), f"created during a refused run: {seen}"
     assert sorted(p.name for p in spec.parent.iterdir()) == before
 
@@ -201,7 +203,7 @@ def untouched(monkeypatch):  # noqa: ANN201
 
 
 def _refusing_spec(project) -> Path:  # noqa: ANN001
-    return project.write_spec(project.spec_text(source="source.parquet") + REFUSING, "refusing.toml")
+    return project.spec("refusing.toml", source="source.parquet", release=REFUSING)
 
 
 @pytest.mark.parametrize("target", ["r.parquet", "r.csv", "r.duckdb", "existing.duckdb"])
@@ -216,7 +218,7 @@ def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, targ
     spec = _refusing_spec(project)
     before = project.files()
     with Problem.from_spec(spec) as problem, pytest.raises(ReleaseRefused, match="min_k"):
-        materialize(problem, "bottom", project.dir / target, table="t")
+        materialize(problem, "age:cuts=30,60,90", project.dir / target, table="t")
     assert untouched == []
     assert project.files() == before and not (project.dir / TMP_FOLDER).exists()
 
@@ -228,11 +230,10 @@ def test_a_refused_engine_table_creates_nothing(tmp_path: Path, untouched) -> No
 
     engine = open_engine("postgres", tmp_path)
     try:
-        spec = default_spec(engine)
-        spec.write_text(spec.read_text(encoding="utf-8") + REFUSING, encoding="utf-8")
+        spec = default_spec(engine, release=REFUSING)
         name = engine.qualified("refused")  # type: ignore[attr-defined]
         with Problem.from_spec(spec) as problem, pytest.raises(ReleaseRefused, match="min_k"):
-            materialize(problem, "bottom", None, table=name)
+            materialize(problem, "age:cuts=30,60,90", None, table=name)
         assert untouched == []
         assert not engine.backend.exists(None, name)  # type: ignore[attr-defined]
     finally:

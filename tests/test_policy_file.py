@@ -470,7 +470,7 @@ def test_dates_and_null_categories(tmp_path: Path, run) -> None:
         'population = "sample"\n[source]\npath = "visits.parquet"\n'
         '[[qi]]\nname = "admitted"\nkind = "date"\nmin = 2020-01-01\nmax = 2021-12-31\n'
         '[[qi]]\nname = "site"\nkind = "category"\nvalues_from = "source"\nnulls = "category"\nnull_label = "?"\n'
-        '[columns]\ndrop = ["id"]\n', encoding="utf-8")
+        '[columns]\ndrop = ["id"]\n[release]\nmax_record_risk = 1.0\n', encoding="utf-8")
     policy_text = "admitted:cuts=2020-07-01,2021-01-01,2021-07-01|site:top"
     run("policy", "save", folder / "spec.toml", "-p", policy_text, "--out", folder / "p.json")
     saved = json.loads((folder / "p.json").read_text(encoding="utf-8"))
@@ -497,8 +497,8 @@ def test_large_domains_in_files_and_views(tmp_path: Path, run) -> None:
     table = pa.table({"id": pa.array(np.arange(400)), "zip": pa.array([zips[i] for i in rng.integers(0, 100, 400)])})
     pq.write_table(table, folder / "source.parquet")
     (folder / "spec.toml").write_text('population = "sample"\n[source]\npath = "source.parquet"\n'
-                                      '[[qi]]\nname = "zip"\nkind = "zip"\n[columns]\ndrop = ["id"]\n',
-                                      encoding="utf-8")
+                                      '[[qi]]\nname = "zip"\nkind = "zip"\n[columns]\ndrop = ["id"]\n'
+                                      '[release]\nmax_record_risk = 1.0\n', encoding="utf-8")
     for name, extra in (("strict.json", ()), ("lenient.json", ("--fallback", "other"))):
         run("policy", "save", folder / "spec.toml", "-p", "zip:cuts=37150", "--out", folder / name, *extra)
     batch_path = folder / "batch.parquet"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, _source_table
+from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
 from tests.engines import PostgresEngine, open_engine
 
 pytest.importorskip("psycopg")
@@ -25,7 +25,8 @@ def one_line(run, *args: object) -> str:
 def spec(folder: Path, dsn: str, table: str) -> Path:
     path = folder / "pg.toml"
     path.write_text(f'population = "sample"\n[backend]\nengine = "postgres"\ndsn = "{dsn}"\n\n[source]\n'
-                    f'table = "{table}"\n' + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS, encoding="utf-8")
+                    f'table = "{table}"\n' + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS
+                    + f"\n[release]\n{PERMISSIVE_RELEASE}\n", encoding="utf-8")
     return path
 
 

@@ -20,14 +20,14 @@ from deid_sql.release.plan import plan_of
 from deid_sql.suppression import Suppression
 from tests.engines import read_duckdb, sorted_rows
 
-from .test_fulldomain import small_spec
+from .test_fulldomain import RELEASE, small_spec
 
 QIS = ("age", "sex", "race", "zip")
 
 
 @pytest.fixture
 def spec(tmp_path: Path) -> Path:
-    return small_spec(tmp_path)
+    return small_spec(tmp_path, release=RELEASE)
 
 
 # -- a hierarchy level that groups values that are not adjacent ------------------------------------------
@@ -186,7 +186,7 @@ def test_ten_thousand_suppressed_groups_are_a_values_join_not_a_literal_list(tmp
 def test_an_adult_anonymization_becomes_a_view_a_dbt_model_and_a_policy_file(run, tmp_path: Path) -> None:
     from .test_fulldomain import adult_spec
 
-    spec = adult_spec(tmp_path / "adult")
+    spec = adult_spec(tmp_path / "adult", release=RELEASE)
     args = ("anonymize", spec, "--k", "5", "--suppression", "0.04")
     db, saved = tmp_path / "adult.duckdb", tmp_path / "adult-policy.json"
     result = run(*args, "--view", "adult_5anon", "--db", db, "--save-policy", saved)

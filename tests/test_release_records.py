@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 POLICY = "age:cuts=18,30,45,65,90|zip:top"
-CRITERIA = "\n[release]\nmax_record_risk = 1.0\n"
+CRITERIA = "max_record_risk = 1.0"  # the [release] body the released specs carry
 
 
 def one_line_error(result, *words: str) -> None:
@@ -28,7 +28,7 @@ def one_line_error(result, *words: str) -> None:
 
 @pytest.fixture
 def spec(project) -> Path:
-    return project.write_spec(project.spec_text() + CRITERIA, "released.toml")
+    return project.spec("released.toml", release=CRITERIA)
 
 
 # -- compile --out -------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def test_compile_out_is_refused_before_reading_when_it_exists(run, project, spec
 
 
 def test_compile_out_refused_by_the_gate_writes_neither_file(run, project) -> None:
-    strict = project.write_spec(project.spec_text() + "\n[release]\nmin_k = 1000\n", "strict.toml")
+    strict = project.spec("strict.toml", release="min_k = 1000")
     out = project.dir / "release.sql"
     result = run("compile", strict, "-p", POLICY, "--out", out, expect=2)
     one_line_error(result, "refused")
@@ -150,8 +150,8 @@ def test_a_timestamp_ns_column_is_refused_for_pseudonymizing(run, project, monke
                     "+ patient_id * INTERVAL 1 SECOND AS patient_id) FROM src")
         assert con.execute("SELECT typeof(patient_id) FROM patients LIMIT 1").fetchone()[0] == "TIMESTAMP_NS"
     columns = f'\n[columns]\npseudonymize = ["patient_id"]\nsecret_env = "{SECRET_ENV}"\nsensitive = ["diagnosis"]\n'
-    spec = project.spec(source="hospital.duckdb", source_extra='table = "patients"', columns=columns)
-    spec.write_text(spec.read_text() + CRITERIA, encoding="utf-8")
+    spec = project.spec(source="hospital.duckdb", source_extra='table = "patients"', columns=columns,
+                        release=CRITERIA)
     out = project.dir / "out.parquet"
     result = run("materialize", spec, "-p", POLICY, "--out", out, expect=2)
     one_line_error(result, "'patient_id'", "TIMESTAMP_NS", "drop")

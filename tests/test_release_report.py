@@ -176,11 +176,15 @@ def test_marginals_cap_at_30_labels(project) -> None:
 # -- verdicts --------------------------------------------------------------------------------------
 
 def test_verdict_states(project) -> None:
-    with Problem.from_spec(project.spec_path) as problem:
+    with Problem.from_spec(project.spec("none.toml", release=None)) as problem:
         none = build_report(problem, POLICY)
+    with Problem.from_spec(project.spec_path) as problem:  # a permissive criterion
         original = build_report(problem, problem.lattice.bottom())
-    assert none["summary"]["verdict"] == "no criteria" and none["risk"]["gate"]["checks"] == []
-    assert original["summary"]["verdict"] == "failed"  # the original data without criteria
+    # no criteria, no release: a spec without a [release] criterion fails the gate, with nothing checked
+    assert none["summary"]["verdict"] == "failed" and none["risk"]["gate"]["checks"] == []
+    assert any("declares no release criteria" in h for h in none["summary"]["headline"])
+    assert original["summary"]["verdict"] == "failed"  # the original data, whatever the criteria
+    assert any("allow_original_data" in h for h in original["summary"]["headline"])
     with Problem.from_spec(with_roles(project, "min_k = 1\nmax_risk = 0.5", "ok.toml")) as problem:
         passed = build_report(problem, POLICY)
     assert passed["summary"]["verdict"] == "passed"
@@ -189,7 +193,7 @@ def test_verdict_states(project) -> None:
     with Problem.from_spec(with_roles(project, "min_k = 5", "strict.toml")) as problem:
         failed = build_report(problem, POLICY)
         accepted = build_report(problem, POLICY, accept_risk="IRB 2026-114 approved k=1")
-    for report, verdict in ((failed, "failed"), (accepted, "accepted"), (passed, "passed"), (none, "no criteria")):
+    for report, verdict in ((failed, "failed"), (accepted, "accepted"), (passed, "passed"), (none, "failed")):
         check_contract(report)
         assert report["summary"]["verdict"] == verdict
     check = failed["risk"]["gate"]["checks"][0]

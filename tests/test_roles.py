@@ -321,7 +321,8 @@ def test_hostile_names_and_values_through_roles(tmp_path, run, secret) -> None:
     spec.write_text('population = "sample"\n[source]\npath = "hostile.parquet"\n'
                     '[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\n'
                     f"[columns]\npseudonymize = {json.dumps([ident])}\nsecret_env = \"{SECRET_ENV}\"\n"
-                    f"drop = {json.dumps([drop])}\nkeep = {json.dumps([keep])}\n", encoding="utf-8")
+                    f"drop = {json.dumps([drop])}\nkeep = {json.dumps([keep])}\n"
+                    "[release]\nmax_record_risk = 1.0\n", encoding="utf-8")
     out = tmp_path / "out.parquet"
     run("materialize", spec, "-p", "age:cuts=50", "--out", out)
     got = pq.read_table(out)
@@ -332,9 +333,9 @@ def test_hostile_names_and_values_through_roles(tmp_path, run, secret) -> None:
 
 def test_anonymize_releases_the_roles(tmp_path, secret) -> None:
     from deid_sql.anonymize import anonymize, privacy_models, write_release
-    from tests.test_fulldomain import small_spec
+    from tests.test_fulldomain import RELEASE, small_spec
 
-    spec = small_spec(tmp_path)
+    spec = small_spec(tmp_path, release=RELEASE)
     text = spec.read_text().replace('drop = ["id"]', f'pseudonymize = ["id"]\nsecret_env = "{SECRET_ENV}"')
     spec.write_text(text, encoding="utf-8")
     out = tmp_path / "anon.parquet"
@@ -372,7 +373,8 @@ def test_pseudonyms_are_the_same_on_every_engine(engine: Engine, tmp_path: Path,
     spec.write_text('population = "sample"\n' + engine.header() + f'\n[source]\n{body}\n'
                     '[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\n'
                     f'[columns]\npseudonymize = ["patient\'s id", "mrn"]\nsecret_env = "{SECRET_ENV}"\n'
-                    f'pseudonym = "{form}"\nsensitive = ["select"]\ndrop = ["name"]\n', encoding="utf-8")
+                    f'pseudonym = "{form}"\nsensitive = ["select"]\ndrop = ["name"]\n'
+                    '[release]\nmax_record_risk = 1.0\n', encoding="utf-8")
     want = Counter((pseudonym(KEY, r["patient's id"], form), pseudonym(KEY, r["mrn"], form), r["select"])
                    for r in table.to_pylist())
     with Problem.from_spec(spec) as problem:

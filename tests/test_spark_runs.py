@@ -27,12 +27,13 @@ from click.testing import Result
 from deid_sql.backends import spark_home
 from deid_sql.errors import BackendError
 from deid_sql.spec import Spec, SpecError
-from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, _population_table, _source_table
+from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import Engine, opened
 
 # what Spark's JVM prints when it starts, at its default log level
 JVM_LINES = re.compile(r"log4j|Setting default log level|NativeCodeLoader|WARN |incubator modules|sc\.setLogLevel")
 SPARK_FILES = ("spark-warehouse", "metastore_db", "derby.log")
+RELEASE = f"\n[release]\n{PERMISSIVE_RELEASE}\n"  # no criteria, no release: a permissive one
 
 
 # -- the folder rules (no Java) ---------------------------------------------------------------------
@@ -96,7 +97,7 @@ def spark_spec(spark: Engine) -> Path:
     population = spark.load("census", _population_table())
     path = spark.folder / "spec.toml"
     path.write_text(spark.header() + f"\n[source]\n{source}\n\n[population]\n{population}\ncount = \"count\"\n"
-                    + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS, encoding="utf-8")
+                    + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS + RELEASE, encoding="utf-8")
     return path
 
 
@@ -159,7 +160,7 @@ def study(spark: Engine, tmp_path: Path) -> Path:
     spec = tmp_path / "spec.toml"
     spec.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n[source]\npath = "patients.parquet"\n\n'
                     '[population]\npath = "census.parquet"\ncount = "count"\n' + "".join(DEFAULT_QIS)
-                    + DEFAULT_COLUMNS, encoding="utf-8")
+                    + DEFAULT_COLUMNS + RELEASE, encoding="utf-8")
     (tmp_path / "work").mkdir()
     return spec
 
