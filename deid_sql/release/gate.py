@@ -141,7 +141,8 @@ class ReleaseGate:
             from ..safe_harbor import safe_harbor
 
             reference = problem.evaluate(safe_harbor(problem).recoding).risk
-        original = problem.evaluate(problem.lattice.original()).risk_sum  # the original data, constrained or not
+        # the original data's risk sum, constrained or not: the evaluators' normalizer, computed once at load
+        original = problem.fast.normalizers.bottom_risk_sum
         return cls(
             spec=spec, recoding=recoding,
             policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)},
