@@ -1,76 +1,236 @@
-"""Table and view names given on the command line or to the API, parsed strictly.
+"""Table and view names given on the command line or to the API, parsed strictly, per engine.
 
 A name is never handed to a SQL parser (``'a.b/*'`` crashed it, ``'a.b--'`` silently became
-``a.b``): it is split here and every part enters the SQL as a quoted identifier.
+``a.b``): it is split here and every part enters the SQL as a quoted identifier.  What the
+catalog ends up holding depends on the engine, so each engine has a ``Rules`` entry (``RULES``,
+keyed by the backend's ``dialect``): its quote character, what it does to an unquoted part
+(PostgreSQL folds it to lower case), the most bytes a name may have (PostgreSQL truncates past
+63, so a release and its ``__release`` sidecar could collide), whether a dot may appear inside
+quotes.  A name the engine would fold or truncate is refused in one line before anything runs,
+because the table the user would find afterwards is not the one they named.
 
-- ``NAME`` without a dot is taken literally, whatever it holds (``Patients 2024``, ``v;--``);
+- ``NAME`` without a dot or quote: on engines with ``bare_literal`` (DuckDB) it is taken
+  literally, whatever it holds (``Patients 2024``, ``v;--``); elsewhere it is one plain part;
 - ``SCHEMA.NAME`` names a table or view in a schema; each part is a plain identifier
-  (letters, digits, ``_``, ``$``; not starting with a digit) or a double-quoted one
+  (letters, digits, ``_``, ``$``; not starting with a digit) or a quoted one
   (``"my.schema"."a b"``, ``""`` for a quote inside; identifier characters may follow the closing
   quote, so that ``"a b"__release``, the sidecar table of ``"a b"``, is a name too);
-- anything else — an empty name or part, more than two parts, a part that is neither form,
-  a control character — is refused in one line with the accepted forms.
+- anything else — an empty name or part, more parts than the engine has, a part that is
+  neither form, a control character — is refused in one line with the accepted forms.
+
+``parse_name(text, engine)`` gives a ``Name``: the parts as the catalog stores them (no quote
+characters, folded as the engine folds), ``table()`` for SQL, ``text`` (a form that parses back
+to the same parts), ``with_suffix`` for the sidecar and staging names, ``same_as`` to compare
+two names of one engine (an unqualified name lives in the engine's default schema).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from sqlglot import exp
 
 from .errors import OutputError
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
-_QUOTED = re.compile(r'"((?:[^"]|"")+)"([A-Za-z0-9_$]*)')  # a suffix after the quote: a sidecar's NAME__release
 FORMS = ('NAME (any text without a dot) or SCHEMA.NAME, each part letters, digits, _ or $ '
          '(not starting with a digit) or "double-quoted"')
+SIDECAR_SUFFIX = "__release"
 
 
-def split_name(text: str, what: str = "table name") -> tuple[str | None, str]:
-    """``(schema or None, name)`` of ``text``; raises ``OutputError`` (one line) when it is not a name."""
+@dataclass(frozen=True)
+class Rules:
+    """One engine's identifier rules (what its catalog does with a name as typed)."""
+
+    engine: str                     # the backend's dialect: "duckdb", "postgres", "spark"
+    title: str                      # the engine's name in messages
+    quote: str = '"'                # the quote character of a quoted part (doubled inside it)
+    fold: str = "none"              # what the engine does to an unquoted part: "lower", "upper" or "none"
+    max_bytes: int | None = None    # longest part in UTF-8 bytes (longer ones are truncated or refused)
+    dots_in_quotes: bool = True     # whether a quoted part may hold a dot
+    max_parts: int = 2              # NAME or SCHEMA.NAME
+    bare_literal: bool = False      # a name without dot or quote is taken literally, whatever it holds
+    default_schema: str | None = None  # where an unqualified name lives (to compare names)
+
+    def forms(self) -> str:
+        q = self.quote
+        if self.bare_literal:
+            return FORMS if q == '"' else FORMS.replace('"double-quoted"', f"{q}quoted{q}")
+        return (f"NAME or SCHEMA.NAME, each part letters, digits, _ or $ (not starting with a digit) "
+                f"or {q}quoted{q}")
+
+    def folded(self, part: str) -> str:
+        return part.lower() if self.fold == "lower" else part.upper() if self.fold == "upper" else part
+
+    def quoted(self, part: str) -> str:
+        return self.quote + part.replace(self.quote, self.quote * 2) + self.quote
+
+
+GENERIC = Rules("generic", "the engine", bare_literal=True)
+RULES: dict[str, Rules] = {
+    "duckdb": Rules("duckdb", "DuckDB", bare_literal=True, default_schema="main"),
+    "postgres": Rules("postgres", "PostgreSQL", fold="lower", max_bytes=63, default_schema="public"),
+}
+
+
+def rules_for(engine: str | None) -> Rules:
+    """The rules of ``engine`` (a backend's ``dialect``); an engine without an entry gets the
+    lenient generic rules (no folding, no length limit)."""
+    return RULES.get(engine or "", GENERIC)
+
+
+@dataclass(frozen=True)
+class Name:
+    """A parsed table or view name: ``parts`` as the catalog stores them."""
+
+    parts: tuple[str, ...]
+    rules: Rules
+    given: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+    @property
+    def schema(self) -> str | None:
+        return self.parts[-2] if len(self.parts) > 1 else None
+
+    @property
+    def text(self) -> str:
+        """The name as text that parses back to the same parts: plain parts as they are, others quoted."""
+        if len(self.parts) == 1 and self.rules.bare_literal and "." not in self.name \
+                and not self.name.startswith(self.rules.quote) and self.name == self.name.strip():
+            return self.name
+        return ".".join(p if _PLAIN.fullmatch(p) and self.rules.folded(p) == p else self.rules.quoted(p)
+                        for p in self.parts)
+
+    def table(self) -> exp.Table:
+        ids = [exp.to_identifier(p, quoted=True) for p in self.parts]
+        return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None,
+                         catalog=ids[-3] if len(ids) > 2 else None)
+
+    def with_suffix(self, suffix: str, what: str = "table name") -> Name:
+        """The name with ``suffix`` on its last part (a sidecar, a staging table), checked for length."""
+        out = Name((*self.parts[:-1], self.name + suffix), self.rules, self.given)
+        _check_length(out, what, self.given or self.text)
+        return out
+
+    def with_name(self, name: str, what: str = "table name") -> Name:
+        """Another table in the same schema (a staging table), checked for length."""
+        out = Name((*self.parts[:-1], name), self.rules, name)
+        _check_length(out, what, name)
+        return out
+
+    def key(self) -> tuple[str, ...]:
+        """What identifies the object in the catalog: the default schema filled in."""
+        if len(self.parts) == 1 and self.rules.default_schema is not None:
+            return (self.rules.default_schema, self.name)
+        return self.parts
+
+    def same_as(self, other: Name) -> bool:
+        return self.key() == other.key()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_name(text: str, engine: str | Rules | None = None, what: str = "table name") -> Name:
+    """``text`` parsed by the rules of ``engine``; raises ``OutputError`` (one line) when it is not a
+    name, or when the engine would fold or truncate it into another one."""
+    rules = engine if isinstance(engine, Rules) else rules_for(engine)
+    q = rules.quote
+
     def refuse(why: str) -> OutputError:
-        return OutputError(f"{what} {text!r} {why}; use {FORMS}")
+        return OutputError(f"{what} {text!r} {why}; use {rules.forms()}")
 
     if not isinstance(text, str) or not text.strip():
         raise refuse("is empty")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise refuse("holds a control character")
-    if "." not in text and not text.startswith('"'):
+    if rules.bare_literal and "." not in text and not text.startswith(q):
         if text != text.strip():
             raise refuse("starts or ends with a space")
-        return None, text
+        out = Name((text,), rules, text)
+        _check_length(out, what, text)
+        return out
+    quoted_part = re.compile(f"{re.escape(q)}((?:[^{re.escape(q)}]|{re.escape(q * 2)})+){re.escape(q)}"
+                             r"([A-Za-z0-9_$]*)")  # a suffix after the quote: a sidecar's NAME__release
     parts: list[str] = []
     pos = 0
     while True:
-        for pattern, quoted in ((_QUOTED, True), (_PLAIN, False)):
-            m = pattern.match(text, pos)
-            if m:
-                parts.append(m.group(1).replace('""', '"') + m.group(2) if quoted else m.group(0))
-                pos = m.end()
-                break
+        m = quoted_part.match(text, pos)
+        if m:
+            part = m.group(1).replace(q * 2, q) + m.group(2)
+            if "." in m.group(1) and not rules.dots_in_quotes:
+                raise OutputError(f"{what} {text!r}: {rules.title} allows no dot inside a quoted name "
+                                  f"({m.group(0)}); pick a name without one")
         else:
-            raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
+            m = _PLAIN.match(text, pos)
+            if not m:
+                raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
+            part = m.group(0)
+            folded = rules.folded(part)
+            if folded != part:
+                shown = rules.quoted(part)
+                raise OutputError(f"{what} {text!r}: {rules.title} would turn {part} into {folded} (it folds "
+                                  f"unquoted names to {rules.fold} case); write it as {folded} or quote it: "
+                                  f"{shown}")
+        parts.append(part)
+        pos = m.end()
         if pos == len(text):
             break
         if text[pos] != "." or pos + 1 == len(text):
             raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
         pos += 1
-    if len(parts) > 2:
+    if len(parts) > rules.max_parts:
         raise refuse(f"has {len(parts)} parts")
-    return (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+    out = Name(tuple(parts), rules, text)
+    _check_length(out, what, text)
+    return out
 
 
-def table_name(text: str, what: str = "table name") -> exp.Table:
-    """``text`` as a table expression of quoted identifiers (``split_name``)."""
-    schema, name = split_name(text, what)
-    return exp.Table(this=exp.to_identifier(name, quoted=True),
-                     db=exp.to_identifier(schema, quoted=True) if schema is not None else None)
+def _check_length(name: Name, what: str, given: str) -> None:
+    limit = name.rules.max_bytes
+    if limit is None:
+        return
+    for part in name.parts:
+        size = len(part.encode())
+        if size > limit:
+            raise OutputError(f"{what} {given!r}: {part!r} is {size} bytes and {name.rules.title} keeps "
+                              f"{limit} (it would truncate it); use a shorter name")
 
 
-def check_name(text: str, what: str = "table name") -> str:
+def release_name(text: str, engine: str | Rules | None = None, what: str = "table name",
+                 sidecar: bool = True) -> Name:
+    """A release's name, refused (one line) when it or its ``__release`` sidecar is no name of the
+    engine: a sidecar name the engine would truncate could collide with the release itself."""
+    out = parse_name(text, engine, what)
+    limit = out.rules.max_bytes
+    if sidecar and limit is not None and len(out.name.encode()) + len(SIDECAR_SUFFIX) > limit:
+        room = limit - len(SIDECAR_SUFFIX)
+        raise OutputError(f"{what} {text!r}: its release record {out.name + SIDECAR_SUFFIX!r} would be "
+                          f"{len(out.name.encode()) + len(SIDECAR_SUFFIX)} bytes and {out.rules.title} keeps "
+                          f"{limit}; use a name of at most {room} bytes")
+    return out
+
+
+def split_name(text: str, what: str = "table name", engine: str | Rules | None = None) -> tuple[str | None, str]:
+    """``(schema or None, name)`` of ``text``; raises ``OutputError`` (one line) when it is not a name."""
+    out = parse_name(text, engine if engine is not None else RULES["duckdb"], what)
+    return out.schema, out.name
+
+
+def table_name(text: str, what: str = "table name", engine: str | Rules | None = None) -> exp.Table:
+    """``text`` as a table expression of quoted identifiers (``parse_name``)."""
+    return parse_name(text, engine if engine is not None else RULES["duckdb"], what).table()
+
+
+def check_name(text: str, what: str = "table name", engine: str | Rules | None = None) -> str:
     """``text`` unchanged once it parses (for callers that pass names on as text)."""
-    split_name(text, what)
+    parse_name(text, engine if engine is not None else RULES["duckdb"], what)
     return text
 
 
-__all__ = ["FORMS", "check_name", "split_name", "table_name"]
+__all__ = ["FORMS", "GENERIC", "RULES", "SIDECAR_SUFFIX", "Name", "Rules", "check_name", "parse_name",
+           "release_name", "rules_for", "split_name", "table_name"]
