@@ -27,6 +27,7 @@ two names of one engine (an unqualified name lives in the engine's default schem
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -215,6 +216,25 @@ def release_name(text: str, engine: str | Rules | None = None, what: str = "tabl
     return out
 
 
+def check_output_name(engine: str | Rules | None, name: str, what: str = "table name", *,
+                      inputs: Sequence[str] = (), sidecar: bool = True) -> Name:
+    """``name`` parsed by ``engine``'s identifier rules (``release_name``: folded, truncated or a
+    sidecar too long for the engine is refused), and refused when it names one of ``inputs`` (the
+    tables the job reads, compared as the catalog sees them, the default schema filled in): an
+    ``--overwrite`` there would replace the data the release is computed from."""
+    out = release_name(name, engine, what, sidecar=sidecar)
+    for table in inputs:
+        try:
+            read = parse_name(table, out.rules, "table")
+        except OutputError:
+            continue  # an input that is no name of this engine is refused where it is read
+        if out.same_as(read) or (sidecar and Name((*out.parts[:-1], out.name + SIDECAR_SUFFIX), out.rules)
+                                 .same_as(read)):
+            raise OutputError(f"{what} {name!r} is an input of the job (table {table!r}, read by the spec or "
+                              f"the batch); write the release to another name")
+    return out
+
+
 def split_name(text: str, what: str = "table name", engine: str | Rules | None = None) -> tuple[str | None, str]:
     """``(schema or None, name)`` of ``text``; raises ``OutputError`` (one line) when it is not a name."""
     out = parse_name(text, engine if engine is not None else RULES["duckdb"], what)
@@ -232,5 +252,5 @@ def check_name(text: str, what: str = "table name", engine: str | Rules | None =
     return text
 
 
-__all__ = ["FORMS", "GENERIC", "RULES", "SIDECAR_SUFFIX", "Name", "Rules", "check_name", "parse_name",
+__all__ = ["FORMS", "GENERIC", "RULES", "SIDECAR_SUFFIX", "Name", "Rules", "check_name", "check_output_name", "parse_name",
            "release_name", "rules_for", "split_name", "table_name"]

@@ -20,7 +20,7 @@ from .backends import local
 from .backends.base import Backend
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
-from .names import check_name
+from .names import check_name, check_output_name
 from .policy import Policy
 from .problem import Problem
 from .recoding import Recoding
@@ -29,6 +29,7 @@ from .release.gate import ReleaseGate, Verdict
 from .release.plan import ReleasePlan, plan_of
 from .release.sidecar import file_sha256, row_checksum, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
+from .tableref import engine_inputs
 from .suppression import Suppression
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
@@ -106,7 +107,9 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
     anything is created (``prejudge``: a refused release never touches the disk, not even as a
     temporary file), then the written rows before they become visible (a source changed in between
     is caught there), and the sidecar lands with them."""
-    if table is not None:
+    if table is not None and out is None and backend.catalog:
+        check_output_name(backend.dialect, table, "--table", inputs=engine_inputs(spec.source, spec.population), sidecar=gate is not None)
+    elif table is not None:
         check_name(table, "--table")
     if out is None:
         if not backend.catalog:
@@ -268,8 +271,11 @@ def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, d
     None) in the engine's own catalog.  The gate judges the rows the view shows now; values
     that later fall outside the domain show as the outside label.  The sidecar is the table
     ``<name>__release`` beside the view, created with it."""
-    check_name(name, "--name")
     db = Path(database) if database is not None else None
+    if db is None and problem.backend.catalog:
+        check_output_name(problem.backend.dialect, name, "--name", inputs=engine_inputs(problem.spec.source, problem.spec.population))
+    else:
+        check_name(name, "--name")
     plan = plan_of(problem, item, suppression)
     call = (f"deid_sql.output.create_view(problem, {_policy_repr(plan)}, "
             f"{str(db) if db else None!r}, {name!r})")

@@ -31,3 +31,8 @@ class TableRef:
             shown = ", ".join(m.name for m in self.matches[:3]) + (", …" if len(self.matches) > 3 else "")
             return f"{self.path} (glob = true: {len(self.matches)} file(s): {shown})"
         return f"{self.path}" + (f" table {self.table!r}" if self.table else "")
+
+
+def engine_inputs(*refs: TableRef | None) -> list[str]:
+    """The names of the engine's own tables among ``refs`` (inputs a write must never replace)."""
+    return [r.table for r in refs if r is not None and r.format == "table" and r.path is None and r.table]

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from .backends.base import Backend
 from .errors import OutputError
+from .names import check_output_name
 from .release.sidecar import sidecar_path, sidecar_table
 from .spec import Spec
+from .tableref import TableRef, engine_inputs
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
         assert t.name is not None
         if t.path is not None and not t.path.parent.is_dir():
             raise OutputError(f"output folder {t.path.parent} does not exist; create it first")
+        if t.path is None and backend.catalog:
+            check_output_name(spec.backend.engine, t.name, _what(t), inputs=input_tables(spec), sidecar=t.sidecar)
         if t.replace or (t.path is not None and not t.path.exists()):
             continue
         if t.path is None and not backend.catalog:
@@ -102,3 +106,13 @@ def check_file(spec: Spec, path: Path, replace: bool, flag: str = "--overwrite")
         raise OutputError(f"output {path} is a folder; name a file")
     if not path.parent.is_dir():
         raise OutputError(f"output folder {path.parent} does not exist; create it first")
+
+
+def _what(t: Target) -> str:
+    return "view name" if t.kind == "view" else "table name"
+
+
+
+def input_tables(spec: Spec, extra: Sequence[TableRef] = ()) -> list[str]:
+    """The engine tables a job reads (the spec's source and population, a batch): never outputs."""
+    return engine_inputs(spec.source, spec.population, *extra)

@@ -20,8 +20,10 @@ from ..output import FORMATS, Written, view_source, write_query
 from ..release.figures import FLAG, Census
 from ..release.gate import ReleaseGate, describe_table, override_reason
 from ..release.sidecar import file_sha256, recoding_sha256, sidecar_table
+from ..names import check_output_name
 from ..spec import TableRef
-from .batch import Batch, Outside, batch_ref, engine_of, open_batch, spec_for_batch
+from ..tableref import engine_inputs
+from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
 from .format import PolicyFile
 
@@ -67,11 +69,15 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
     engine = engine_of(spec_for_batch(pf.spec, ref)[1])
     target = _check_target(pf, engine, out, view, db, out_table, overwrite)
+    name = view if view is not None else out_table
+    if out is None and db is None and name is not None and engine_class(engine).catalog:
+        # before the batch is read: an output that is an input (the batch, the spec's source or
+        # population) would be replaced by the data computed from it
+        raw = spec_for_batch(pf.spec, ref)[1]
+        check_output_name(engine, name, "--view" if view is not None else "--out-table",
+                          inputs=[*engine_inputs(ref), *sorted(engine_tables(raw))])
     with open_batch(pf, ref) as batch:
         name = view if view is not None else out_table
-        if out is None and name is not None and name in batch.inputs:
-            raise OutputError(f"{name} is an input (the batch, or the spec's source or population); write the "
-                              f"release elsewhere")
         if target is not None and batch.original is not None and target.resolve() == batch.original:
             raise OutputError(f"output {target} is the source the policy was saved on; write elsewhere")
         drift = drift_report(batch)
