@@ -252,5 +252,5 @@ def check_name(text: str, what: str = "table name", engine: str | Rules | None =
     return text
 
 
-__all__ = ["FORMS", "GENERIC", "RULES", "SIDECAR_SUFFIX", "Name", "Rules", "check_name", "check_output_name", "parse_name",
-           "release_name", "rules_for", "split_name", "table_name"]
+__all__ = ["FORMS", "GENERIC", "RULES", "SIDECAR_SUFFIX", "Name", "Rules", "check_name", "check_output_name",
+           "parse_name", "release_name", "rules_for", "split_name", "table_name"]

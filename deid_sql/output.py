@@ -29,8 +29,8 @@ from .release.gate import ReleaseGate, Verdict
 from .release.plan import ReleasePlan, plan_of
 from .release.sidecar import file_sha256, row_checksum, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
-from .tableref import engine_inputs
 from .suppression import Suppression
+from .tableref import engine_inputs
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
            ".ddb": "duckdb"}
@@ -108,7 +108,8 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
     temporary file), then the written rows before they become visible (a source changed in between
     is caught there), and the sidecar lands with them."""
     if table is not None and out is None and backend.catalog:
-        check_output_name(backend.dialect, table, "--table", inputs=engine_inputs(spec.source, spec.population), sidecar=gate is not None)
+        check_output_name(backend.dialect, table, "--table", inputs=engine_inputs(spec.source, spec.population),
+                          sidecar=gate is not None)
     elif table is not None:
         check_name(table, "--table")
     if out is None:
@@ -273,7 +274,8 @@ def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, d
     ``<name>__release`` beside the view, created with it."""
     db = Path(database) if database is not None else None
     if db is None and problem.backend.catalog:
-        check_output_name(problem.backend.dialect, name, "--name", inputs=engine_inputs(problem.spec.source, problem.spec.population))
+        check_output_name(problem.backend.dialect, name, "--name",
+                          inputs=engine_inputs(problem.spec.source, problem.spec.population))
     else:
         check_name(name, "--name")
     plan = plan_of(problem, item, suppression)

@@ -16,11 +16,11 @@ from typing import Any
 from ..backends import engine_class
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
+from ..names import check_output_name
 from ..output import FORMATS, Written, view_source, write_query
 from ..release.figures import FLAG, Census
 from ..release.gate import ReleaseGate, describe_table, override_reason
 from ..release.sidecar import file_sha256, recoding_sha256, sidecar_table
-from ..names import check_output_name
 from ..spec import TableRef
 from ..tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
