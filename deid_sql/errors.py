@@ -69,6 +69,10 @@ class BackendError(DeidError):
     """The database engine refused a query or could not be reached."""
 
 
+class Unreachable(BackendError):
+    """The engine could not be connected to: said once for the whole job, never per table."""
+
+
 class DialectError(DeidError):
     """A target SQL dialect cannot express what the compiler needs."""
 

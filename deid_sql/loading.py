@@ -19,7 +19,7 @@ from .backends.base import Backend
 from .cells import Cells
 from .compile import col, ident, is_integer_type, literal, source_key
 from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
-from .errors import BackendError, DataError, SpecError
+from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
 from .spec import QISpec, Spec, TableRef
@@ -47,6 +47,8 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     view = SOURCE_VIEW if which == "source" else POPULATION_VIEW
     try:
         columns = _open_view(backend, view, ref, text_cols)
+    except Unreachable:
+        raise  # said once for the job, not once per table
     except BackendError as e:
         # read_csv(types=...) fails when the header lacks a text QI column: read the header
         # untyped so the missing column is reported like for the other formats
@@ -140,6 +142,8 @@ def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Tab
         except SpecError as e:
             problems.extend(f"QI {q.name!r}: {p}" for p in e.problems)
             domains.append(None)
+        except Unreachable:
+            raise
         except BackendError as e:
             problems.append(f"QI {q.name!r}: {e}")
             domains.append(None)
@@ -246,6 +250,8 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
         with progress.watching(f"reading the {table.label} {ref.describe()}", backend.progress):
             result = _scan(backend, spec, table, query, count, ref, problems)
+    except Unreachable:
+        raise
     except BackendError as e:
         problems.append(read_problem(table.label, ref.describe(), str(e)))
         return None

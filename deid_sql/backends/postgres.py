@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,10 +22,13 @@ import pyarrow as pa
 from psycopg import sql as pgsql
 from sqlglot import exp
 
-from ..errors import BackendError, OutputError
+from ..errors import BackendError, OutputError, Unreachable
 from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish, literal_rows
+from .postgres_casts import try_casts
+from .postgres_refresh import kind_of, pg_name, regclass_text, replace_table_by_view, staging_for, swap_in
+from .postgres_refresh import sweep_staging, taken
 
 # type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
 TYPES: dict[int, tuple[str, pa.DataType]] = {
@@ -40,13 +44,10 @@ _ARROW_TO_SQL = {pa.int8(): "SMALLINT", pa.int16(): "SMALLINT", pa.int32(): "INT
 _counter = itertools.count()
 
 
-def quoted_table(name: str) -> exp.Table:
-    """``schema.table`` (or ``table``) with every part quoted."""
-    parts = name.split(".")
-    if len(parts) > 3:
-        raise OutputError(f"table name {name!r} has too many parts; use table, schema.table or db.schema.table")
-    ids = [exp.to_identifier(p, quoted=True) for p in parts]
-    return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
+def quoted_table(name: str, what: str = "table name") -> exp.Table:
+    """``schema.table`` (or ``table``) as PostgreSQL's catalog holds it (``names``' PostgreSQL rules:
+    quoted parts kept as written, without their quotes; a part PostgreSQL would fold is refused)."""
+    return pg_name(name, what).table()
 
 
 class PostgresBackend(Backend):
@@ -63,12 +64,16 @@ class PostgresBackend(Backend):
         try:
             self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
         except psycopg.Error as e:
-            raise BackendError(_unreachable(dsn, e)) from None
+            raise Unreachable(_unreachable(dsn, e)) from None
         # JIT compiles each query's expressions to machine code when its cost estimate is high; a release's
         # wide CASE expressions (one branch per group, over thousands of literals) take it seconds to
         # minutes to compile (a 210-tuple list: 14 minutes and counting) for a query that runs in one
         # pass, so this session runs without it.  Only this connection's setting changes.
         self.con.execute("SET jit = off")
+        try:  # staging tables of writers whose server process is gone (postgres_refresh)
+            sweep_staging(self.con)
+        except psycopg.Error:
+            pass
 
     def close(self) -> None:
         self.con.close()
@@ -134,7 +139,7 @@ class PostgresBackend(Backend):
             return {d.name: TYPES.get(d.type_code, (f"OID {d.type_code}", None))[0] for d in cur.description or []}
 
     def render(self, query: exp.Expression) -> str:
-        return to_sql(query, "postgres")
+        return to_sql(try_casts(query), "postgres")
 
     def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
         text = query if isinstance(query, str) else self.render(query)
@@ -159,47 +164,64 @@ class PostgresBackend(Backend):
     def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
                     companions: Mapping[str, pa.Table] | None = None) -> None:
         _no_file(database)
+        target = pg_name(name, "view name")
         with self._errors(), self.con.transaction():
-            if not replace and self.exists(None, name):
-                raise OutputError(f"the database already has a table or view named {name!r}; pick another name "
-                                  f"or replace it")
-            self._run(exp.Create(this=quoted_table(name), kind="VIEW", replace=replace, expression=query))
+            existing = kind_of(self.con, target)
+            if existing is not None and not replace:
+                raise taken(existing, name, "--replace")
+            if existing == "table":
+                replace_table_by_view(self.con, target)
+            elif existing not in (None, "view"):
+                raise OutputError(f"the database has a {existing} named {name!r}; deid-sql replaces only tables "
+                                  f"and views: drop it first or pick another name")
+            self._run(exp.Create(this=target.table(), kind="VIEW", replace=existing == "view", expression=query))
             self._companions(companions or {}, replace)
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
         _no_file(database)
-        target = quoted_table(name)
-        with self._errors(), self.con.transaction():  # all or nothing: a failure rolls everything back
-            if self.exists(None, name):
-                if not replace:
-                    raise OutputError(f"the database already has a table named {name!r}; pick another name or "
-                                      f"pass --overwrite")
-                self._run(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True))
-            self._run(exp.Create(this=target.copy(), kind="TABLE", expression=query))
-            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(target.copy())).column(0)[0]
+        target = pg_name(name)
+        # all or nothing: staged, judged and swapped in one transaction (postgres_refresh), so a failure
+        # or a killed writer rolls everything back, staging table included
+        with self._errors(), self.con.transaction():
+            existing = kind_of(self.con, target)
+            if existing is not None and not replace:
+                raise taken(existing, name, "--overwrite")
+            staging = staging_for(self.con, target)
+            self._run(exp.Create(this=staging.table(), kind="TABLE", expression=query))
+            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.table())).column(0)[0]
                        .as_py())
             if rows != expected_rows:
                 raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was written")
-            if finish is not None:
-                self._companions(finish(self.execute, target.copy()), replace)
+            companions = finish(self.execute, staging.table()) if finish is not None else {}
+            swap_in(self.con, staging, target, "--overwrite")
+            self._companions(companions, replace)
         return rows
 
     def _companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:
         """Small tables that land with a release (its sidecar), in the open transaction."""
         for name, table in tables.items():
-            if self.exists(None, name):
-                if not replace:
-                    raise OutputError(f"the database already has a table named {name!r}; pick another name or "
-                                      f"pass --overwrite")
-                self._run(exp.Drop(tables=[quoted_table(name)], kind="TABLE", exists=True))
-            self._run(exp.Create(this=quoted_table(name), kind="TABLE", expression=literal_rows(table)))
+            target = pg_name(name)
+            existing = kind_of(self.con, target)
+            if existing is not None and not replace:
+                raise taken(existing, name, "--overwrite")
+            staging = staging_for(self.con, target)
+            self._run(exp.Create(this=staging.table(), kind="TABLE", expression=literal_rows(table)))
+            swap_in(self.con, staging, target, "--overwrite")
 
     def exists(self, database: Path | None, name: str) -> bool:
         _no_file(database)
         q = exp.select(exp.Not(this=exp.Is(this=exp.func("to_regclass", exp.Literal.string(
-            ".".join('"' + p.replace('"', '""') + '"' for p in name.split(".")))), expression=exp.null())))
+            regclass_text(pg_name(name)))), expression=exp.null())))
         return bool(self.execute(q).column(0)[0].as_py())
+
+    def refuse_taken(self, database: Path | None, name: str, noun: str = "a table", flag: str = "--overwrite") -> None:
+        """Names what holds the name (a view is not "a table") and the flag of the asking command."""
+        _no_file(database)
+        with self._errors():
+            existing = kind_of(self.con, pg_name(name))
+        if existing is not None:
+            raise taken(existing, name, flag)
 
     def drop(self, database: Path | None, name: str, kind: str = "TABLE") -> None:
         _no_file(database)
@@ -215,7 +237,9 @@ class PostgresBackend(Backend):
         try:
             yield
         except psycopg.OperationalError as e:
-            raise BackendError(_unreachable(self.dsn, e)) from None
+            if self.con.closed:
+                raise Unreachable(_unreachable(self.dsn, e)) from None
+            raise BackendError(_one_line(e)) from None
         except psycopg.Error as e:
             raise BackendError(_one_line(e)) from None
 
@@ -288,10 +312,29 @@ def _where(dsn: str) -> str:
     return f"{host}:{info.get('port') or 5432}" + (f" database {info['dbname']}" if info.get("dbname") else "")
 
 
+_CAUSES = (  # (what the server or libpq said, the advice for it)
+    (r'database "([^"]+)" does not exist',
+     "create it (createdb {0}) or fix the database name in [backend] dsn"),
+    (r'role "([^"]+)" does not exist|password authentication failed|no password supplied|authentication failed'
+     r'|pg_hba\.conf', "fix the user or password in [backend] dsn"),
+    (r"connection refused|timeout|timed out|could not translate host name|no such file or directory"
+     r"|network is unreachable|no route to host",
+     "is the server running? check the host and port in [backend] dsn (a local test server: bash "
+     ".ci/postgres.sh start DIR)"),
+)
+
+
 def _unreachable(dsn: str, e: Exception) -> str:
-    reason = " ".join(str(e).split())[:200]
-    return (f"cannot reach PostgreSQL at {_where(dsn)} ({reason}); start a server (e.g. pg_ctl -D DATA -o "
-            f"'-p PORT' start, or bash .ci/postgres.sh start DIR) or fix [backend] dsn")
+    """One short line: where, the cause in PostgreSQL's words (its first line only), and the advice
+    that matches it (a missing database needs no server started)."""
+    text = " ".join(str(e).split())
+    for pattern, advice in _CAUSES:
+        m = re.search(pattern, text, re.IGNORECASE)
+        if m:
+            reason = m.group(0)
+            return f"cannot connect to PostgreSQL at {_where(dsn)}: {reason}; {advice.format(*m.groups())}"
+    reason = re.split(r"(?<=[a-z\)]) (?:Is the server|HINT|DETAIL)", text)[0][:160]
+    return f"cannot connect to PostgreSQL at {_where(dsn)}: {reason}; check [backend] dsn"
 
 
 def _one_line(e: Exception) -> str:

@@ -1,0 +1,160 @@
+"""PostgreSQL writes that replace a release in place (``--overwrite``, ``--replace``), and the
+names they use.
+
+A refresh must not break what the warehouse hangs on a release: the grants analysts were given,
+the table's comment and owner, the views analysts built on it.  DROP then CREATE loses all of
+them (and fails on a dependent view), so a table is built under a staging name, judged there,
+and swapped in:
+
+- without dependent views, the old table's owner, grants (``relacl``) and comment are copied
+  onto the staging table, the old table is dropped and the staging table renamed into its place;
+- with dependent views (``pg_depend`` through ``pg_rewrite``) the old table stays and its rows
+  are replaced (``TRUNCATE`` + ``INSERT … SELECT`` from the staging table), so the views keep
+  working and show the new rows; its grants, comment and owner are untouched.
+
+Everything — the staging table, the judgement, the swap and the ``__release`` sidecar — is one
+transaction.  A staging table is therefore never committed: a writer killed at any point (kill -9,
+a lost connection, a server crash) leaves nothing, because PostgreSQL rolls the transaction back
+when its session ends.  Staging tables are still named ``deid_staging_<server pid>_<n>``, and
+``sweep_staging`` (run when deid-sql connects) drops any whose server process is gone: nothing
+should ever be left, but a name that says whose it is can always be cleaned up safely.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import psycopg
+from psycopg import sql as pgsql
+
+from ..errors import OutputError
+from ..names import Name, parse_name
+
+STAGING_PREFIX = "deid_staging_"
+_STAGING = re.compile(r"deid_staging_(\d+)_\d+")
+_counter = itertools.count()
+KINDS = {"r": "table", "p": "table", "v": "view", "m": "materialized view", "f": "foreign table"}
+
+
+def pg_name(text: str, what: str = "table name") -> Name:
+    """``text`` parsed by PostgreSQL's identifier rules (``names.parse_name``)."""
+    return parse_name(text, "postgres", what)
+
+
+def ident(name: Name) -> pgsql.Identifier:
+    return pgsql.Identifier(*name.parts)
+
+
+def regclass_text(name: Name) -> str:
+    """The name as ``to_regclass`` reads it: every part quoted."""
+    return ".".join('"' + p.replace('"', '""') + '"' for p in name.parts)
+
+
+def kind_of(con: psycopg.Connection[Any], name: Name) -> str | None:
+    """What ``name`` is in the catalog (``table``, ``view``, …), None when nothing has that name."""
+    row = con.execute("SELECT c.relkind FROM pg_class c WHERE c.oid = to_regclass(%s)",
+                      [regclass_text(name)]).fetchone()
+    return None if row is None else KINDS.get(str(row[0]), "relation")
+
+
+def staging_for(con: psycopg.Connection[Any], target: Name) -> Name:
+    """A fresh staging name in the target's schema (a rename cannot move a table between schemas)."""
+    pid = con.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    return target.with_name(f"{STAGING_PREFIX}{pid}_{next(_counter)}")
+
+
+def sweep_staging(con: psycopg.Connection[Any]) -> list[str]:
+    """Drop staging tables whose server process is gone; returns what was dropped.  A table this
+    role may not drop is left to its owner's next run."""
+    rows = con.execute(
+        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'r' AND c.relname LIKE 'deid\\_staging\\_%%'").fetchall()
+    if not rows:
+        return []
+    alive = {r[0] for r in con.execute("SELECT pid FROM pg_stat_activity").fetchall()}
+    dropped = []
+    for schema, table in rows:
+        m = _STAGING.fullmatch(table)
+        if m is None or int(m.group(1)) in alive:
+            continue
+        try:
+            con.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.Identifier(schema, table)))
+            dropped.append(f"{schema}.{table}")
+        except psycopg.Error:
+            continue
+    return dropped
+
+
+def has_dependent_views(con: psycopg.Connection[Any], name: Name) -> bool:
+    """Whether a view (or materialized view) reads ``name``: its rewrite rule depends on the table."""
+    row = con.execute(
+        "SELECT 1 FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid "
+        "WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass "
+        "AND d.refobjid = to_regclass(%s) AND r.ev_class <> d.refobjid LIMIT 1", [regclass_text(name)]).fetchone()
+    return row is not None
+
+
+def copy_properties(con: psycopg.Connection[Any], old: Name, new: Name) -> None:
+    """The old table's owner, grants and comment onto the new one (before the swap)."""
+    owner, comment = con.execute(
+        "SELECT pg_get_userbyid(c.relowner), obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "WHERE c.oid = to_regclass(%s)", [regclass_text(old)]).fetchone() or (None, None)
+    if owner is not None and owner != con.execute("SELECT current_user").fetchone()[0]:  # type: ignore[index]
+        con.execute(pgsql.SQL("ALTER TABLE {} OWNER TO {}").format(ident(new), pgsql.Identifier(owner)))
+    if comment is not None:
+        con.execute(pgsql.SQL("COMMENT ON TABLE {} IS {}").format(ident(new), pgsql.Literal(comment)))
+    grants = con.execute(
+        "SELECT CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, a.privilege_type, "
+        "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = to_regclass(%s)",
+        [regclass_text(old)]).fetchall()
+    if grants:  # an explicit ACL replaces the default one: start from none, as the old table's did
+        con.execute(pgsql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(ident(new)))
+    for grantee, privilege, grantable in grants:
+        to = pgsql.SQL("PUBLIC") if grantee is None else pgsql.Identifier(grantee)
+        con.execute(pgsql.SQL("GRANT {} ON {} TO {}{}").format(
+            pgsql.SQL(privilege), ident(new), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")))
+
+
+def swap_in(con: psycopg.Connection[Any], staging: Name, target: Name, flag: str) -> None:
+    """Put the staging table in ``target``'s place, in the caller's transaction (see the module)."""
+    existing = kind_of(con, target)
+    if existing is None:
+        con.execute(pgsql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(staging), pgsql.Identifier(target.name)))
+        return
+    if existing == "table" and has_dependent_views(con, target):
+        con.execute(pgsql.SQL("TRUNCATE {}").format(ident(target)))
+        con.execute(pgsql.SQL("INSERT INTO {} SELECT * FROM {}").format(ident(target), ident(staging)))
+        con.execute(pgsql.SQL("DROP TABLE {}").format(ident(staging)))
+        return
+    if existing == "table":
+        copy_properties(con, target, staging)
+        con.execute(pgsql.SQL("DROP TABLE {}").format(ident(target)))
+    elif existing == "view":
+        refuse_dependents(con, target, "view", flag)
+        con.execute(pgsql.SQL("DROP VIEW {}").format(ident(target)))
+    else:
+        raise OutputError(f"the database has a {existing} named {target.text!r}; deid-sql replaces only tables and "
+                          f"views: drop it first or pick another name")
+    con.execute(pgsql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(staging), pgsql.Identifier(target.name)))
+
+
+def refuse_dependents(con: psycopg.Connection[Any], name: Name, kind: str, flag: str) -> None:
+    """A table or view replaced by the other kind loses what depends on it: refused in one line."""
+    if has_dependent_views(con, name):
+        raise OutputError(f"{flag} would replace the {kind} {name.text!r} by the other kind, but views depend on "
+                          f"it; drop them first or pick another name")
+
+
+def replace_table_by_view(con: psycopg.Connection[Any], target: Name) -> None:
+    """``view --replace`` over a table: the table is dropped in the view's transaction (unless views
+    depend on it)."""
+    refuse_dependents(con, target, "table", "--replace")
+    con.execute(pgsql.SQL("DROP TABLE {}").format(ident(target)))
+
+
+def taken(kind: str, name: str, flag: str) -> OutputError:
+    """The one line for an output name already in use, naming what it is and the flag that replaces it."""
+    return OutputError(f"the database already has a {kind} named {name!r}; pick another name or pass {flag} to "
+                       f"replace it")
