@@ -27,8 +27,16 @@ from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish, literal_rows
 from .postgres_casts import try_casts
-from .postgres_refresh import kind_of, pg_name, regclass_text, replace_table_by_view, staging_for, swap_in
-from .postgres_refresh import sweep_staging, taken
+from .postgres_refresh import (
+    kind_of,
+    pg_name,
+    regclass_text,
+    replace_table_by_view,
+    staging_for,
+    swap_in,
+    sweep_staging,
+    taken,
+)
 
 # type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
 TYPES: dict[int, tuple[str, pa.DataType]] = {
@@ -319,8 +327,8 @@ _CAUSES = (  # (what the server or libpq said, the advice for it)
      r'|pg_hba\.conf', "fix the user or password in [backend] dsn"),
     (r"connection refused|timeout|timed out|could not translate host name|no such file or directory"
      r"|network is unreachable|no route to host",
-     "is the server running? check the host and port in [backend] dsn (a local test server: bash "
-     ".ci/postgres.sh start DIR)"),
+     "is the server running? start a server (pg_ctl -D DATA start, or bash .ci/postgres.sh start DIR) or fix "
+     "[backend] dsn (host, port)"),
 )
 
 
@@ -332,9 +340,9 @@ def _unreachable(dsn: str, e: Exception) -> str:
         m = re.search(pattern, text, re.IGNORECASE)
         if m:
             reason = m.group(0)
-            return f"cannot connect to PostgreSQL at {_where(dsn)}: {reason}; {advice.format(*m.groups())}"
+            return f"cannot reach PostgreSQL at {_where(dsn)}: {reason}; {advice.format(*m.groups())}"
     reason = re.split(r"(?<=[a-z\)]) (?:Is the server|HINT|DETAIL)", text)[0][:160]
-    return f"cannot connect to PostgreSQL at {_where(dsn)}: {reason}; check [backend] dsn"
+    return f"cannot reach PostgreSQL at {_where(dsn)}: {reason}; check [backend] dsn"
 
 
 def _one_line(e: Exception) -> str:
