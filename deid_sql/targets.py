@@ -67,8 +67,13 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
 def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> None:
     """Refuse (``OutputError``) the first target that is an input of ``spec``, exists and may not
     be replaced, or whose folder is missing."""
+    from .backends.lazy import LazyBackend
     from .output import check_not_input
 
+    if isinstance(backend, LazyBackend):  # names and existing objects the engine can judge unconnected first
+        backend.check_outputs(targets)
+    else:
+        type(backend).check_outputs(spec.backend.options(), targets)
     for t in targets:
         if t.kind == "file":
             assert t.path is not None
