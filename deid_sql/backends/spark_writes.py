@@ -188,8 +188,8 @@ def check_outputs(options: Mapping[str, Any], targets: Sequence[Any], running_co
                               f"(and would keep its {sidecar_table(target.name)} record) when this command ends; "
                               f"write a table with materialize --table, or give Spark a persistent catalog "
                               f"([backend] conf \"spark.sql.catalogImplementation\" = \"hive\")")
-        if target.replace or warehouse is None or persistent:
-            continue
+        if target.replace or warehouse is None or persistent or running_conf is not None:
+            continue  # a Spark running here may hold the name in its catalog: its own check says which
         for name, found in zip(names, parts):
             folder = _table_folder(warehouse, found, case_sensitive)
             if folder is not None and folder.exists():
