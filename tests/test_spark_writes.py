@@ -135,7 +135,7 @@ def test_quoted_names_round_trip_and_refresh_in_place(spark, tmp_path: Path) -> 
     names = {t.name for t in session.catalog.listTables(database)}
     assert not any(n.startswith(("deid_staging", "deid_replaced", "my", "we")) for n in names), names
     location = Path(session.catalog.getDatabase(database).locationUri.removeprefix("file:"))
-    assert sorted(p.name for p in location.iterdir()) == ["quoted_t", "quoted_t__release"]
+    assert sorted(p.name for p in location.iterdir()) == ["census", "patients", "quoted_t", "quoted_t__release"]
 
 
 def _staging(warehouse: Path) -> list[Path]:
