@@ -32,6 +32,12 @@ class Target:
     sidecar: bool = False
     flag: str = "--overwrite"
 
+    def names(self) -> list[str]:
+        """The table or view names this target creates: its own, and its sidecar table's."""
+        if self.name is None:
+            return []
+        return [self.name, *([sidecar_table(self.name)] if self.sidecar else [])]
+
 
 def file(path: Path | None, replace: bool, sidecar: bool = False, flag: str = "--overwrite") -> list[Target]:
     """A file target (none when ``path`` is None)."""

@@ -170,8 +170,6 @@ def check_outputs(options: Mapping[str, Any], targets: Sequence[Any], running_co
     """Refuse (one line) a catalog output Spark cannot hold, a view that the in-memory catalog
     would forget when the command ends, or a table whose folder the warehouse already holds
     (without its flag); sweep dead writers' staging folders.  ``targets``: ``targets.Target``."""
-    from ..release.sidecar import sidecar_table
-
     conf = {**(options.get("conf") or {}), **(running_conf or {})}
     persistent = str(conf.get("spark.sql.catalogImplementation", "in-memory")).lower() == "hive"
     case_sensitive = not persistent and str(conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
@@ -181,11 +179,11 @@ def check_outputs(options: Mapping[str, Any], targets: Sequence[Any], running_co
         if target.kind == "file" or target.path is not None or target.name is None:
             continue
         noun = "view name" if target.kind == "view" else "table name"
-        names = [target.name, *([sidecar_table(target.name)] if target.sidecar else [])]
+        names = target.names()  # the output and its sidecar table
         parts = [spark_output_name(name, noun, case_sensitive) for name in names]
         if target.kind == "view" and not persistent:
             raise OutputError(f"view {target.name!r}: Spark's default catalog lives in memory and forgets the view "
-                              f"(and would keep its {sidecar_table(target.name)} record) when this command ends; "
+                              f"(and would keep its {names[-1]} record) when this command ends; "
                               f"write a table with materialize --table, or give Spark a persistent catalog "
                               f"([backend] conf \"spark.sql.catalogImplementation\" = \"hive\")")
         if target.replace or warehouse is None or persistent or running_conf is not None:
