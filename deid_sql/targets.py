@@ -34,6 +34,12 @@ class Target:
     sidecar: bool = False
     flag: str = "--overwrite"
 
+    def names(self) -> list[str]:
+        """The table or view names this target creates: its own, and its sidecar table's."""
+        if self.name is None:
+            return []
+        return [self.name, *([sidecar_table(self.name)] if self.sidecar else [])]
+
 
 def file(path: Path | None, replace: bool, sidecar: bool = False, flag: str = "--overwrite") -> list[Target]:
     """A file target (none when ``path`` is None)."""
@@ -69,8 +75,13 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
 def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> None:
     """Refuse (``OutputError``) the first target that is an input of ``spec``, exists and may not
     be replaced, or whose folder is missing."""
+    from .backends.lazy import LazyBackend
     from .output import check_not_input
 
+    if isinstance(backend, LazyBackend):  # names and existing objects the engine can judge unconnected first
+        backend.check_outputs(targets)
+    else:
+        type(backend).check_outputs(spec.backend.options(), targets)
     for t in targets:
         if t.kind == "file":
             assert t.path is not None

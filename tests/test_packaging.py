@@ -102,3 +102,22 @@ def test_every_subpackage_is_listed_for_the_wheel():
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {".".join(p.parent.relative_to(root).parts) for p in (root / "deid_sql").rglob("__init__.py")}
     assert on_disk <= listed, f"add to [tool.setuptools] packages: {sorted(on_disk - listed)}"
+
+
+def test_dbt_extra_installs_the_adapters_docs_dbt_runs():
+    """docs/dbt.md runs dbt on DuckDB and on PostgreSQL: the ``dbt`` extra brings both adapters,
+    each in the range of dbt-core it names (dbt-core stays below 1.12, whose parser cannot be built
+    from the package registries), and the page's install line says so (issue 27, case 10)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = {Requirement(r).name: Requirement(r) for r in
+             tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dbt"]}
+    assert {"dbt-core", "dbt-duckdb", "dbt-postgres"} <= set(extra)
+    assert not extra["dbt-core"].specifier.contains("1.12.0")
+    for version in ("1.9.0", "1.11.0"):
+        assert extra["dbt-core"].specifier.contains(version) and extra["dbt-postgres"].specifier.contains(version)
+    assert not extra["dbt-postgres"].specifier.contains("1.12.0")
+    install = next(line for line in (ROOT / "docs" / "dbt.md").read_text().splitlines() if "pip install" in line)
+    assert "dbt-postgres" in install

@@ -49,6 +49,14 @@ class Backend(ABC):
             return f"reads tables of its database, not the file {ref.path}"
         return f"cannot read the {'DuckDB' if ref.format == 'duckdb' else ref.format} file {ref.path}"
 
+    @classmethod
+    def check_outputs(cls, options: Mapping[str, Any], targets: Sequence[Any]) -> None:
+        """Refuse (``OutputError``, one line) outputs this engine cannot write, by what is known
+        without connecting (``options``: ``connect``'s keyword arguments; ``targets``:
+        ``targets.Target``); an engine slow to start (Spark) checks names and existing objects here,
+        so that a refusal costs no start.  Nothing by default: the connected checks follow."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection (always call it, or use ``with``)."""

@@ -58,6 +58,7 @@ from . import engine_logs_shown
 from .base import Backend, Finish, literal_rows
 from .spark_arrow import arrow_schema, partition_batches, type_name
 from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
+from .spark_writes import check_outputs, local_warehouse, spark_output_name, spark_parts, staging_name, sweep_staging
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
 # spark_home's folder settings).  No web UI, no progress bars.  No relation cache: each backend is its own
@@ -81,11 +82,9 @@ for _name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
 
 
 def quoted_table(name: str) -> exp.Table:
-    """``db.table`` (or ``table``, ``catalog.db.table``) with every part quoted."""
-    parts = name.split(".")
-    if len(parts) > 3 or not all(parts):
-        raise OutputError(f"table name {name!r} is not table, db.table or catalog.db.table")
-    ids = [exp.to_identifier(p, quoted=True) for p in parts]
+    """``db.table`` (or ``table``, ``catalog.db.table``) with every part quoted; parts in the
+    double-quote syntax of ``deid_sql.names`` (``"my.db"."t"``), parsed by ``spark_writes``."""
+    ids = [exp.to_identifier(p, quoted=True) for p, _ in spark_parts(name)]
     return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
 
 
@@ -182,11 +181,23 @@ class SparkBackend(Backend):
                                        f"starts: use the same [backend] conf or another process")
         except (PySparkException, Py4JError) as e:
             raise BackendError(_one_line(e)) from None
+        with suppress(PySparkException, Py4JError):  # a killed writer's staging folders go
+            sweep_staging(local_warehouse(self.session.conf.get("spark.sql.warehouse.dir")))
         self._views: set[str] = set()
         self._cached: dict[str, DataFrame] = {}
         self._files: dict[tuple[str, str | None, tuple[str, ...]], str] = {}  # CSV views
         self._inferred: dict[tuple[str, str | None], T.StructType] = {}  # CSV schemas
         self._closed = False
+
+    @classmethod
+    def check_outputs(cls, options: Mapping[str, Any], targets: Sequence[Any]) -> None:
+        """Names Spark cannot hold, views its in-memory catalog would forget, and tables whose folder
+        the local warehouse holds are refused before the JVM starts (``spark_writes``)."""
+        running = None
+        if _root is not None and _root.sparkContext._jsc is not None:
+            running = {k: v for k in ("spark.sql.warehouse.dir", "spark.sql.catalogImplementation",
+                                      "spark.sql.caseSensitive") if (v := _root.conf.get(k, None)) is not None}
+        check_outputs(options, targets, running)
 
     def progress(self) -> float | None:
         """Finished tasks over all tasks of the stages running now (Spark's own status tracker)."""
@@ -322,6 +333,9 @@ class SparkBackend(Backend):
     def create_view(self, database: Path | None, name: str, query: exp.Expression, replace: bool,
                     companions: Mapping[str, pa.Table] | None = None) -> None:
         _no_file(database)
+        self._creatable(name, "view name")
+        for companion in companions or {}:
+            self._creatable(companion)
         if not replace and self._kind(quoted_table(name)) is not None:  # a view needs no folder
             raise OutputError(f"the database already has a table or view named {name!r}; pick another name or "
                               f"replace it")
@@ -347,12 +361,13 @@ class SparkBackend(Backend):
         renamed aside first and dropped only once the new one is in place (a leftover folder of
         the name is removed right before)."""
         _no_file(database)
-        target = quoted_table(name)
+        target = self._creatable(name)
         kind = self._kind(target)
         leftover = self._leftover(target) if kind != "TABLE" else None
         if not replace:
             self._refuse_taken(name, kind, leftover)
-        staging, placed = _sibling(target, "deid_staging"), False
+        staging, placed = target.copy(), False
+        staging.set("this", exp.to_identifier(staging_name(), quoted=True))  # whose it is: spark_writes
         extra: Mapping[str, pa.Table] = {}
         companions_placed = False
         try:
@@ -392,20 +407,30 @@ class SparkBackend(Backend):
                     with suppress(BackendError):
                         self._run(exp.Drop(tables=[quoted_table(companion)], kind="TABLE", exists=True))
 
+    def _creatable(self, name: str, what: str = "table name") -> exp.Table:
+        """``name`` as a table expression, once Spark's catalog can hold it (``spark_output_name``),
+        before anything is created: a name refused after ``CREATE TABLE`` has left its folder."""
+        sensitive = self.session.conf.get("spark.sql.caseSensitive", "false") == "true"
+        spark_output_name(name, what, sensitive and self.session.conf.get("spark.sql.catalogImplementation",
+                                                                          "in-memory") != "hive")
+        return quoted_table(name)
+
     def _check_companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:
         for name in tables:
+            self._creatable(name)
             if not replace:
                 kind = self._kind(quoted_table(name))
                 self._refuse_taken(name, kind, self._leftover(quoted_table(name)) if kind != "TABLE" else None)
 
-    def _refuse_taken(self, name: str, kind: str | None, leftover: str | None) -> None:
-        """One line when ``name`` is taken (by a catalog object, or by a leftover folder)."""
+    def _refuse_taken(self, name: str, kind: str | None, leftover: str | None, flag: str = "--overwrite") -> None:
+        """One line when ``name`` is taken (by a catalog object, or by a leftover folder), naming the
+        flag the command has (``view`` has ``--replace``)."""
         if kind is not None:
             raise OutputError(f"the database already has a {kind.lower()} named {name!r}; pick another name or "
-                              f"pass --overwrite")
+                              f"pass {flag}")
         if leftover is not None:
             raise OutputError(f"Spark's warehouse already holds a folder for table {name!r} ({leftover}), left by "
-                              f"an earlier run; pass --overwrite to replace it, or pick another name")
+                              f"an earlier run; pass {flag} to replace it, or pick another name")
 
     def _companions(self, tables: Mapping[str, pa.Table]) -> None:
         """Small tables that land with a release (its sidecar); Spark has no transactions, so the
@@ -423,7 +448,7 @@ class SparkBackend(Backend):
         _no_file(database)
         table = quoted_table(name)
         kind = self._kind(table)
-        self._refuse_taken(name, kind, self._leftover(table) if kind is None and noun == "a table" else None)
+        self._refuse_taken(name, kind, self._leftover(table) if kind is None and noun == "a table" else None, flag)
 
     def exists(self, database: Path | None, name: str) -> bool:
         """A catalog table or view, or a leftover folder that would stop a table of that name."""
