@@ -53,6 +53,10 @@ class Rules:
     max_parts: int = 2              # NAME or SCHEMA.NAME
     bare_literal: bool = False      # a name without dot or quote is taken literally, whatever it holds
     default_schema: str | None = None  # where an unqualified name lives (to compare names)
+    plain: str = r"[A-Za-z_][A-Za-z0-9_$]*"  # an unquoted part as the engine reads it
+    characters: str | None = None   # what a part the engine's own catalog stores may hold (None: anything)
+    fold_quoted: bool = False       # the catalog folds quoted parts too (Spark's case-insensitive catalog)
+    own_catalog: str | None = None  # CATALOG.SCHEMA.NAME in another catalog follows that catalog's rules
 
     def forms(self) -> str:
         q = self.quote
@@ -72,6 +76,11 @@ GENERIC = Rules("generic", "the engine", bare_literal=True)
 RULES: dict[str, Rules] = {
     "duckdb": Rules("duckdb", "DuckDB", bare_literal=True, default_schema="main"),
     "postgres": Rules("postgres", "PostgreSQL", fold="lower", max_bytes=63, default_schema="public"),
+    # Spark's session catalog holds letters, digits and _ only, folded to lower case even when quoted
+    # (INVALID_SCHEMA_OR_RELATION_NAME otherwise, after CREATE TABLE … AS has made the folder)
+    "spark": Rules("spark", "Spark", fold="lower", max_parts=3, default_schema="default",
+                   plain=r"[A-Za-z0-9_$]+", characters=r"[A-Za-z0-9_]+", fold_quoted=True,
+                   own_catalog="spark_catalog"),
 }
 
 
@@ -136,9 +145,11 @@ class Name:
         return self.text
 
 
-def parse_name(text: str, engine: str | Rules | None = None, what: str = "table name") -> Name:
+def parse_name(text: str, engine: str | Rules | None = None, what: str = "table name", strict: bool = True) -> Name:
     """``text`` parsed by the rules of ``engine``; raises ``OutputError`` (one line) when it is not a
-    name, or when the engine would fold or truncate it into another one."""
+    name, or — ``strict``, for a name the engine will create — when the engine would fold or truncate
+    it into another one or its catalog cannot hold it.  A name only read (a source table) is looked up
+    as the engine folds it, so ``strict=False`` checks its form alone."""
     rules = engine if isinstance(engine, Rules) else rules_for(engine)
     q = rules.quote
 
@@ -157,27 +168,24 @@ def parse_name(text: str, engine: str | Rules | None = None, what: str = "table 
         return out
     quoted_part = re.compile(f"{re.escape(q)}((?:[^{re.escape(q)}]|{re.escape(q * 2)})+){re.escape(q)}"
                              r"([A-Za-z0-9_$]*)")  # a suffix after the quote: a sidecar's NAME__release
+    plain = re.compile(rules.plain)
     parts: list[str] = []
+    quoted: list[bool] = []
     pos = 0
     while True:
         m = quoted_part.match(text, pos)
         if m:
             part = m.group(1).replace(q * 2, q) + m.group(2)
-            if "." in m.group(1) and not rules.dots_in_quotes:
+            if strict and "." in m.group(1) and not rules.dots_in_quotes:
                 raise OutputError(f"{what} {text!r}: {rules.title} allows no dot inside a quoted name "
                                   f"({m.group(0)}); pick a name without one")
         else:
-            m = _PLAIN.match(text, pos)
+            m = plain.match(text, pos)
             if not m:
                 raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
             part = m.group(0)
-            folded = rules.folded(part)
-            if folded != part:
-                shown = rules.quoted(part)
-                raise OutputError(f"{what} {text!r}: {rules.title} would turn {part} into {folded} (it folds "
-                                  f"unquoted names to {rules.fold} case); write it as {folded} or quote it: "
-                                  f"{shown}")
         parts.append(part)
+        quoted.append(m.group(0).startswith(q))
         pos = m.end()
         if pos == len(text):
             break
@@ -186,9 +194,31 @@ def parse_name(text: str, engine: str | Rules | None = None, what: str = "table 
         pos += 1
     if len(parts) > rules.max_parts:
         raise refuse(f"has {len(parts)} parts")
+    foreign = len(parts) == 3 and rules.own_catalog is not None and parts[0].lower() != rules.own_catalog
+    if strict and not foreign:
+        for part, was_quoted in zip(parts, quoted):
+            folded = rules.folded(part)
+            if not was_quoted and folded != part:
+                raise OutputError(f"{what} {text!r}: {rules.title} would turn {part} into {folded} (it folds "
+                                  f"unquoted names to {rules.fold} case); write it as {folded}"
+                                  + ("" if rules.fold_quoted else f" or quote it: {rules.quoted(part)}"))
+        _check_catalog(parts, quoted, rules, what, text)
     out = Name(tuple(parts), rules, text)
     _check_length(out, what, text)
     return out
+
+
+def _check_catalog(parts: Sequence[str], quoted: Sequence[bool], rules: Rules, what: str, text: str) -> None:
+    """Refuse a schema or table part the engine's own catalog cannot hold, or would fold although quoted."""
+    for part, was_quoted in zip(parts[-2:], quoted[-2:]):
+        if rules.characters is not None and not re.fullmatch(rules.characters, part):
+            bad = "a dot" if "." in part else "a space" if " " in part else repr(part)
+            suggestion = re.sub(r"[^A-Za-z0-9_]+", "_", part).strip("_").lower() or "released"
+            raise OutputError(f"{what} {text!r} cannot live in {rules.title}'s catalog: its names hold only "
+                              f"letters, digits and _ (not {bad}); pick such a name, e.g. {suggestion}")
+        if was_quoted and rules.fold_quoted and rules.folded(part) != part:
+            raise OutputError(f"{what} {text!r}: {rules.title}'s catalog folds names to {rules.fold} case, so "
+                              f"\"{part}\" would be {rules.folded(part)}; write it in {rules.fold} case")
 
 
 def _check_length(name: Name, what: str, given: str) -> None:

@@ -205,6 +205,7 @@ def test_kill_9_during_a_refresh_leaves_no_staging_table(pg: PostgresEngine, run
         if point == "after" and _staging_query_running(pg, "count(*)%deid_staging_"):
             break
         time.sleep(0.01)
+    assert proc.poll() is None, f"the refresh ended before the kill point {point!r}: nothing was tested"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 120  # the server session of the killed client ends, rolling back

@@ -31,10 +31,11 @@ RELEASE = f"\n[release]\n{PERMISSIVE_RELEASE}\n"
 # -- Spark's identifier rules (no Java) ------------------------------------------------------------
 def test_spark_identifier_rules() -> None:
     assert spark_output_name('"deid_demo"."released"') == ["deid_demo", "released"]
-    assert spark_output_name("Schema.T") == ["Schema", "T"]  # unquoted: folded, as Spark SQL does
+    with pytest.raises(OutputError, match="would turn Schema into schema"):  # folded: not the name typed
+        spark_output_name("Schema.T")
     assert spark_output_name('"schema"."t"') == ["schema", "t"]
     assert spark_output_name('"Schema"."T"', case_sensitive=True) == ["Schema", "T"]
-    for name, words in (('"My Table"', "not a space"), ('"we.ird"', "not a dot"), ("my tbl", "not a space"),
+    for name, words in (('"My Table"', "not a space"), ('"we.ird"', "not a dot"), ("my tbl", "is not a name"),
                         ('"a$b"', r"'a\$b'"), ('"Schema"."T"', "folds names to lower case")):
         with pytest.raises(OutputError, match=words) as refused:
             spark_output_name(name, "--table")
@@ -162,6 +163,7 @@ def test_kill_at_three_points_leaves_no_staging_after_the_next_run(spark, study:
             if point == "after" and any((s / "_SUCCESS").exists() for s in staged):
                 break
             time.sleep(0.01)
+        assert run.poll() is None, f"the write ended before the kill point {point!r}: nothing was tested"
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
         line = _cli(study, "materialize", str(study), "--policy", "top", "--table", '"bad name"')

@@ -58,7 +58,7 @@ from . import engine_logs_shown
 from .base import Backend, Finish, literal_rows
 from .spark_arrow import arrow_schema, partition_batches, type_name
 from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
-from .spark_writes import check_outputs, local_warehouse, spark_output_name, spark_parts, staging_name, sweep_staging
+from .spark_writes import check_outputs, local_warehouse, spark_output_name, spark_table, staging_name, sweep_staging
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
 # spark_home's folder settings).  No web UI, no progress bars.  No relation cache: each backend is its own
@@ -84,7 +84,7 @@ for _name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
 def quoted_table(name: str) -> exp.Table:
     """``db.table`` (or ``table``, ``catalog.db.table``) with every part quoted; parts in the
     double-quote syntax of ``deid_sql.names`` (``"my.db"."t"``), parsed by ``spark_writes``."""
-    ids = [exp.to_identifier(p, quoted=True) for p, _ in spark_parts(name)]
+    ids = [exp.to_identifier(p, quoted=True) for p in spark_table(name)]
     return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
 
 

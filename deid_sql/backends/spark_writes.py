@@ -7,8 +7,7 @@ name a command will write is checked here, by Spark's identifier rules, before a
 and with Spark's default in-memory catalog (a fresh process knows no table) an output that
 exists is a folder in the warehouse, which is read on disk, so a refusal costs no JVM either.
 
-**Spark's identifier rules** (``SPARK_RULES``, ``spark_parts``, ``spark_output_name``; the
-PostgreSQL counterpart lives with that engine, to be merged by hand into one table of rules):
+**Spark's identifier rules** (``names.RULES["spark"]``, the table every engine's rules are in):
 names come in the spec's and the command line's double-quote syntax (``deid_sql.names``), enter
 Spark SQL backquoted, and must be what Spark's session catalog can hold: letters, digits and
 ``_`` only (no space, no dot, no ``$``; ``INVALID_SCHEMA_OR_RELATION_NAME`` otherwise), folded
@@ -32,73 +31,36 @@ import shutil
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import OutputError
 from ..inflight import running, start_time
-from ..names import _PLAIN, _QUOTED, FORMS
-
-# -- Spark's identifier rules (session catalog) ---------------------------------------------------
-#: quote character in Spark SQL, case folding, length limit (none), dots inside quotes (refused:
-#: the catalog holds only [A-Za-z0-9_]), and the characters a table or database name may hold
-SPARK_RULES: Mapping[str, Any] = {"quote": "`", "fold": "lower", "max_bytes": None, "dots_in_quotes": False,
-                                  "characters": "[A-Za-z0-9_]"}
-_SPARK_PLAIN = re.compile(r"[A-Za-z0-9_$]+")  # Spark also reads unquoted identifiers starting with a digit
-_CATALOG_NAME = re.compile(r"[A-Za-z0-9_]+")
+from ..names import RULES, Rules, parse_name
 
 
-def spark_parts(text: str, what: str = "table name") -> list[tuple[str, bool]]:
-    """``[(part, quoted)]`` of ``[catalog.][db.]table`` in the double-quote syntax of
-    ``deid_sql.names`` (a name without a dot or quote is one literal part); one line otherwise."""
-    def refuse(why: str) -> OutputError:
-        return OutputError(f"{what} {text!r} {why}; use {FORMS}")
-
-    if not isinstance(text, str) or not text.strip():
-        raise refuse("is empty")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise refuse("holds a control character")
-    if "." not in text and not text.startswith('"'):
-        return [(text, False)]
-    parts: list[tuple[str, bool]] = []
-    pos = 0
-    while True:
-        m = _QUOTED.match(text, pos)
-        if m:
-            parts.append((m.group(1).replace('""', '"') + m.group(2), True))
-        else:
-            m = _SPARK_PLAIN.match(text, pos) or _PLAIN.match(text, pos)
-            if not m:
-                raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
-            parts.append((m.group(0), False))
-        pos = m.end()
-        if pos == len(text):
-            break
-        if text[pos] != "." or pos + 1 == len(text):
-            raise refuse(f"is not a name at {text[pos:pos + 20]!r}")
-        pos += 1
-    if len(parts) > 3:
-        raise refuse(f"has {len(parts)} parts (Spark names are table, db.table or catalog.db.table)")
-    return parts
+# -- Spark's identifier rules: ``names.RULES["spark"]`` -----------------------------------------------
+def spark_rules(case_sensitive: bool = False) -> Rules:
+    """Spark's identifier rules (``names.RULES["spark"]``); with ``spark.sql.caseSensitive`` on, names
+    keep their case."""
+    rules = RULES["spark"]
+    return replace(rules, fold="none", fold_quoted=False) if case_sensitive else rules
 
 
 def spark_output_name(text: str, what: str = "table name", case_sensitive: bool = False) -> list[str]:
     """The parts of a name Spark's session catalog is to create; refused in one line when Spark
-    cannot hold it (``SPARK_RULES``) or would fold a quoted part's case."""
-    parts = spark_parts(text, what)
-    if len(parts) == 3 and parts[0][0].lower() != "spark_catalog":
-        return [p for p, _ in parts]  # another catalog: its own rules
-    for part, quoted in parts[-2:]:
-        if not _CATALOG_NAME.fullmatch(part):
-            bad = "a dot" if "." in part else "a space" if " " in part else f"{part!r}"
-            suggestion = re.sub(r"[^A-Za-z0-9_]+", "_", part).strip("_") or "released"
-            raise OutputError(f"{what} {text!r} cannot live in Spark's catalog: its names hold only letters, "
-                              f"digits and _ (not {bad}); pick such a name, e.g. {suggestion.lower()}")
-        if quoted and not case_sensitive and part != part.lower():
-            raise OutputError(f"{what} {text!r}: Spark's catalog folds names to lower case, so \"{part}\" would be "
-                              f"{part.lower()}; write it in lower case (or unquoted)")
-    return [p for p, _ in parts]
+    cannot hold it or would fold its case (``names.parse_name`` with Spark's rules)."""
+    return list(parse_name(text, spark_rules(case_sensitive), what).parts)
+
+
+def spark_table(text: str) -> list[str]:
+    """The parts of a name Spark is to read (a source table, a session view): its form checked, looked
+    up as Spark folds it; a name without a dot or quote is one part as it is."""
+    if "." not in text and not text.startswith('"'):
+        return [text]
+    return list(parse_name(text, RULES["spark"], "table name", strict=False).parts)
 
 
 # -- staging names and their leftovers ------------------------------------------------------------
@@ -206,5 +168,5 @@ def _table_folder(warehouse: Path, parts: list[str], case_sensitive: bool) -> Pa
     return warehouse / f"{fold(parts[0])}.db" / fold(parts[-1])
 
 
-__all__ = ["SPARK_RULES", "STAGING", "check_outputs", "local_warehouse", "spark_output_name", "spark_parts",
+__all__ = ["STAGING", "check_outputs", "local_warehouse", "spark_output_name", "spark_rules", "spark_table",
            "staging_name", "sweep_staging", "warehouse_of"]
