@@ -32,6 +32,22 @@ os.environ.setdefault("DEID_SQL_SPARK_HOME", str(HOME))
 atexit.register(shutil.rmtree, HOME, ignore_errors=True)
 
 
+def parquet_study(folder: Path) -> Path:
+    """The conftest problem as Parquet files in ``folder`` read by Spark with the default settings (no
+    conf, the in-memory catalog), and its spec ``spec.toml`` (a permissive release criterion)."""
+    import pyarrow.parquet as pq
+
+    from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
+
+    pq.write_table(_source_table(), folder / "patients.parquet")
+    pq.write_table(_population_table(), folder / "census.parquet")
+    spec = folder / "spec.toml"
+    spec.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n[source]\npath = "patients.parquet"\n\n'
+                    '[population]\npath = "census.parquet"\ncount = "count"\n' + "".join(DEFAULT_QIS)
+                    + DEFAULT_COLUMNS + f"\n[release]\n{PERMISSIVE_RELEASE}\n", encoding="utf-8")
+    return spec
+
+
 def spark_header() -> str:
     """The ``[backend]`` table every Spark test spec uses."""
     conf = ", ".join(f'"{k}" = "{v}"' for k, v in CONF.items())

@@ -29,6 +29,7 @@ from deid_sql.errors import BackendError
 from deid_sql.spec import Spec, SpecError
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import Engine, opened
+from tests.spark_engine import parquet_study
 
 # what Spark's JVM prints when it starts, at its default log level
 JVM_LINES = re.compile(r"log4j|Setting default log level|NativeCodeLoader|WARN |incubator modules|sc\.setLogLevel")
@@ -155,12 +156,7 @@ def test_a_leftover_folder_is_refused_then_replaced(spark: Engine, spark_spec: P
 def study(spark: Engine, tmp_path: Path) -> Path:
     """A spec of Parquet files read by Spark with the default settings (no conf), and an empty
     working folder ``tmp_path/work`` to run in."""
-    pq.write_table(_source_table(), tmp_path / "patients.parquet")
-    pq.write_table(_population_table(), tmp_path / "census.parquet")
-    spec = tmp_path / "spec.toml"
-    spec.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n[source]\npath = "patients.parquet"\n\n'
-                    '[population]\npath = "census.parquet"\ncount = "count"\n' + "".join(DEFAULT_QIS)
-                    + DEFAULT_COLUMNS + RELEASE, encoding="utf-8")
+    spec = parquet_study(tmp_path)
     (tmp_path / "work").mkdir()
     return spec
 

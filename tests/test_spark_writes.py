@@ -23,9 +23,8 @@ import pytest
 
 from deid_sql.backends.spark_writes import spark_output_name, staging_name, sweep_staging
 from deid_sql.errors import OutputError
-from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, PERMISSIVE_RELEASE, _population_table, _source_table
-
-RELEASE = f"\n[release]\n{PERMISSIVE_RELEASE}\n"
+from tests.conftest import N_SOURCE
+from tests.spark_engine import parquet_study
 
 
 # -- Spark's identifier rules (no Java) ------------------------------------------------------------
@@ -59,12 +58,7 @@ def test_sweep_removes_dead_writers_staging_only(tmp_path: Path) -> None:
 @pytest.fixture
 def study(tmp_path: Path) -> Path:
     """Parquet files read by Spark with the default in-memory catalog, and Spark's folder ``spark-home``."""
-    pq.write_table(_source_table(), tmp_path / "patients.parquet")
-    pq.write_table(_population_table(), tmp_path / "census.parquet")
-    spec = tmp_path / "spec.toml"
-    spec.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n[source]\npath = "patients.parquet"\n\n'
-                    '[population]\npath = "census.parquet"\ncount = "count"\n' + "".join(DEFAULT_QIS)
-                    + DEFAULT_COLUMNS + RELEASE, encoding="utf-8")
+    spec = parquet_study(tmp_path)
     return spec
 
 
