@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from .domain import Domain, ZipDomain
 from .guards import IN_LIST, implied_by_groups, member
-from .names import table_name
+from .names import parse_name, rules_for, table_name
 from .recoding import QIRecoding, Recoding
 from .spec import QISpec, TableRef
 from .sqltext import DIALECTS as DIALECTS  # re-exported: the names the rest of the code imports from here
@@ -257,4 +257,6 @@ def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table:
         return relation.copy()
     if table is not None:
         return table_name(table, "--table")
+    if ref.format == "table" and ref.table:  # an engine's table: SCHEMA.NAME as that engine reads it
+        return parse_name(ref.table, rules_for(dialect), "[source] table", strict=False).table()
     return exp.Table(this=exp.to_identifier(ref.table or "source", quoted=True))

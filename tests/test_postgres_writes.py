@@ -214,3 +214,12 @@ def test_kill_9_during_a_refresh_leaves_no_staging_table(pg: PostgresEngine, run
     run("validate", path)
     assert not {n for n in catalog(pg, pg.schema) if n.startswith("deid_staging_")}
     assert scalar(pg, f'SELECT count(*) FROM "{pg.schema}"."big_deid"') == 300_000
+
+
+def test_compiled_sql_reads_the_source_table_by_its_parts(pg: PostgresEngine, spec: Path, run) -> None:
+    """``compile`` without ``--table`` names the spec's ``SCHEMA.TABLE`` as two quoted parts (it was one
+    identifier holding the dot), so the printed SQL runs as it is."""
+    sql = run("compile", spec, "--policy", POLICY, "--dialect", "postgres").stdout
+    assert f'"{pg.schema}"."patients"' in sql
+    rows = pg.backend.con.execute(sql).fetchall()
+    assert len(rows) == scalar(pg, f'SELECT count(*) FROM "{pg.schema}"."patients"')
