@@ -426,14 +426,15 @@ def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table
             )
 
 
-def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table) -> list[str]:
-    """One line per text QI column the engine compares under a rule other than its bytes (a
+def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain],
+                   table: Table) -> list[tuple[int, str]]:
+    """``(rows, line)`` per text QI column the engine compares under a rule other than its bytes (a
     case- or accent-folding collation, a blank-padded ``CHAR(n)``; ``Backend.text_collations``):
     how deid-sql treats it (byte for byte, released in the domain's spelling) and how many rows
     equal a domain value only under the column's own rule (they are outside the domain)."""
     names = [q.column for q, d in zip(spec.qis, domains) if d.kind in ("category", "zip")]
     declared = backend.text_collations(spec.source, names) if names else {}
-    notes = []
+    notes: list[tuple[int, str]] = []
     for q, d in zip(spec.qis, domains):
         if q.column not in declared:
             continue
@@ -451,9 +452,9 @@ def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain], tabl
         result = backend.execute(query).to_pylist()[0]
         n, example = int(result["n"] or 0), result["e"]
         shown = f" (e.g. {example!r})" if n else ""
-        notes.append(f"QI {q.name!r}: column {q.column!r} is {declared[q.column]}; deid-sql compares its text byte "
-                     f"for byte and releases the domain's spelling, so {n:,} row(s) that equal a domain value only "
-                     f"under the column's own rule{shown} are outside the domain")
+        notes.append((n, f"QI {q.name!r}: column {q.column!r} is {declared[q.column]}; deid-sql compares its text "
+                         f"byte for byte and releases the domain's spelling, so {n:,} row(s) that equal a domain "
+                         f"value only under the column's own rule{shown} are outside the domain"))
     return notes
 
 

@@ -17,7 +17,7 @@ from sqlglot import exp
 from . import progress
 from .atomic import replacing, replacing_together
 from .backends import local
-from .backends.base import Backend
+from .backends.base import Backend, fingerprint
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
 from .names import check_name, check_output_name
@@ -27,7 +27,7 @@ from .recoding import Recoding
 from .release.figures import ReleaseFigures
 from .release.gate import ReleaseGate, Verdict
 from .release.plan import ReleasePlan, plan_of
-from .release.sidecar import file_sha256, row_checksum, sidecar_path, sidecar_table, to_json
+from .release.sidecar import file_sha256, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
 from .suppression import Suppression
 from .tableref import engine_inputs
@@ -174,7 +174,7 @@ def _write_table_now(backend: Backend, database: Path | None, name: str, query: 
         where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
                  "rows": figures.records}
         columns = [n for n, _ in gate.columns]  # the row hash a report checks the table against later
-        where |= {"columns": columns, "row_hash": row_checksum(run, backend, target, columns)}
+        where |= {"columns": columns, "row_hash": fingerprint(run, backend, target, columns)}
         done.update(figures=figures, verdict=verdict)
         return gate.record_table(name, figures, verdict, where)
 
@@ -257,12 +257,19 @@ def compile_release(problem: Problem, item: ReleasePlan | Policy | Recoding | st
     plan = plan_of(problem, item, suppression)
     call = (f"deid_sql.output.compile_release(problem, {_policy_repr(plan)}, {dialect!r}"
             + (f", table={table!r}" if table else "") + ")")
+    sql, _, figures, verdict = judged_sql(problem, plan, dialect, table, call, accept_risk)
+    return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
+
+
+def judged_sql(problem: Problem, plan: ReleasePlan, dialect: str, table: str | None, call: str,
+               accept_risk: str | None) -> tuple[str, ReleaseGate, ReleaseFigures, Verdict]:
+    """The SQL of ``plan`` for ``dialect`` and the gate's verdict on the rows it gives on the spec's
+    data (``ReleaseRefused`` when it fails unaccepted): printed SQL and SQL kept in a file alike."""
     gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
     gate.precheck()
     sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=table)
     figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression))
-    verdict = gate.judge(figures)
-    return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
+    return sql, gate, figures, gate.judge(figures)
 
 
 def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, database: str | Path | None, name: str,

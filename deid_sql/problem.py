@@ -196,7 +196,8 @@ class Problem:
         if spec.population_size is not None and sample_cells is not None and spec.population_size < sample_cells.total:
             problems.append(f"population size {spec.population_size:,} is smaller than the sample "
                             f"({sample_cells.total:,} records); a population holds its sample: fix population size")
-        raise_if(problems + ([n for n in notes if " 0 row(s)" not in n] if problems else []) + roles)
+        # beside the data's problems: the columns whose other spellings are among the rows outside the domain
+        raise_if(problems + ([line for rows, line in notes if rows] if problems else []) + roles)
         assert sample_cells is not None
         lattice = Lattice(spec.qi_names, resolved, hierarchies, allowed)
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
@@ -206,7 +207,7 @@ class Problem:
             return backend.relation(spec.source, text_cols)
 
         problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
-        problem.notes = notes
+        problem.notes = [line for _, line in notes]
         return problem
 
     def close(self) -> None:

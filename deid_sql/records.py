@@ -6,7 +6,7 @@ through the same gate and landing with the SQL (both files or neither).
 
 A sidecar is only worth signing if the release still is what it records: ``verify_release``
 recomputes a file release's SHA-256, or a table release's row count and row hash
-(``release.sidecar.row_checksum``, ``Backend.checksum``'s fingerprint), and refuses a release
+(``backends.base.fingerprint``, ``Backend.checksum``'s), and refuses a release
 that changed since it was written.
 """
 
@@ -21,13 +21,12 @@ from sqlglot import exp
 
 from .atomic import replacing_together
 from .backends import local
-from .backends.base import Backend
+from .backends.base import Backend, fingerprint
 from .errors import OutputError
-from .output import Written, check_not_input
+from .output import Written, check_not_input, judged_sql
 from .problem import Problem
-from .release.gate import ReleaseGate
 from .release.plan import ReleasePlan
-from .release.sidecar import file_sha256, row_checksum, sidecar_path, to_json
+from .release.sidecar import file_sha256, sidecar_path, to_json
 from .tableref import TableRef
 
 #: what ``compile`` to stdout says on stderr: no record is kept of SQL that was only printed
@@ -51,11 +50,7 @@ def write_compiled(problem: Problem, plan: ReleasePlan, out: Path, dialect: str 
         check_not_input(problem.spec, path)
     call = (f"deid_sql.records.write_compiled(problem, {plan.repr_call()}, {str(out)!r}, {dialect!r}"
             + (f", table={table!r}" if table else "") + (", accept_risk=..." if accept_risk else "") + ")")
-    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
-    gate.precheck()
-    sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=table)
-    figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression))
-    verdict = gate.judge(figures)
+    sql, gate, figures, verdict = judged_sql(problem, plan, dialect, table, call, accept_risk)
     with replacing_together([out, side], overwrite) as (tmp, tmp_side):
         tmp.write_text(sql + ";\n", encoding="utf-8")
         record = gate.record(figures, verdict, {
@@ -132,4 +127,4 @@ def _fingerprint(run: Callable[[exp.Expression], pa.Table], backend: Backend, re
     """The fingerprint of the recorded columns (every column when the record names none)."""
     if not isinstance(columns, list) or not columns:
         columns = list(run(exp.select("*").from_(relation.copy()).limit(0)).column_names)
-    return row_checksum(run, backend, relation, [str(c) for c in columns])
+    return fingerprint(run, backend, relation, [str(c) for c in columns])

@@ -75,13 +75,11 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
 def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> None:
     """Refuse (``OutputError``) the first target that is an input of ``spec``, exists and may not
     be replaced, or whose folder is missing."""
-    from .backends.lazy import LazyBackend
+    from .backends import engine_class
     from .output import check_not_input
 
-    if isinstance(backend, LazyBackend):  # names and existing objects the engine can judge unconnected first
-        backend.check_outputs(targets)
-    else:
-        type(backend).check_outputs(spec.backend.options(), targets)
+    # names and existing objects the engine can judge unconnected first (Spark: before its JVM starts)
+    engine_class(spec.backend.engine).check_outputs(spec.backend.options(), targets)
     for t in targets:
         if t.kind == "file":
             assert t.path is not None
@@ -121,7 +119,6 @@ def check_file(spec: Spec, path: Path, replace: bool, flag: str = "--overwrite")
 
 def _what(t: Target) -> str:
     return "view name" if t.kind == "view" else "table name"
-
 
 
 def input_tables(spec: Spec, extra: Sequence[TableRef] = ()) -> list[str]:

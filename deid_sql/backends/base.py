@@ -168,13 +168,7 @@ class Backend(ABC):
         of a 64-bit hash of each row, in one scan with no grouping or sorting (a fraction of the
         ``GROUP BY`` that makes cells).  The cells cache keys an engine table's cells by it, so any
         change to those columns' values makes a cached load stale.  Row order does not matter."""
-        values = [exp.column(c, quoted=True) for c in columns]
-        query = exp.select(
-            exp.alias_(exp.cast(exp.func("count", exp.Star()), "VARCHAR"), "n"),
-            exp.alias_(exp.cast(exp.func("sum", self.row_hash(values)), "VARCHAR"), "h"),
-        ).from_(exp.to_table(name))
-        row = self.execute(query).to_pylist()[0]
-        return f"{row['n']}:{row['h']}"
+        return fingerprint(self.execute, self, exp.to_table(name), columns)
 
     @abstractmethod
     def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
@@ -215,3 +209,19 @@ def literal_rows(table: pa.Table) -> exp.Select:
     text = {n for n in names if pa.types.is_string(table.schema.field(n).type)}
     return exp.select(*[exp.cast(exp.column(n, quoted=True), "VARCHAR") if n in text else exp.column(n, quoted=True)
                         for n in names]).from_(values)
+
+
+def fingerprint(run: Callable[[exp.Expression], pa.Table], backend: Backend, relation: exp.Expression,
+                columns: Sequence[str]) -> str:
+    """``Backend.checksum``'s fingerprint (row count and row-hash sum, ``"n:h"``) of ``columns`` of
+    any relation, run by ``run`` (the backend's ``execute``, or the transaction writing a table): the
+    cells cache's key of an engine table, and the row hash a table release's record holds and a
+    report recomputes, are the same sum."""
+    values = [exp.column(c, quoted=True) for c in columns]
+    source = relation if isinstance(relation, exp.Table) else exp.select("*").from_(relation.copy()).subquery("r")
+    query = exp.select(
+        exp.alias_(exp.cast(exp.func("count", exp.Star()), "VARCHAR"), "n"),
+        exp.alias_(exp.cast(exp.func("sum", backend.row_hash(values)), "VARCHAR"), "h"),
+    ).from_(source)
+    row = run(query).to_pylist()[0]
+    return f"{row['n']}:{row['h']}"

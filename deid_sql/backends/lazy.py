@@ -10,7 +10,7 @@ the engine class's, known without connecting.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import connect, engine_class
@@ -44,10 +44,6 @@ class LazyBackend:
                 raise
             self._real = backend
         return self._real
-
-    def check_outputs(self, targets: Sequence[Any]) -> None:
-        """The engine's checks of ``targets`` that need no connection (``Backend.check_outputs``)."""
-        self._class.check_outputs(self._options, targets)
 
     def __getattr__(self, name: str) -> Any:
         if self._real is None:

@@ -6,8 +6,8 @@ is checked on the figures of what is actually written (``release.figures``).  Th
 data (a release that tells apart every record the source tells apart) is refused whatever the
 criteria say, unless ``allow_original_data = true`` accepts it explicitly.
 
-``outside_label`` is a guard setting, not a criterion: it belongs to ``[columns]``; read here
-for older specs, with a deprecation line.
+``outside_label`` is a guard setting, not a criterion: it belongs to ``[columns]``; checked here
+for older specs, with a deprecation line (``sections.parse_columns_section`` takes its value).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .roles import check_outside_label
+
 CRITERIA_KEYS = ("max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than")
 RELEASE_KEYS = {*CRITERIA_KEYS, "allow_original_data", "outside_label"}
 # the starting set a refusal names, to copy into the spec and tune to the data-use agreement
 STARTING_SET = '[release] min_k = 5, max_record_risk = 0.2, no_riskier_than = "safe-harbor"'
-OUTSIDE_LABEL = "*"  # what a value outside the declared domain is released as
 REFERENCES = ("safe-harbor",)
 
 
@@ -51,7 +52,6 @@ class ReleaseCriteria:
     min_k: int | None = None
     no_riskier_than: str | None = None  # "safe-harbor": risk <= Safe Harbor's on the same data
     allow_original_data: bool = False  # the original data may be released (when the criteria pass)
-    outside_label: str | None = None  # deprecated place of [columns] outside_label (None: not given here)
     declared: bool = False  # at least one criterion is given
 
     def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
@@ -115,22 +115,13 @@ def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
             values["allow_original_data"] = allow
     if "outside_label" in raw:
         label = raw["outside_label"]
-        if check_outside_label(label, f"{where} outside_label", problems):
-            values["outside_label"] = label
+        if check_outside_label(label, f"{where} outside_label", problems):  # used by [columns]' parser
             deprecated(f"{where} outside_label is a guard setting, not a criterion, and moves to [columns]: write "
                        f"[columns] outside_label = {label!r} (read from [release] for now)")
     if not raw:
         problems.append(f"{where} is empty; give at least one of {', '.join(CRITERIA_KEYS)}, "
                         f"or remove the table")
     return ReleaseCriteria(**values, declared=any(key in raw for key in CRITERIA_KEYS))
-
-
-def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
-    """Whether ``label`` may label values outside a domain (a non-empty text); one problem if not."""
-    if not isinstance(label, str) or not label.strip():
-        problems.append(f"{where} = {label!r} must be a non-empty text, e.g. \"*\" or \"(outside)\"")
-        return False
-    return True
 
 
 def deprecated(message: str) -> None:

@@ -181,8 +181,9 @@ class ReleaseGate:
 
     def precheck(self) -> None:
         """Refuse before writing what can be refused without the rows: no criteria, the original data."""
-        if self.accept_risk is None and not self.verdict(None).passed:
-            raise ReleaseRefused(self._refusal(self.verdict(None).failures))
+        verdict = self.verdict(None)
+        if self.accept_risk is None and not verdict.passed:
+            raise ReleaseRefused(self._refusal(verdict.failures))
 
     def verdict(self, figures: ReleaseFigures | None) -> Verdict:
         criteria: ReleaseCriteria = self.spec.release

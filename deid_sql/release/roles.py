@@ -192,13 +192,19 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
                         f"(columns listed nowhere are dropped)")
         unlisted = "error"
     outside_label = raw.get("outside_label", OUTSIDE_LABEL)
-    if not isinstance(outside_label, str) or not outside_label.strip():
-        problems.append(f"{where} outside_label = {outside_label!r} must be a non-empty text, e.g. \"*\" or "
-                        f"\"(outside)\"")
+    if not check_outside_label(outside_label, f"{where} outside_label", problems):
         outside_label = OUTSIDE_LABEL
     return ColumnRoles(keep=lists["keep"], sensitive=lists["sensitive"], drop=lists["drop"],
                        pseudonymize=lists["pseudonymize"], secret_env=secret_env, pseudonym=str(pseudonym),
                        unlisted=str(unlisted), outside_label=outside_label, declared=True)
+
+
+def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
+    """Whether ``label`` may label values outside a domain (a non-empty text); one problem if not."""
+    if not isinstance(label, str) or not label.strip():
+        problems.append(f"{where} = {label!r} must be a non-empty text, e.g. \"*\" or \"(outside)\"")
+        return False
+    return True
 
 
 def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Backend,

@@ -13,19 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
-from sqlglot import exp
 
 from ..invocation import INVOCATION as INVOCATION  # re-exported: releases read it from here
 from ..invocation import set_invocation as set_invocation
 from ..recoding import Recoding
-
-if TYPE_CHECKING:
-    from ..backends.base import Backend
 
 FORMAT = "deid-sql release"
 VERSION = 1
@@ -59,20 +55,6 @@ def recoding_sha256(recoding: Recoding, names: Sequence[str]) -> str:
     payload = [{"qi": name, "group_of": [int(v) for v in q.group_of], "labels": list(q.labels)}
                for name, q in zip(names, recoding.qis)]
     return text_sha256(json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
-
-
-def row_checksum(run: Callable[[exp.Expression], pa.Table], backend: Backend, relation: exp.Expression,
-                 columns: Sequence[str]) -> str:
-    """``Backend.checksum``'s fingerprint (row count and row-hash sum, ``"n:h"``) of ``columns`` of
-    any relation, run by ``run`` (the transaction writing a table, or a reader of it later), so
-    the row hash a table's record holds and the one a report recomputes are the same sum."""
-    values = [exp.column(c, quoted=True) for c in columns]
-    query = exp.select(
-        exp.alias_(exp.cast(exp.func("count", exp.Star()), "VARCHAR"), "n"),
-        exp.alias_(exp.cast(exp.func("sum", backend.row_hash(values)), "VARCHAR"), "h"),
-    ).from_(exp.select("*").from_(relation.copy()).subquery("r"))
-    row = run(query).to_pylist()[0]
-    return f"{row['n']}:{row['h']}"
 
 
 def utc_now() -> str:
