@@ -124,3 +124,22 @@ def test_an_outside_label_in_columns_is_used(tmp_path: Path) -> None:
     spec.write_text(spec.read_text().replace('sensitive = ["dx"]', 'sensitive = ["dx"]\noutside_label = "(none)"'))
     with Problem.from_spec(spec) as problem:
         assert "'(none)'" in problem.compile("age:cuts=10,20", dialect="duckdb")
+
+
+@pytest.mark.parametrize(("release", "columns", "words"), [
+    ("max_record_risk = 1.0\nallow_original_data = \"yes\"", "",
+     "[release] allow_original_data = 'yes' must be true or false"),
+    ("max_record_risk = 1.0", 'outside_label = ""', "[columns] outside_label = '' must be a non-empty text"),
+    ('max_record_risk = 1.0\noutside_label = "(a)"', 'outside_label = "(b)"',
+     "[release] outside_label = '(a)' and [columns] outside_label = '(b)' disagree; keep the one in [columns]"),
+])
+def test_bad_release_and_outside_label_settings_are_one_line(tmp_path: Path, release: str, columns: str,
+                                                            words: str) -> None:
+    spec = _spec(tmp_path, release)
+    spec.write_text(spec.read_text().replace('sensitive = ["dx"]', f'sensitive = ["dx"]\n{columns}'))
+    out = tmp_path / "r.parquet"
+    result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:top", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and words in errors[0], result.output
+    assert "Traceback" not in result.output and not out.exists()
