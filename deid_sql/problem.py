@@ -22,6 +22,8 @@ from .backends.lazy import LazyBackend
 from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
 from .cells import Cells
 from .compile import compile_source, generalize, to_sql
+from .contract.pseudonym import type_problems
+from .contract.roles import apply_roles
 from .cuts import allowed_mask
 from .domain import Domain, can_label
 from .errors import DeidError, OutputError, PolicyError, SpecError
@@ -45,8 +47,6 @@ from .loading import (
 )
 from .policy import Policy
 from .recoding import QIRecoding, Recoding
-from .release.pseudonym import type_problems
-from .release.roles import apply_roles
 from .spec import Spec
 from .suppression import Suppression
 
@@ -328,7 +328,7 @@ class Problem:
         With ``roles`` (every release path) it releases only declared columns, in release
         order (``released_columns``), and raises ``SpecError`` for a column without a role;
         ``roles=False`` is the raw query of every source column, for a caller that wraps it
-        and applies the roles to its own outer select (``release.roles.apply_roles``).
+        and applies the roles to its own outer select (``contract.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
         recoding = self.recoding(item)

@@ -101,8 +101,8 @@ class Spec:
     risk: str  # "population", or "adversary": seed 002's economic attacker (``adversary.params``)
     adversary: Any  # AdversaryParams, from ``[adversary]`` (``adversary.params``)
     channels: Any  # ChannelSpec or None: seed 003's channel expansion (``channels.spec``)
-    release: Any  # ReleaseCriteria: ``[release]`` acceptance criteria (``release.sections``)
-    columns: Any  # ColumnRoles: ``[columns]``, the role of every non-QI column (``release.sections``)
+    release: Any  # ReleaseCriteria: ``[release]`` acceptance criteria (``contract.sections``)
+    columns: Any  # ColumnRoles: ``[columns]``, the role of every non-QI column (``contract.sections``)
     name: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     backend: BackendSpec = field(default_factory=BackendSpec)

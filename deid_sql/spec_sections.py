@@ -54,8 +54,8 @@ class Section:
 # Order matters only where a section reads another's result (channels checks the [columns] roles).
 SECTIONS: tuple[Section, ...] = (
     Section(("risk", "adversary"), ("risk", "adversary"), "deid_sql.adversary.params:parse_section"),
-    Section(("release",), ("release",), "deid_sql.release.sections:parse_release_section"),
-    Section(("columns",), ("columns",), "deid_sql.release.sections:parse_columns_section"),
+    Section(("release",), ("release",), "deid_sql.contract.sections:parse_release_section"),
+    Section(("columns",), ("columns",), "deid_sql.contract.sections:parse_columns_section"),
     Section(("channels",), ("channels",), "deid_sql.channels.spec:parse_section", replaces_qis=True),
 )
 SECTION_KEYS = frozenset(key for section in SECTIONS for key in section.keys)

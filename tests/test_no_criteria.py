@@ -67,7 +67,7 @@ def test_accept_risk_overrides_and_is_recorded(tmp_path: Path) -> None:
 
 
 def test_a_release_table_with_only_outside_label_counts_as_none(tmp_path: Path, monkeypatch) -> None:
-    from deid_sql.release import criteria
+    from deid_sql.contract import criteria
 
     monkeypatch.setattr(criteria, "_SAID", set())  # the deprecation is said once per process
     spec = _spec(tmp_path, 'outside_label = "(outside)"')

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from deid_sql import Problem
+from deid_sql.contract.criteria import parse_release
 from deid_sql.errors import PolicyError, ReleaseRefused
 from deid_sql.output import create_view, materialize
-from deid_sql.release.criteria import parse_release
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 
 POLICY = "age:cuts=18,30,45,65,90|zip:top"
@@ -358,8 +358,8 @@ def test_docs_columns_table_is_the_demos_roles() -> None:
     (the page's examples, run by tests/test_docs.py, say the demo's spec declares them)."""
     import tomllib
 
+    from deid_sql.contract.roles import parse_columns
     from deid_sql.demo import DEMO_SPEC
-    from deid_sql.release.roles import parse_columns
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "releases.md").read_text(encoding="utf-8")
     block = text.split("```toml\n[columns]\n", 1)[1].split("```", 1)[0]

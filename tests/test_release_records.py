@@ -127,7 +127,7 @@ SECRET_ENV = "DEID_RECORDS_TEST_SECRET"
     "timestamp without time zone", "timestamp with time zone", "double precision", "numeric", "numeric(10,2)",
     "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "float", "OID 1186", "VARCHAR[]", "SOME_NEW_TYPE", None])
 def test_types_outside_the_allow_list_are_refused(sql_type: str | None) -> None:
-    from deid_sql.release.pseudonym import type_problems
+    from deid_sql.contract.pseudonym import type_problems
 
     problems = type_problems(["id"], {"id": sql_type})
     assert len(problems) == 1 and "column 'id'" in problems[0] and "drop" in problems[0]
@@ -136,7 +136,7 @@ def test_types_outside_the_allow_list_are_refused(sql_type: str | None) -> None:
 @pytest.mark.parametrize("sql_type", ["BIGINT", "integer", "INT8", "VARCHAR", "varchar(20)", "text", "STRING",
                                       "character varying(8)", "bpchar", "UUID", "DATE", "BOOLEAN", "HUGEINT"])
 def test_whole_numbers_text_uuid_and_dates_are_pseudonymized(sql_type: str) -> None:
-    from deid_sql.release.pseudonym import type_problems
+    from deid_sql.contract.pseudonym import type_problems
 
     assert type_problems(["id"], {"id": sql_type}) == []
 

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from deid_sql.backends import connect
+from deid_sql.contract.pseudonym import pads, pads_by_hand, pseudonym, text_of
+from deid_sql.contract.roles import ColumnRoles, parse_columns
 from deid_sql.errors import DeidError, SpecError
 from deid_sql.output import materialize
 from deid_sql.problem import Problem
-from deid_sql.release.pseudonym import pads, pads_by_hand, pseudonym, text_of
-from deid_sql.release.roles import ColumnRoles, parse_columns
 from deid_sql.spec import Spec
 from tests.conftest import AGE_QI, DEFAULT_COLUMNS, RACE_QI, SEX_QI, ZIP_QI
 from tests.engines import ENGINES, Engine, engine_fixture

@@ -18,9 +18,9 @@ from click.testing import Result
 import deid_sql
 from deid_sql.adversary.params import AdversaryParams
 from deid_sql.channels.spec import ChannelSpec
+from deid_sql.contract.criteria import ReleaseCriteria
+from deid_sql.contract.roles import ColumnRoles
 from deid_sql.errors import Problems, SpecError
-from deid_sql.release.criteria import ReleaseCriteria
-from deid_sql.release.roles import ColumnRoles
 from deid_sql.spec import TOP_KEYS, Spec
 from deid_sql.spec_sections import SECTION_FIELDS, SECTIONS
 

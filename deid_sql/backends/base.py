@@ -187,7 +187,7 @@ class Backend(ABC):
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC-SHA-256 of ``value``'s text under ``key``, as an expression of this engine.
 
-        Contract (``deid_sql.release.pseudonym`` is the reference): the message is the UTF-8
+        Contract (``deid_sql.contract.pseudonym`` is the reference): the message is the UTF-8
         bytes of ``value`` cast to the engine's text type; NULL gives NULL; ``form`` "hex" gives
         the 64 lowercase hex digits, "integer" the first 15 hex digits as a BIGINT.  Every engine
         returns the same pseudonym for the same text, so releases join across engines and

@@ -327,7 +327,7 @@ class DuckDBBackend(Backend):
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of
         the pads, ``encode`` for the UTF-8 bytes of the text, ``||`` on BLOBs."""
-        from ..release.pseudonym import INTEGER_DIGITS, pads
+        from ..contract.pseudonym import INTEGER_DIGITS, pads
 
         inner, outer = pads(key)
 

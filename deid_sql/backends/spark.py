@@ -526,7 +526,7 @@ class SparkBackend(Backend):
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to
         BINARY (its UTF-8 bytes), ``concat`` on binaries; ``conv`` for the integer form."""
-        from ..release.pseudonym import INTEGER_DIGITS, pads
+        from ..contract.pseudonym import INTEGER_DIGITS, pads
 
         inner, outer = pads(key)
 

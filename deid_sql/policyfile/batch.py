@@ -21,13 +21,13 @@ from sqlglot import exp
 from .. import progress
 from ..backends import Backend, connect, engine_class
 from ..compile import col, generalize, suppress
+from ..contract.roles import apply_roles
 from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
 from ..guards import IN_LIST, in_domain
 from ..hierarchy import Hierarchy
 from ..loading import read_problem
 from ..recoding import Recoding
-from ..release.roles import apply_roles
 from ..spec import BackendSpec, QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 

@@ -1,7 +1,7 @@
 """The release gate: one check that every path writing or exposing rows runs before anything is seen.
 
 A release passes when its figures, measured on the rows it releases (``release.figures``),
-meet every criterion of the spec's ``[release]`` table (``release.criteria``).  No criteria,
+meet every criterion of the spec's ``[release]`` table (``contract.criteria``).  No criteria,
 no release: a spec without one is refused.  The original data is refused whatever the policy
 text looks like: a recoding that keeps every value, or a release whose groups on the actual
 rows are as many as the source's distinct QI combinations (a policy that merges only values
@@ -23,11 +23,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from .. import __version__
+from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..errors import PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
 from ..suppression import Suppression
-from .criteria import STARTING_SET, ReleaseCriteria
 from .figures import FLAG, Census, ReleaseFigures, measure
 from .plan import ReleasePlan, plan_of
 from .sidecar import (
