@@ -306,7 +306,7 @@ def part_frontier(spec: Path, folder: Path, budget: int, rows: list[Row]) -> Non
                 r = run_frontier(problem, folder / f"{risk}-{rep}", "shs", budget, seed=0, plots=False)
                 secs = time.perf_counter() - start
                 if rep == 0 and risk == "adversary":
-                    a = problem.spec.adversary
+                    a = problem.spec.feature("adversary")
                     out(f"  adversary: {a.scenario} group, {a.describe()}")
             st = r.state
             best[risk] = min(best.get(risk, math.inf), secs)

@@ -14,10 +14,6 @@ from typing import Any
 
 from .errors import Problems
 
-# The risk models that estimate from the sample alone (``deid_sql.nocensus``); the spec's
-# ``risk`` and ``--risk`` take them beside "population" and "adversary".
-NO_CENSUS_RISKS = ("pitman", "zayatz", "snb", "dankar", "benedetti-franconi")
-
 # region → (people, source).  Resident populations counted by each country's census.
 REGIONS: dict[str, tuple[int, str]] = {
     "usa": (331_449_281, "U.S. Census Bureau, 2020 Census, resident population (April 1, 2020)"),

@@ -16,7 +16,6 @@ from typing import cast
 import numpy as np
 from sqlglot import exp
 
-from .adversary.params import RISKS, AdversaryParams
 from .backends import Backend, local
 from .backends.lazy import LazyBackend
 from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
@@ -47,6 +46,7 @@ from .loading import (
 )
 from .policy import Policy
 from .recoding import QIRecoding, Recoding
+from .registry import RISK_MODELS
 from .spec import Spec
 from .suppression import Suppression
 
@@ -98,17 +98,10 @@ class Problem:
         weights' total, else the sample's (``population = "sample"``: the sample is all there is)."""
         return float(self.spec.population_size or self.population_total)
 
-    def no_census_figures(self, item: Policy | Recoding | str) -> dict[str, object]:
-        """The no-census figures of a policy (``nocensus.risk.figures``): population uniques by every
-        estimator, Benedetti–Franconi's expected re-identifications, El Emam's risks.  Group
-        population sizes are the summed weights with ``[weights]``, else m·N/n."""
-        from .nocensus.risk import figures
-
-        m, _, g = self._fast_path.groups(self.recoding(item))
-        N = self.population_size
-        weighted = self.spec.weights is not None
-        sizes = g if weighted else m * (N / float(self.sample.total))
-        return figures(m, sizes, N, weighted)
+    def groups(self, item: Policy | Recoding | str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The released groups of ``item`` that hold sample records: m, the census count and
+        g = max(census, m) (METHODS.md decision 1), from the cells."""
+        return self._fast_path.groups(self.recoding(item))
 
     def group_sizes(self, recoding: Recoding, ids: list[np.ndarray], m: np.ndarray) -> np.ndarray:
         """g = max(census, m) of groups of ``recoding`` given by their group id per QI, sorted
@@ -128,10 +121,10 @@ class Problem:
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_spec(cls, spec: Spec | str | Path, backend: Backend | None = None, risk: str | None = None,
-                  adversary: AdversaryParams | None = None, check_roles: bool = False,
+                  check_roles: bool = False,
                   cache: bool | CellsCache | None = None) -> Problem:
         """Load a problem; raises one ``SpecError``/``DataError`` listing every problem.
-        ``risk`` and ``adversary`` override the spec's risk model and its parameters.
+        ``risk`` overrides the spec's risk model (its parameters: ``Spec.with_feature``).
         ``check_roles`` adds the column-role problems (``validate``); evaluating needs no roles,
         so by default only the paths that release rows or SQL check them (``query``).
         ``cache``: reuse (and store) the cells of an earlier load of the same data
@@ -142,11 +135,9 @@ class Problem:
             raise SpecError(f"spec {spec.path} declares no [[qi]]; it only describes a channel expansion — "
                             f"run 'deid-sql channels {spec.path.name}', or add [[qi]] tables")
         if risk is not None:
-            if risk not in RISKS:
-                raise SpecError(f"risk {risk!r} must be one of {', '.join(RISKS)}")
+            if risk not in RISK_MODELS:
+                raise SpecError(f"risk {risk!r} must be one of {', '.join(RISK_MODELS.names())}")
             spec = replace(spec, risk=risk)
-        if adversary is not None:
-            spec = replace(spec, adversary=adversary)
         # connected on first use: a load whose cells come from the cache may need no engine at all
         backend = backend or cast(Backend, LazyBackend(spec.backend.engine, spec.backend.options()))
         try:

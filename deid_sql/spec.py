@@ -4,9 +4,11 @@
 data, collecting *every* problem (one ``Problems`` collector) before raising one
 ``SpecError``; checks against the data happen when a ``Problem`` loads (see ``problem.py``).
 
-This module parses the core every job needs; the features' sections (``[adversary]``,
-``[channels]``, ``[release]``, ``[columns]``, ``risk``) are parsed by their own packages,
-found through ``spec_sections.SECTIONS``, so the core imports no feature.
+This module parses the core every job needs, the risk model's name (checked against the
+registered risk models) and the release contract (``[release]``, ``[columns]``:
+``contract.sections``); the features' sections (``[adversary]``, ``[channels]``) are parsed by
+their own packages, registered in ``registry.SECTIONS`` and kept by name in ``Spec.features``,
+so the core imports no feature.
 """
 
 from __future__ import annotations
@@ -16,23 +18,27 @@ import glob as globlib
 import math
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .contract.criteria import ReleaseCriteria
+from .contract.roles import ColumnRoles
+from .contract.sections import parse_columns_section, parse_release_section
 from .cuts import CutRule, parse_rule
 from .domain import KINDS, parse_date
 from .errors import Problems, SpecError
 from .limits import domain_problems
 from .population_size import parse_size, parse_weights
-from .spec_sections import SECTION_KEYS, parse_sections, qis_required
+from .registry import ENGINES, RISK_MODELS
+from .spec_sections import parse_sections, qis_required, section_keys
 from .tableref import TableRef
 
 # TableRef lives in ``tableref`` (below the backends); it is re-exported here for the spec's readers
-__all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml"]
+__all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml", "top_keys"]
 
-CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights"}
-TOP_KEYS = CORE_KEYS | SECTION_KEYS
+CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights", "risk", "release", "columns"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
 DUPLICATES = ("error", "sum")
@@ -41,7 +47,6 @@ QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values"
            "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts"}
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
-ENGINES = ("duckdb", "postgres", "spark")
 BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf", "home"}
 
 
@@ -87,10 +92,9 @@ class QISpec:
 class Spec:
     """A validated problem declaration.
 
-    ``risk``, ``adversary``, ``channels``, ``release`` and ``columns`` are filled by the feature
-    sections of ``spec_sections.SECTIONS`` (their types live in the feature packages: a
-    ``str``, ``AdversaryParams``, ``ChannelSpec | None``, ``ReleaseCriteria``, ``ColumnRoles``);
-    the core neither imports nor reads them."""
+    ``features`` holds each registered feature section's value by the section's name
+    (``feature("adversary")``: ``AdversaryParams``; ``feature("channels")``: ``ChannelSpec | None``);
+    their types live in the feature packages, and the core neither imports nor reads them."""
 
     path: Path
     source: TableRef
@@ -98,11 +102,10 @@ class Spec:
     count_column: str | None
     gamma: float
     qis: tuple[QISpec, ...]
-    risk: str  # "population", or "adversary": seed 002's economic attacker (``adversary.params``)
-    adversary: Any  # AdversaryParams, from ``[adversary]`` (``adversary.params``)
-    channels: Any  # ChannelSpec or None: seed 003's channel expansion (``channels.spec``)
-    release: Any  # ReleaseCriteria: ``[release]`` acceptance criteria (``contract.sections``)
-    columns: Any  # ColumnRoles: ``[columns]``, the role of every non-QI column (``contract.sections``)
+    risk: str  # a registered risk model: "population" (g^−γ), "adversary", a no-census estimator
+    release: ReleaseCriteria  # ``[release]``: the acceptance criteria (``contract.criteria``)
+    columns: ColumnRoles  # ``[columns]``: the role of every non-QI column (``contract.roles``)
+    features: Mapping[str, Any] = field(default_factory=dict)  # feature section name → its value
     name: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     backend: BackendSpec = field(default_factory=BackendSpec)
@@ -111,6 +114,14 @@ class Spec:
     population_size: int | None = None
     population_region: str | None = None
     weights: str | None = None
+
+    def feature(self, name: str) -> Any:
+        """A feature section's value (its default when the spec lacks the section)."""
+        return self.features[name]
+
+    def with_feature(self, name: str, value: Any) -> Spec:
+        """This spec with one feature section's value replaced (e.g. other adversary parameters)."""
+        return replace(self, features={**self.features, name: value})
 
     @property
     def qi_names(self) -> tuple[str, ...]:
@@ -129,7 +140,7 @@ class Spec:
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path, path: Path | None = None) -> Spec:
         problems = Problems()
-        problems.unknown_keys(data, TOP_KEYS, "the spec's top level")
+        problems.unknown_keys(data, top_keys(), "the spec's top level")
         backend = _backend(data.get("backend"), base, problems)
         engine_tables = backend.engine != "duckdb"
         source = _table(data.get("source"), "[source]", base, SOURCE_KEYS, problems, required=True,
@@ -168,13 +179,25 @@ class Spec:
         # a feature section (channel expansion) may need no quasi-identifiers; every other job does
         qis = _qis(data.get("qi"), base, population is not None, problems) if qis_required(data) else []
         problems.extend(domain_problems(qis))  # refused before any structure is sized by a domain
-        sections = parse_sections(data, tuple(q.column for q in qis), problems)
+        qi_columns = tuple(q.column for q in qis)
+        risk = data.get("risk", "population")
+        if risk not in RISK_MODELS:
+            problems.append(f"risk = {risk!r} must be one of {', '.join(RISK_MODELS.names())}")
+        release = parse_release_section(data, problems)
+        columns = parse_columns_section(data, qi_columns, problems)
+        features = parse_sections(data, qi_columns, {"release": release, "columns": columns}, problems)
         problems.raise_if_any()
         assert source is not None
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, backend=backend, population_size=size,
-                   population_region=region, weights=weights, **sections)
+                   population_region=region, weights=weights, risk=str(risk), release=release, columns=columns,
+                   features=features)
+
+
+def top_keys() -> frozenset[str]:
+    """Every top-level key a spec may hold: the core's and the registered feature sections'."""
+    return frozenset(CORE_KEYS) | section_keys()
 
 
 def read_toml(path: Path, missing: str | None = None) -> dict[str, Any]:
@@ -200,8 +223,8 @@ def _backend(raw: Any, base: Path, problems: Problems) -> BackendSpec:
         return BackendSpec()
     problems.unknown_keys(raw, BACKEND_KEYS, where)
     engine = raw.get("engine", "duckdb")
-    if engine not in ENGINES:
-        problems.add(where, f"engine = {engine!r} is not one of {', '.join(ENGINES)}")
+    if engine not in ENGINES:  # the registered engines (``backends/plugin.py``)
+        problems.add(where, f"engine = {engine!r} is not one of {', '.join(ENGINES.names())}")
         return BackendSpec()
     dsn = raw.get("dsn")
     dsn_env = raw.get("dsn_env")

@@ -61,7 +61,7 @@ def test_spec_reads_the_adversary_table(tmp_path):
     spec = Spec.read(_spec(tmp_path, ["gain = 5000", 'max_penalties = "unbounded"', "h1 = 0.18",
                                       'scenario = "unknown"', "external_size = 1000"]))
     assert spec.risk == "adversary"
-    assert spec.adversary == AdversaryParams(gain=5000, max_penalties=None, h1=0.18, scenario="unknown",
+    assert spec.feature("adversary") == AdversaryParams(gain=5000, max_penalties=None, h1=0.18, scenario="unknown",
                                              external_size=1000)
 
 
@@ -100,7 +100,7 @@ def _raw_groups(folder: Path, recoding) -> tuple[list[tuple[int, int]], int]:
 def _reference(problem, policy, folder: Path) -> float:
     """Σ m · P_reid(g) over groups: groups from the raw rows, P_reid from the independent solver of
     ``adversary_reference`` (which solves each group's attack by its own backward induction)."""
-    params = problem.spec.adversary
+    params = problem.spec.feature("adversary")
     groups, total = _raw_groups(folder, problem.policy(policy).recoding())
     if params.scenario == "known":
         return sum(m * reference.known_p_reid(params, g) for m, g in groups)

@@ -153,6 +153,118 @@ def violations(text: str | None = None) -> tuple[list[str], list[str]]:
     return unplaced, upward
 
 
+# -- packages: no cycle, and the core names no feature ----------------------------------------------
+#: the core every job runs on: it reads the registries (``registry.py``) and names no feature
+CORE = ("deid_sql.spec", "deid_sql.spec_sections", "deid_sql.lattice", "deid_sql.policy", "deid_sql.problem",
+        "deid_sql.evaluate")
+#: the packages and modules that add capabilities on top of the core
+FEATURES = ("adversary", "nocensus", "channels", "release", "search", "fulldomain", "policyfile", "dbt", "report",
+            "anonymize", "frontier_job", "safe_harbor", "demo", "cli")
+IMPORT_STRING = re.compile(r"^deid_sql\.([A-Za-z_]\w*)(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+
+
+def unit(module: str) -> str | None:
+    """The package-level unit of a module: ``deid_sql.evaluate.fast`` -> ``evaluate``; a top-level
+    module is its own unit (``deid_sql.problem`` -> ``problem``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == PACKAGE else None
+
+
+def package_graph() -> dict[str, dict[str, list[str]]]:
+    """unit -> {unit it imports at run time -> the import lines}."""
+    modules = dict(module_files())
+    known = set(modules)
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name, path in modules.items():
+        a = unit(name)
+        if a is None:
+            continue
+        for imp in imports(name, path, known):
+            b = unit(imp.imported)
+            if b is not None and b != a:
+                line = f"{path.relative_to(ROOT)}:{imp.line} -> {imp.imported}"
+                graph.setdefault(a, {}).setdefault(b, []).append(line)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected groups of more than one unit (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def core_names_of_features() -> list[str]:
+    """Imports and import strings (``"deid_sql.x.y:z"``) in the core that name a feature package."""
+    modules = dict(module_files())
+    known = set(modules)
+    found = []
+    for name, path in modules.items():
+        if not any(name == c or name.startswith(c + ".") for c in CORE):
+            continue
+        for imp in imports(name, path, known):
+            if unit(imp.imported) in FEATURES:
+                found.append(f"{path.relative_to(ROOT)}:{imp.line}: imports {imp.imported}")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                match = IMPORT_STRING.match(node.value.strip())
+                if match and match.group(1) in FEATURES:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: names {node.value.strip()!r}")
+    return found
+
+
+def test_no_cycle_among_packages() -> None:
+    graph = package_graph()
+    found = cycles(graph)
+    detail = [f"{a} -> {b}: {lines[0]}" for group in found for a in group for b, lines in graph.get(a, {}).items()
+              if b in group]
+    assert not found, f"package cycles {found}:\n" + "\n".join(detail)
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b": ["x"]}, "b": {"c": ["x"]}, "c": {"a": ["x"]}, "d": {"a": ["x"]}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_core_names_no_feature() -> None:
+    found = core_names_of_features()
+    assert not found, ("the core imports or names a feature (register it in the feature's plugin.py "
+                       "instead):\n" + "\n".join(found))
+
+
+def test_the_feature_check_sees_import_strings() -> None:
+    assert IMPORT_STRING.match("deid_sql.adversary.params:parse_section").group(1) == "adversary"
+    assert not IMPORT_STRING.match("see deid_sql.adversary for the model")
+
+
 def test_every_module_has_a_layer() -> None:
     unplaced, _ = violations()
     assert not unplaced, f"modules missing from the layer table of {DOC.name}: {', '.join(unplaced)}"
@@ -186,3 +298,5 @@ if __name__ == "__main__":
     missing, up = violations()
     print("\n".join([f"unplaced: {m}" for m in missing] + up) or "the layer table holds")
     print(f"{len(missing)} unplaced, {len(up)} upward")
+    print("\n".join(core_names_of_features()) or "the core names no feature")
+    print(f"package cycles: {cycles(package_graph()) or 'none'}")

@@ -4,7 +4,6 @@ sections into one ``Problems`` collector, and every problem of every section is 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -21,8 +20,8 @@ from deid_sql.channels.spec import ChannelSpec
 from deid_sql.contract.criteria import ReleaseCriteria
 from deid_sql.contract.roles import ColumnRoles
 from deid_sql.errors import Problems, SpecError
-from deid_sql.spec import TOP_KEYS, Spec
-from deid_sql.spec_sections import SECTION_FIELDS, SECTIONS
+from deid_sql.registry import SECTIONS
+from deid_sql.spec import Spec, top_keys
 
 from .conftest import Project
 
@@ -143,20 +142,22 @@ def test_problems_collector() -> None:
 
 
 def test_sections_fill_the_spec(project: Project) -> None:
-    assert set(SECTION_FIELDS) <= {f.name for f in dataclasses.fields(Spec)}
-    assert all(key in TOP_KEYS for section in SECTIONS for key in section.keys)
+    assert {section.name for section in SECTIONS} >= {"adversary", "channels"}
+    assert all(key in top_keys() for section in SECTIONS for key in section["keys"])
     assert all(callable(section.load()) for section in SECTIONS)
     spec = Spec.read(project.spec_path)
-    assert spec.risk == "population" and spec.adversary == AdversaryParams() and spec.channels is None
+    assert spec.risk == "population" and spec.feature("channels") is None
+    assert spec.feature("adversary") == AdversaryParams()  # the section's default
     assert isinstance(spec.release, ReleaseCriteria) and isinstance(spec.columns, ColumnRoles)
     assert spec.columns.role("patient_id") == "drop"
     raw = {"source": {"path": "source.csv"}, "channels": {"related": ["race"], "confidential": "diagnosis",
                                                            "none": "none", "identity": ["patient_id"]},
            "risk": "adversary", "adversary": {"gain": 5000}}
     spec = Spec.from_dict(raw, base=project.dir)  # a channel spec needs no [[qi]]
-    assert isinstance(spec.channels, ChannelSpec) and spec.qis == ()
-    assert spec.risk == "adversary" and spec.adversary.gain == 5000
-    assert dataclasses.replace(spec, adversary=AdversaryParams(gain=1.0)).adversary.gain == 1.0
+    assert isinstance(spec.feature("channels"), ChannelSpec) and spec.qis == ()
+    assert spec.risk == "adversary" and spec.feature("adversary").gain == 5000
+    assert spec.with_feature("adversary", AdversaryParams(gain=1.0)).feature("adversary").gain == 1.0
+    assert spec.feature("adversary").gain == 5000  # the original is unchanged
 
 
 def test_channel_identity_checked_against_column_roles(project: Project) -> None:
@@ -201,7 +202,8 @@ def _reach(module: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("core", ["deid_sql.spec", "deid_sql.spec_sections", "deid_sql.backends.base"])
+@pytest.mark.parametrize("core", ["deid_sql.spec", "deid_sql.spec_sections", "deid_sql.registry",
+                                  "deid_sql.backends.base"])
 def test_core_imports_no_feature_and_sits_in_no_cycle(core: str) -> None:
     reached = _reach(core)
     assert not [m for m in reached if m.split(".")[1] in FEATURES], sorted(reached)

@@ -14,11 +14,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import Problems
-from ..population_size import NO_CENSUS_RISKS
 from ..spec_sections import SectionContext
 
 SCENARIOS = ("known", "unknown")
-RISKS = ("population", "adversary", *NO_CENSUS_RISKS)
 
 
 @dataclass(frozen=True)
@@ -109,16 +107,14 @@ class AdversaryParams:
 _DEFAULTS = {f.name: f.default for f in fields(AdversaryParams)}
 
 
-def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> dict[str, Any]:
-    """The spec's ``risk`` and ``[adversary]`` (listed in ``spec_sections.SECTIONS``)."""
-    risk = data.get("risk", "population")
-    if risk not in RISKS:
-        problems.append(f"risk = {risk!r} must be one of {', '.join(RISKS)}")
+def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> AdversaryParams:
+    """The spec's ``[adversary]`` (registered in ``adversary/plugin.py``): the attacker's parameters,
+    the case study's defaults when the spec has none."""
     raw = data.get("adversary", {})
     if not isinstance(raw, dict):
         problems.append("adversary must be a table: [adversary] with gain = 8000, penalty = 10000, …")
-        return {"risk": str(risk), "adversary": AdversaryParams()}
-    return {"risk": str(risk), "adversary": AdversaryParams.parse(raw, problems)}
+        return AdversaryParams()
+    return AdversaryParams.parse(raw, problems)
 
 
 def _check(values: Mapping[str, Any], problems: Problems, where: str) -> None:

@@ -11,6 +11,7 @@ the lattice (the searches' precondition).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -18,6 +19,15 @@ from scipy import stats
 from .dp import ClusterTable, cluster_table
 from .model import TAIL, check_external, detection_probability, external_group_size, external_size
 from .params import AdversaryParams
+
+if TYPE_CHECKING:
+    from ..spec import Spec
+
+
+def risk_model(spec: Spec, population_total: float, records: float | None = None) -> AdversaryRisk:
+    """The ``adversary`` risk model (``registry.RISK_MODELS``): the spec's ``[adversary]``
+    parameters against a population of ``population_total`` people."""
+    return AdversaryRisk(spec.feature("adversary"), population_total)
 
 
 class AdversaryRisk:

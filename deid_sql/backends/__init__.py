@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.util
 
 from ..errors import BackendError
+from ..registry import ENGINES
 from .base import Backend
 
-EXTRAS = {"postgres": ("psycopg", "postgres"), "spark": ("pyspark", "spark")}
 _engine_logs = False
 
 
@@ -24,25 +24,18 @@ def engine_logs_shown() -> bool:
 
 
 def engine_class(engine: str) -> type[Backend]:
-    """The backend class of ``engine`` (its capabilities, without connecting); an engine whose
-    extra is not installed says how to install it, from PyPI and from a clone of the repository."""
-    if engine == "duckdb":
-        from .duckdb import DuckDBBackend
-
-        return DuckDBBackend
-    if engine not in EXTRAS:
-        raise BackendError(f"unknown engine {engine!r}; the engines are: duckdb, {', '.join(EXTRAS)}")
-    module, extra = EXTRAS[engine]
-    if importlib.util.find_spec(module) is None:
+    """The backend class of ``engine`` (its capabilities, without connecting), from the engine
+    registry (``registry.ENGINES``: each engine registers itself in ``backends/plugin.py``); an
+    engine whose extra is not installed says how to install it, from PyPI and from a clone."""
+    if engine not in ENGINES:
+        raise BackendError(ENGINES.unknown(engine))
+    entry = ENGINES.entry(engine)
+    module, extra = entry.get("module"), entry.get("extra")
+    if module is not None and importlib.util.find_spec(module) is None:
         raise BackendError(f"engine {engine!r} needs the {module} package: pip install 'deid-sql[{extra}]' "
                            f"(from a clone of the repository: pip install '.[{extra}]')")
-    if engine == "postgres":
-        from .postgres import PostgresBackend
-
-        return PostgresBackend
-    from .spark import SparkBackend
-
-    return SparkBackend
+    backend: type[Backend] = entry.load()
+    return backend
 
 
 def connect(engine: str = "duckdb", **options: object) -> Backend:

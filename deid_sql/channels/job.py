@@ -56,8 +56,8 @@ class ChannelJob:
 
     @property
     def settings(self) -> ChannelSpec:
-        assert self.spec.channels is not None
-        return self.spec.channels
+        assert self.spec.feature("channels") is not None
+        return self.spec.feature("channels")
 
     def query(self, source: exp.Expression | None = None, truth: bool = False) -> exp.Select:
         """The release ``SELECT`` over ``source`` (default: the spec's source, read in place)."""
@@ -92,7 +92,7 @@ def solve(spec: Spec | str | Path, candidates: int | str | None = None, seed: in
     spec = spec if isinstance(spec, Spec) else Spec.read(spec)
     channels = _require_channels(spec)
     overrides = {k: v for k, v in (("candidates", candidates), ("seed", seed), ("integer", integer)) if v is not None}
-    spec = replace(spec, channels=replace(channels, **overrides))
+    spec = spec.with_feature("channels", replace(channels, **overrides))
     backend = backend or connect(spec.backend.engine, **spec.backend.options())
     try:
         return _solve(spec, backend)
@@ -138,7 +138,7 @@ def load(spec: Spec, backend: Backend) -> Loaded:
 
 
 def _solve(spec: Spec, backend: Backend) -> ChannelJob:
-    settings = spec.channels
+    settings = spec.feature("channels")
     assert settings is not None
     loaded = load(spec, backend)
     inputs, rule, classes = loaded.inputs, loaded.rule, loaded.classes
@@ -168,10 +168,10 @@ def _solve(spec: Spec, backend: Backend) -> ChannelJob:
 
 
 def _require_channels(spec: Spec) -> ChannelSpec:
-    if spec.channels is None:
+    if spec.feature("channels") is None:
         raise SpecError(f"spec {spec.path} has no [channels] table; add one (see docs/channels.md) "
                         f"to run a channel expansion")
-    return spec.channels
+    return spec.feature("channels")
 
 
 def _wants_milp(mode: str, inputs: InputChannels, program: Program) -> bool:

@@ -49,11 +49,11 @@ class ChannelSpec:
     label_column: str = "output_channel"
 
 
-def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> dict[str, Any]:
-    """The spec's ``[channels]`` (listed in ``spec_sections.SECTIONS``, after ``[columns]``, whose
-    roles it checks its identity columns against)."""
+def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Problems) -> ChannelSpec | None:
+    """The spec's ``[channels]`` (registered in ``channels/plugin.py``); its identity columns are
+    checked against the ``[columns]`` roles the core parsed first."""
     if "channels" not in data:
-        return {"channels": None}
+        return None
     channels = parse_channels(data["channels"], problems)
     columns = context.parsed.get("columns")
     for name in channels.identity if channels is not None and columns is not None else ():
@@ -62,7 +62,7 @@ def parse_section(data: Mapping[str, Any], context: SectionContext, problems: Pr
                             f"channel release publishes its identity columns as they are (its check joins the "
                             f"released rows back on them); remove {name!r} from [channels] identity, or list it "
                             f"under keep")
-    return {"channels": channels}
+    return channels
 
 
 def parse_channels(raw: Any, problems: Problems) -> ChannelSpec | None:

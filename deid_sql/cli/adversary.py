@@ -94,7 +94,7 @@ def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, s
         _check_outputs(sensitivity, overwrite)
     problem = Problem.from_spec(spec)
     try:
-        params = parameters(problem.spec.adversary, scenario, given)
+        params = parameters(problem.spec.feature("adversary"), scenario, given)
         label, recoding = resolve(problem, policy_text)
         m, _, g = problem.fast.path.groups(recoding)
         result = assess(params, m, g, problem.population_total, solver)

@@ -97,7 +97,9 @@ def _no_census(problem: Problem, spec: Path, label: str, chosen: Policy) -> None
     """The chosen policy evaluated without the census beside with it: the population's size only."""
     census = problem.evaluate(chosen)
     with Problem.from_spec(spec) as nc:
-        f = nc.no_census_figures(chosen.text())
+        from ..nocensus.risk import policy_figures  # scipy: loaded only without a census
+
+        f = policy_figures(nc, chosen.text())
         m = nc.evaluate(chosen.text())
     dankar = f["dankar"]
     click.echo(f"\nwithout a census ({spec.name}: only the population's size, {f['population_size']:,.0f} people, "

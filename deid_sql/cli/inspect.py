@@ -32,7 +32,7 @@ def validate(spec: Path) -> None:
         if parsed.qis:
             with Problem.from_spec(parsed, check_roles=True, cache=False) as problem:  # always reads the data
                 _report_problem(problem)
-        if parsed.channels is not None:
+        if parsed.feature("channels") is not None:
             from ..channels.job import load  # scipy's LP solvers: loaded only for a spec with [channels]
 
             with connect(parsed.backend.engine, **parsed.backend.options()) as backend:
@@ -129,7 +129,9 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
             row = {"policy": plan.text or plan.levels, "readable": plan.readable, "risk_model": problem.spec.risk,
                    **metrics.to_dict()}
             if problem.spec.no_census:  # population uniques by every estimator, beside the spec's model's figures
-                row["no_census"] = problem.no_census_figures(plan.item)
+                from ..nocensus.risk import policy_figures  # scipy: loaded only without a census
+
+                row["no_census"] = policy_figures(problem, plan.item)
             if plan.levels is not None:
                 row["levels"] = plan.levels
             if bits:

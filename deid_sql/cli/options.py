@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ..adversary.params import RISKS
 from ..backends import show_engine_logs
 from ..backends.lazy import LazyBackend
 from ..errors import PolicyError
 from ..problem import Problem
+from ..registry import RISK_MODELS, Registry
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from ..targets import Target, check_targets
@@ -170,10 +170,23 @@ def read_policy(text: str) -> str:
     return text
 
 
+class RegisteredChoice(click.Choice):  # type: ignore[type-arg]
+    """A choice among a registry's names, read when the option is shown or checked (so importing
+    a command's module discovers no plugin)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.case_sensitive = True
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return self.registry.names()
+
+
 def risk_model_option(*names: str) -> Callable[[F], F]:
     """``--risk-model`` (plus any aliases): override the spec's ``risk``."""
     return click.option(
-        *(names or ("--risk-model",)), "risk_model", type=click.Choice(RISKS), default=None,
+        *(names or ("--risk-model",)), "risk_model", type=RegisteredChoice(RISK_MODELS), default=None,
         help="Risk model: 'population' (1/g, the default), 'adversary' (the economic attacker of docs/adversary.md, "
              "parameters from the spec's [adversary] table), or without a census (docs/no-census.md; the spec gives "
              "population = { size = N } or [weights]): 'pitman', 'zayatz', 'snb', 'dankar' (population uniques "

@@ -2,8 +2,9 @@
 models differ in.
 
 Every evaluation path sums m · r(g) over groups, so swapping r swaps the risk of every
-search: ``PopulationRisk`` is the core's g^−γ (seed 001 eq. 1); the adversary model
-(``deid_sql.adversary.risk.AdversaryRisk``) is P_reid × loss under the optimal attack.
+search: ``PopulationRisk`` is the core's g^−γ (seed 001 eq. 1); other models (the economic
+adversary's P_reid × loss, the no-census estimators) register a factory in
+``registry.RISK_MODELS`` from their own packages, and ``risk_model`` builds the spec's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..errors import DeidError
-from ..population_size import NO_CENSUS_RISKS
+from ..registry import RISK_MODELS
 
 if TYPE_CHECKING:
     from ..spec import Spec
@@ -25,6 +26,12 @@ class RecordRisk(Protocol):
     name: str
 
     def __call__(self, g: np.ndarray) -> np.ndarray: ...
+
+
+class RiskModelFactory(Protocol):
+    """What a risk model registers: the spec, the population's size and the sample's → r(g)."""
+
+    def __call__(self, spec: Spec, population_total: float, records: float | None) -> RecordRisk: ...
 
 
 class PopulationRisk:
@@ -67,36 +74,16 @@ def expected_reidentifications(model: RecordRisk, m: np.ndarray, g: np.ndarray, 
 
 
 def risk_model(spec: Spec, population_total: float, records: float | None = None) -> RecordRisk:
-    """The spec's r(g): g^−γ, the adversary's P_reid × loss (which needs the population size), or
-    a no-census estimator (``deid_sql.nocensus``), which needs the sample's size ``records`` (None:
-    ``population_total``, the sample's own count when there is no census) and the population's."""
-    if spec.risk == "adversary":
-        from ..adversary.risk import AdversaryRisk
+    """The spec's r(g), built by the risk model the spec names (``registry.RISK_MODELS``: the core's
+    ``population`` g^−γ here; the adversary's and the no-census estimators from their own
+    packages' ``plugin.py``).  ``records`` is the sample's size (None: ``population_total``, the
+    sample's own count when there is no census); a model that needs it says so."""
+    if spec.risk not in RISK_MODELS:
+        raise DeidError(RISK_MODELS.unknown(spec.risk))
+    build: RiskModelFactory = RISK_MODELS.load(spec.risk)
+    return build(spec, population_total, records)
 
-        return AdversaryRisk(spec.adversary, population_total)
-    if spec.risk in NO_CENSUS_RISKS:
-        return _no_census(spec, population_total, records)
+
+def population_risk(spec: Spec, population_total: float, records: float | None = None) -> RecordRisk:
+    """The ``population`` risk model: r(g) = g^−γ over census (or sample) group sizes (seed 001 eq. 1)."""
     return PopulationRisk(spec.gamma)
-
-
-def _no_census(spec: Spec, population_total: float, records: float | None) -> RecordRisk:
-    from ..nocensus.risk import no_census_risk
-
-    risk = spec.risk
-    if spec.population is not None:
-        raise DeidError(f"risk {risk!r} estimates from the sample alone, but the spec has a census table; use risk "
-                        f"\"population\" with it, or replace [population] by population = {{ size = <people> }}")
-    if spec.weights is not None and records is None:
-        raise DeidError(f"risk {risk!r} with [weights]: this command does not read sampling weights; remove [weights] "
-                        f"and give population = {{ size = <people> }}")
-    n = float(population_total if records is None else records)
-    size = spec.population_size if spec.population_size is not None else (
-        population_total if spec.weights is not None else None)
-    if size is None:
-        raise DeidError(f"risk {risk!r} needs the population's size: add population = {{ size = <people> }} (or "
-                        f"{{ region = \"usa\" }}) to the spec, or [weights] column = \"<sampling weight column>\"")
-    if size < n:
-        where = "population size" if spec.population_size is not None else "sum of the sampling weights"
-        raise DeidError(f"the {where} {size:,.0f} is smaller than the sample ({n:,.0f} records); a sample cannot "
-                        f"hold more people than its population: fix population size (or the weights)")
-    return no_census_risk(risk, n, float(size), weighted=spec.weights is not None)

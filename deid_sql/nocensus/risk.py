@@ -22,13 +22,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DeidError
 from .estimators import MODELS, Estimate, EstimationError, Histogram, population_uniques, sampling_fraction
 from .individual import benedetti_franconi, sample_risks
+
+if TYPE_CHECKING:
+    from ..policy import Policy
+    from ..problem import Problem
+    from ..recoding import Recoding
+    from ..spec import Spec
 
 
 class BenedettiFranconiRisk:
@@ -121,11 +127,46 @@ class UniquenessRisk:
                 f"changes every record's risk and the estimate may rise")
 
 
+def risk_model(spec: Spec, population_total: float, records: float | None = None) -> Any:
+    """A no-census risk model (``registry.RISK_MODELS``; the spec's ``risk`` names which): it
+    estimates from the sample alone, so it needs the population's size (``population = { size }``,
+    a region, or the sum of ``[weights]``) and refuses a census table."""
+    risk = spec.risk
+    if spec.population is not None:
+        raise DeidError(f"risk {risk!r} estimates from the sample alone, but the spec has a census table; use risk "
+                        f"\"population\" with it, or replace [population] by population = {{ size = <people> }}")
+    if spec.weights is not None and records is None:
+        raise DeidError(f"risk {risk!r} with [weights]: this command does not read sampling weights; remove [weights] "
+                        f"and give population = {{ size = <people> }}")
+    n = float(population_total if records is None else records)
+    size = spec.population_size if spec.population_size is not None else (
+        population_total if spec.weights is not None else None)
+    if size is None:
+        raise DeidError(f"risk {risk!r} needs the population's size: add population = {{ size = <people> }} (or "
+                        f"{{ region = \"usa\" }}) to the spec, or [weights] column = \"<sampling weight column>\"")
+    if size < n:
+        where = "population size" if spec.population_size is not None else "sum of the sampling weights"
+        raise DeidError(f"the {where} {size:,.0f} is smaller than the sample ({n:,.0f} records); a sample cannot "
+                        f"hold more people than its population: fix population size (or the weights)")
+    return no_census_risk(risk, n, float(size), weighted=spec.weights is not None)
+
+
 def no_census_risk(name: str, records: float, population: float, weighted: bool) -> Any:
     """The ``RecordRisk`` of a no-census model."""
     if name == "benedetti-franconi":
         return BenedettiFranconiRisk(records, population, weighted)
     return UniquenessRisk(name, records, population)
+
+
+def policy_figures(problem: Problem, item: Policy | Recoding | str) -> dict[str, Any]:
+    """The no-census figures of a policy on a loaded problem: population uniques by every
+    estimator, Benedetti–Franconi's expected re-identifications, El Emam's risks.  Group
+    population sizes are the summed weights with ``[weights]``, else m·N/n."""
+    m, _, g = problem.groups(item)
+    N = problem.population_size
+    weighted = problem.spec.weights is not None
+    sizes = g if weighted else m * (N / float(problem.sample.total))
+    return figures(m, sizes, N, weighted)
 
 
 def figures(m: np.ndarray, population_sizes: np.ndarray, population: float, weighted: bool) -> dict[str, Any]:

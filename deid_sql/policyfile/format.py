@@ -93,7 +93,7 @@ def risk_model_of(spec: Spec) -> dict[str, Any]:
     """What the saved and the new figures must share to be compared."""
     return {"risk": spec.risk, "gamma": spec.gamma,
             "population": "sample" if spec.population is None else "table",
-            "adversary": spec.adversary.to_dict() if spec.risk == "adversary" else None}
+            "adversary": spec.feature("adversary").to_dict() if spec.risk == "adversary" else None}
 
 
 @dataclass(frozen=True)

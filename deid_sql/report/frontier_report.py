@@ -109,8 +109,8 @@ def problem_identity(problem: Problem) -> str:
     """What a checkpoint must match: the spec as parsed, the QI domains and the cell totals."""
     text = json.dumps({
         "spec": problem.spec.raw, "qis": problem.lattice.names,
-        "risk": problem.spec.risk, "adversary": problem.spec.adversary.to_dict() if problem.spec.risk == "adversary"
-        else None,
+        "risk": problem.spec.risk, "adversary": (problem.spec.feature("adversary").to_dict()
+                                                     if problem.spec.risk == "adversary" else None),
         "domains": [[d.kind, d.size, d.text(0), d.text(d.size - 1)] for d in problem.domains],
         "records": problem.sample.total, "cells": len(problem.sample),
         "population": problem.population.total if problem.population is not None else None,

@@ -402,7 +402,7 @@ def _model(problem: Problem, harbor_note: str | None) -> dict[str, Any]:
     if spec.risk == "adversary":
         from ..adversary.risk import thresholds
 
-        params = spec.adversary
+        params = spec.feature("adversary")
         t = thresholds(params)
         adversary = {"parameters": params.to_dict(), "describe": params.describe(),
                      "thresholds": {"k": t.k, "k_prime": t.k_prime, "k_prime_sunk": t.k_prime_sunk}}
@@ -446,7 +446,9 @@ def _no_census(problem: Problem, recoding: Recoding) -> dict[str, Any]:
     re-identifications of the released groups (before suppression), as one line each."""
     if not problem.spec.no_census:
         return {}
-    f = problem.no_census_figures(recoding)
+    from ..nocensus.risk import policy_figures  # scipy: loaded only without a census
+
+    f = policy_figures(problem, recoding)
     uniques = "; ".join(f"{k} {f[k]['population_uniques']:,.4g}" + (f" ({f[k]['model']})" if k == "dankar" else "")
                         if "population_uniques" in f[k] else f"{k}: {f[k]['error']}"
                         for k in ("pitman", "zayatz", "snb", "dankar"))
@@ -463,7 +465,7 @@ def _parameters(problem: Problem, gate: ReleaseGate) -> dict[str, Any]:
     return {"risk": spec.risk, "gamma": float(spec.gamma),
             "population": _population_text(spec),
             "criteria": _criteria(gate),
-            "adversary": spec.adversary.to_dict() if spec.risk == "adversary" else None,
+            "adversary": spec.feature("adversary").to_dict() if spec.risk == "adversary" else None,
             "safe_harbor": {"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}}
 
 
