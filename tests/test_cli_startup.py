@@ -27,9 +27,9 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_every_summary_is_the_commands_own() -> None:
-    for name in COMMANDS:
+    for name in COMMANDS.names():
         command = cli.commands[name]
-        assert COMMANDS[name][2] == command.get_short_help_str(10_000), name
+        assert COMMANDS.entry(name)["summary"] == command.get_short_help_str(10_000), name
 
 
 def test_root_help_and_import_load_nothing_heavy() -> None:
@@ -43,7 +43,7 @@ def test_root_help_and_import_load_nothing_heavy() -> None:
 def test_root_help_lists_every_command_and_a_command_loads_when_it_runs() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0
-    for name in COMMANDS:
+    for name in COMMANDS.names():
         assert f"\n  {name} " in result.output
     loaded = _modules_after("from deid_sql.cli.main import cli\ntry:\n    cli(['evaluate', '--help'])\n"
                             "except SystemExit:\n    pass")

@@ -179,8 +179,8 @@ def help_examples() -> list[tuple[str, str]]:
             found += walk(sub, f"{name} {sub_name}")
         return found
 
-    assert set(COMMANDS) == set(cli.commands)
-    return [found for name in COMMANDS for found in walk(cli.commands[name], f"deid-sql {name}")]
+    assert set(COMMANDS.names()) == set(cli.commands)
+    return [found for name in COMMANDS.names() for found in walk(cli.commands[name], f"deid-sql {name}")]
 
 
 def test_every_command_has_an_example_and_every_help_example_runs(demo_folder: Path, tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 from collections.abc import Iterator, MutableMapping
@@ -11,53 +10,54 @@ import click
 
 from .. import __version__
 from ..invocation import set_invocation, use_cell_cache
+from ..registry import COMMANDS
 from .boundary import error_boundary
 
-#: every command: name → (module of ``deid_sql.cli``, attribute, its one-line summary).  A command's
-#: module is imported when the command runs (or its own --help is asked), so ``deid-sql --help``
-#: lists them all without importing the library; tests/test_cli_startup.py checks each summary
-#: against the command's own help.
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "validate": ("inspect", "validate", "Check SPEC against its data and report every problem at once."),
-    "evaluate": ("inspect", "evaluate",
-                 "Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise."),
-    "compile": ("output", "compile_",
-                "Print the SELECT that applies a policy, in any SQL dialect (or write it with --out)."),
-    "materialize": ("output", "materialize_",
-                "Write the de-identified table (atomic; row count checked against the source)."),
-    "view": ("output", "view", "Create a DuckDB view that analysts can SELECT from; it reads the source in place."),
-    "safe-harbor": ("search", "safe_harbor_",
-                "Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its "
-                "risk."),
-    "alternatives": ("search", "alternatives",
-                "Find boundary policies no riskier than a threshold (default: Safe Harbor's risk)."),
-    "frontier": ("frontier", "frontier",
-                "Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity."),
-    "anonymize": ("anonymize", "anonymize_",
-                "Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first "
-                "search."),
-    "adversary": ("adversary", "adversary",
-                "Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov "
-                "decision process; see docs/adversary.md)."),
-    "channels": ("channels", "channels",
-                "Release identities with confidentiality-related values pooled into safe output channels."),
-    "dbt": ("dbt", "dbt_",
-                "Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta."),
-    "demo": ("demo", "demo",
-                "Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the "
-                "frontier, and the report a reviewer signs for the chosen policy (DIR/report.html)."),
-    "policy": ("policy", "policy_group",
-                "Save a chosen policy to a file that 'deid-sql apply' and 'deid-sql check' re-use on new batches."),
-    "apply": ("policy", "apply_",
-                "Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no "
-                "original data needed."),
-    "check": ("policy", "check",
-                "Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
-                "re-identifications per record) exceeds the drift limit or a QI's label shares moved, 0 when not, "
-                "2 for bad input."),
-    "report": ("report", "report",
-                "Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin."),
-}
+# Every command: its module in this package and its one-line summary (``registry.COMMANDS``).  A
+# command's module is imported when the command runs (or its own --help is asked), so ``deid-sql
+# --help`` lists them all without importing the library; tests/test_cli_startup.py checks each
+# summary against the command's own help.
+COMMANDS.add("validate", "deid_sql.cli.inspect:validate",
+             summary="Check SPEC against its data and report every problem at once.")
+COMMANDS.add("evaluate", "deid_sql.cli.inspect:evaluate",
+             summary="Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise.")
+COMMANDS.add("compile", "deid_sql.cli.output:compile_",
+             summary="Print the SELECT that applies a policy, in any SQL dialect (or write it with --out).")
+COMMANDS.add("materialize", "deid_sql.cli.output:materialize_",
+             summary="Write the de-identified table (atomic; row count checked against the source).")
+COMMANDS.add("view", "deid_sql.cli.output:view",
+             summary="Create a DuckDB view that analysts can SELECT from; it reads the source in place.")
+COMMANDS.add("safe-harbor", "deid_sql.cli.search:safe_harbor_",
+             summary=("Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print "
+                     "its risk."))
+COMMANDS.add("alternatives", "deid_sql.cli.search:alternatives",
+             summary="Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).")
+COMMANDS.add("frontier", "deid_sql.cli.frontier:frontier",
+             summary="Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.")
+COMMANDS.add("anonymize", "deid_sql.cli.anonymize:anonymize_",
+             summary=("Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first "
+                     "search."))
+COMMANDS.add("adversary", "deid_sql.cli.adversary:adversary",
+             summary=("Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov "
+                     "decision process; see docs/adversary.md)."))
+COMMANDS.add("channels", "deid_sql.cli.channels:channels",
+             summary="Release identities with confidentiality-related values pooled into safe output channels.")
+COMMANDS.add("dbt", "deid_sql.cli.dbt:dbt_",
+             summary="Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.")
+COMMANDS.add("demo", "deid_sql.cli.demo:demo",
+             summary=("Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the "
+                     "frontier, and the report a reviewer signs for the chosen policy (DIR/report.html)."))
+COMMANDS.add("policy", "deid_sql.cli.policy:policy_group",
+             summary="Save a chosen policy to a file that 'deid-sql apply' and 'deid-sql check' re-use on new batches.")
+COMMANDS.add("apply", "deid_sql.cli.policy:apply_",
+             summary=("Check a new batch for drift, then release it with a saved policy (atomic, row count checked); "
+                     "no original data needed."))
+COMMANDS.add("check", "deid_sql.cli.policy:check",
+             summary=("Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
+                     "re-identifications per record) exceeds the drift limit or a QI's label shares moved, 0 when "
+                     "not, 2 for bad input."))
+COMMANDS.add("report", "deid_sql.cli.report:report",
+             summary="Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.")
 
 
 class _LazyCommands(MutableMapping[str, click.Command]):
@@ -67,7 +67,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
 
     def __init__(self) -> None:
         self._loaded: dict[str, click.Command] = {}
-        self._names = list(COMMANDS)
+        self._names = list(COMMANDS.names())
 
     def loaded(self, name: str) -> bool:
         return name in self._loaded
@@ -76,8 +76,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         if name not in self._loaded:
             if name not in COMMANDS or name not in self._names:
                 raise KeyError(name)
-            module, attribute, _ = COMMANDS[name]
-            command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+            command = COMMANDS.load(name)
             assert isinstance(command, click.Command)
             self._loaded[name] = command
         return self._loaded[name]
@@ -121,7 +120,7 @@ class _Group(click.Group):
         rows = []
         for name in names:
             if name in COMMANDS and not self.commands.loaded(name):  # type: ignore[attr-defined]
-                rows.append((name, click.utils.make_default_short_help(COMMANDS[name][2], limit)))
+                rows.append((name, click.utils.make_default_short_help(COMMANDS.entry(name)["summary"], limit)))
             else:
                 command = self.commands[name]
                 if not command.hidden:
