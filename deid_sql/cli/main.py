@@ -11,7 +11,7 @@ import click
 
 from .. import __version__
 from ..invocation import set_invocation, use_cell_cache
-from .boundary import error_boundary
+from .failures import error_boundary
 
 #: every command: name → (module of ``deid_sql.cli``, attribute, its one-line summary).  A command's
 #: module is imported when the command runs (or its own --help is asked), so ``deid-sql --help``
