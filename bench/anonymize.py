@@ -43,6 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from baselines import exhaustive, search_without_inherited_bounds
+
 from deid_sql import Problem
 from deid_sql.fixtures import adult_hierarchy_spec
 from deid_sql.fulldomain import (
@@ -57,7 +59,7 @@ from deid_sql.fulldomain import (
     TransformEvaluator,
 )
 from deid_sql.search.antichain import AntichainTree, Direction, ListAntichainStore, ListStore, Node, replay
-from deid_sql.search.bfs import BFSResult, StoreFactory, best_first_search, exhaustive
+from deid_sql.search.bfs import BFSResult, StoreFactory, best_first_search
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
 ADULT_ATTRIBUTES = ("sex", "age", "race", "marital-status", "education", "native-country", "workclass",
@@ -153,9 +155,11 @@ class Timed:
 
 def search(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str,
            store: StoreFactory = AntichainTree, inherit_bounds: bool = True) -> BFSResult:
-    """One BFS on a fresh evaluator (no group tables carried over)."""
+    """One BFS on a fresh evaluator (no group tables carried over); ``inherit_bounds=False``: the
+    search before inherited bounds (``tests/baselines/fulldomain.py``)."""
     evaluator = TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
-    return best_first_search(space, evaluator, store=store, inherit_bounds=inherit_bounds)
+    bfs = best_first_search if inherit_bounds else search_without_inherited_bounds
+    return bfs(space, evaluator, store=store)
 
 
 def timed(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str,

@@ -47,9 +47,9 @@ from pathlib import Path
 
 import numpy as np
 from adult_zip import ADULT_CSV, DATA_SEED, build, out
+from baselines import RekeyChainEvaluator
 
 from deid_sql.evaluate.chain import ChainEvaluator
-from deid_sql.evaluate.chain_rekey import RekeyChainEvaluator
 from deid_sql.frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, FrontierRun, run_frontier
 from deid_sql.lattice import Chain
 from deid_sql.problem import Problem

@@ -1,5 +1,6 @@
 """Best-first branch and bound (seed 004) returns the global optimum: it equals exhaustive
-enumeration, for every store variant, on small lattices and on Adult with ≤ 4 attributes."""
+enumeration (``tests/baselines/fulldomain.py``), for every store variant and for the search before
+inherited bounds, on small lattices and on Adult with ≤ 4 attributes."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from deid_sql.fulldomain import (
     TransformEvaluator,
 )
 from deid_sql.search.antichain import AntichainTree, ListAntichainStore, ListStore
-from deid_sql.search.bfs import best_first_search, exhaustive
+from deid_sql.search.bfs import best_first_search
 
+from .baselines.fulldomain import exhaustive, search_without_inherited_bounds
 from .test_fulldomain import adult_spec, small_spec
 
 
@@ -27,9 +29,9 @@ def test_bfs_equals_exhaustive_on_a_small_lattice(tmp_path, quality, k, limit):
     with Problem.from_spec(small_spec(tmp_path)) as p:
         space = TransformationSpace(p)
         truth = exhaustive(space, TransformEvaluator(p, KAnonymity(k), quality(), limit, space=space))
-        for store in (AntichainTree, ListStore, ListAntichainStore):
-            result = best_first_search(space, TransformEvaluator(p, KAnonymity(k), quality(), limit, space=space),
-                                       store)
+        searches = [(best_first_search, store) for store in (AntichainTree, ListStore, ListAntichainStore)]
+        for search, store in searches + [(search_without_inherited_bounds, AntichainTree)]:
+            result = search(space, TransformEvaluator(p, KAnonymity(k), quality(), limit, space=space), store)
             assert (result.optimum is None) == (truth is None)
             if truth is not None:
                 assert result.optimum.quality == pytest.approx(truth.quality, rel=1e-12)

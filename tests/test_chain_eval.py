@@ -1,5 +1,5 @@
 """Chain evaluation (``evaluate/chain.py``) against full evaluation and against the previous,
-re-keying evaluator (``evaluate/chain_rekey.py``).
+re-keying evaluator (``tests/baselines/chain_rekey.py``).
 
 The chain evaluator keeps groups in arrays and splits them step by step; every figure it gives
 must equal ``Evaluator.evaluate``'s to 1e-12 (risk and loss are normalized to [0, 1], so this
@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from deid_sql import Problem
 from deid_sql.evaluate import Evaluator
 from deid_sql.evaluate.chain import ChainEvaluator
-from deid_sql.evaluate.chain_rekey import RekeyChainEvaluator
 from deid_sql.evaluate.fast import FastEvaluator
 from deid_sql.search import FrontierState, RandomChainSearch, SublatticeHeuristicSearch
 from deid_sql.search.frontier_search import run
 
+from .baselines.chain_rekey import RekeyChainEvaluator
 from .problems import write_small_problem
 
 TOL = 1e-12

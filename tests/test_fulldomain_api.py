@@ -29,6 +29,8 @@ from deid_sql.lattice import Lattice
 from deid_sql.search import bfs
 from deid_sql.search.bfs import BFSResult
 
+from .baselines.fulldomain import exhaustive
+
 # age 0..3 (hierarchy 0-1 / 2-3 / *), sex without a hierarchy (kept / *), dx sensitive
 ROWS = [
     (0, "Female", "a"), (0, "Female", "b"), (1, "Female", "a"), (1, "Male", "a"),
@@ -162,6 +164,9 @@ def test_group_bounds_have_no_level_bound(tiny: Problem, quality: type) -> None:
     with pytest.raises(NotImplementedError, match="needs the groups"):
         ev.quality.level_bound((1, 0))
     assert bfs._level_bound(ev) is None
+    assert not bfs.inherits_bounds(ev)  # with suppression: bounded after the check
+    assert bfs.inherits_bounds(TransformEvaluator(tiny, KAnonymity(2), quality(), 0.0))
+    assert not bfs.inherits_bounds(TransformEvaluator(tiny, KAnonymity(2), Loss(), 0.0))  # a level bound
 
 
 @pytest.mark.parametrize("quality", [Loss, NonUniformEntropy])
@@ -196,7 +201,7 @@ def test_bfs_bounds_by_the_level_bound(tiny: Problem, monkeypatch) -> None:
     bound = bfs._level_bound(ev)
     assert bound is not None and bound((1, 0)) == pytest.approx(1 / 6) and calls == [(1, 0)]
     result = bfs.best_first_search(ev.space, ev)
-    truth = bfs.exhaustive(ev.space, TransformEvaluator(tiny, KAnonymity(2), Loss(), 0.0))
+    truth = exhaustive(ev.space, TransformEvaluator(tiny, KAnonymity(2), Loss(), 0.0))
     assert result.optimum is not None and truth is not None and result.optimum.levels == truth.levels
     assert tables == [1] and calls == [(1, 0)]
     monkeypatch.setattr(bfs, "CLOSURE_LIMIT", 1)  # a "large" lattice: no table

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deid_sql.problem import Problem
-from deid_sql.report import report_figures as rf
+from deid_sql.report import release_contents as contents
 from deid_sql.suppression import Suppression
 
 from .test_fulldomain import small_spec
@@ -177,24 +177,24 @@ def test_losses_and_information_equal_their_definitions(loaded: Problem, seed: i
     rng = np.random.default_rng(seed)
     policy = loaded.lattice.random_policy(rng, density=float(rng.uniform(0.05, 0.95)))
     recoding = policy.recoding()
-    plain = rf.Groups(loaded, recoding)
-    kl, iyengar = rf.losses(loaded, recoding, plain)
+    plain = contents.Groups(loaded, recoding)
+    kl, iyengar = contents.losses(loaded, recoding, plain)
     metrics = loaded.evaluate(policy)
     assert kl == pytest.approx(metrics.kl, rel=1e-9, abs=1e-12)
     assert iyengar == pytest.approx(metrics.iyengar_loss, rel=1e-9, abs=1e-12)
     for q, qrec in enumerate(recoding.qis):
-        before = rf.original_marginal(loaded, q)
+        before = contents.original_marginal(loaded, q)
         after = np.bincount(qrec.group_of, weights=before, minlength=qrec.n_groups)
-        expected = rf.entropy(after) / rf.entropy(before) if rf.entropy(before) > 0 else 1.0
-        assert rf.information_kept(loaded, q, qrec, plain) == pytest.approx(expected, abs=1e-12)
-    cut = rf.Groups(loaded, recoding, Suppression.smaller_than(below))
-    kl_s, iyengar_s = rf.losses(loaded, recoding, cut)
+        expected = contents.entropy(after) / contents.entropy(before) if contents.entropy(before) > 0 else 1.0
+        assert contents.information_kept(loaded, q, qrec, plain) == pytest.approx(expected, abs=1e-12)
+    cut = contents.Groups(loaded, recoding, Suppression.smaller_than(below))
+    kl_s, iyengar_s = contents.losses(loaded, recoding, cut)
     ref_kl, ref_iyengar = _reference_losses(loaded, recoding, below)
     assert kl_s == pytest.approx(ref_kl, rel=1e-9, abs=1e-12)
     assert iyengar_s == pytest.approx(ref_iyengar, rel=1e-9, abs=1e-12)
     assert cut.suppressed == sum(int(m) for m in plain.m if m < below)
     for q, qrec in enumerate(recoding.qis):
-        assert 0.0 <= rf.information_kept(loaded, q, qrec, cut) <= 1.0
+        assert 0.0 <= contents.information_kept(loaded, q, qrec, cut) <= 1.0
 
 
 def _reference_losses(problem: Problem, recoding, below: int) -> tuple[float, float]:

@@ -29,7 +29,6 @@ from ..errors import DeidError, SpecError
 from .params import AdversaryParams
 
 TERMINATE, ACCESS, LINK, EXPLOIT = "terminate", "access", "link", "exploit"
-ACTIONS = (TERMINATE, ACCESS, LINK, EXPLOIT)
 TAIL = 1e-12  # belief support is cut where the Binomial's tail mass falls below this
 
 

@@ -55,10 +55,6 @@ class AdversaryParams:
 
     # -- model quantities -----------------------------------------------------------------
     @property
-    def unbounded_penalties(self) -> bool:
-        return self.max_penalties is None
-
-    @property
     def scale(self) -> float:
         """The size of the money involved: ties are judged relative to it."""
         return max(1.0, self.gain, self.penalty, self.access_cost, self.exploit_cost, self.link_cost)

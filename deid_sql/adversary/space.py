@@ -65,9 +65,6 @@ class ClusterSpace:
                     out.append(State(False, True, p, bool(s), True, True, self.g, self.g - a))
         return out
 
-    def locate(self, state: State) -> int:
-        return int(self.index(int(state.s), int(state.d), state.p, self.g - state.r))
-
     def exploit_rows(self) -> ExploitRows:
         """Exploit is offered where X_s = F and X_r > 0."""
         params = self.params

@@ -11,7 +11,7 @@ import click
 from .. import __version__
 from ..invocation import set_invocation, use_cell_cache
 from ..registry import COMMANDS
-from .boundary import error_boundary
+from .failures import error_boundary
 
 # Every command: its module in this package and its one-line summary (``registry.COMMANDS``).  A
 # command's module is imported when the command runs (or its own --help is asked), so ``deid-sql

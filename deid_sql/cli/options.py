@@ -1,4 +1,4 @@
-"""Shared click options of the commands (the error boundary is ``boundary.py``).
+"""Shared click options of the commands (the error boundary is ``failures.py``).
 
 Bad input becomes one line on stderr and exit code 2; nothing below ``cli/``
 imports click.
@@ -23,7 +23,7 @@ from ..registry import RISK_MODELS, Registry
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from ..targets import Target, check_targets
-from .boundary import (  # noqa: F401 - the commands import them from here
+from .failures import (  # noqa: F401 - the commands import them from here
     BROKEN_PIPE,
     INTERNAL_ERROR,
     INTERRUPTED,

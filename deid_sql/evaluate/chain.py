@@ -28,8 +28,8 @@ step and ends before the first step that meets a group an earlier one holds (let
 disjoint steps run ahead of it was tried: batches grew by 4 %, as a step that clashes mostly
 shares its groups with the steps after it too); each step's changes of the two sums come out
 of one ``bincount`` per sum, and the metrics after each step are reported in chain order
-(figures and profile: ``bench/frontier.py``, against the previous, re-keying evaluator
-``chain_rekey``).
+(figures and profile: ``bench/frontier.py``, against the previous, re-keying evaluator, kept
+as a baseline in ``tests/baselines/chain_rekey.py``).
 
 The two ends of a chain are evaluated in full, as ``Evaluator.evaluate`` does: the running
 sums drift by rounding (the bottom came out at risk 0.9999999999999992, loss 3.5e-16), and

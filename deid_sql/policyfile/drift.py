@@ -309,13 +309,6 @@ def judge(pf: PolicyFile, new: Figures, groups: Groups, risk: RecordRisk) -> tup
     return limit, new.mean_record_risk > bound * (1 + TOLERANCE)
 
 
-def label_shares(groups: Groups, qi: int) -> dict[str, float]:
-    """Each label's share of the records of a release, for QI number ``qi``."""
-    counts = label_counts(groups, qi)
-    total = float(sum(counts.values()))
-    return {label: m / total for label, m in counts.items()} if total > 0 else {k: 0.0 for k in counts}
-
-
 def share_changes(saved: Groups, new: Groups, count: int = SHARES) -> dict[str, list[ShareChange]]:
     """Per QI, the ``count`` labels whose share of the records changed most (saved → new)."""
     return {name: qi_share_changes(label_counts(saved, i), label_counts(new, i), count)

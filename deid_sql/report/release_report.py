@@ -33,7 +33,7 @@ from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from ..suppression import Suppression
-from . import report_figures as rf
+from . import release_contents as contents
 from .frontier_report import CHECKPOINT, problem_identity
 
 if TYPE_CHECKING:
@@ -161,13 +161,14 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
     metrics = problem.evaluate(plan.item)
     original = problem.evaluate(problem.lattice.original())
     harbor, harbor_note = _safe_harbor(problem)
-    groups = rf.Groups(problem, recoding, suppression)
+    groups = contents.Groups(problem, recoding, suppression)
     if groups.suppressed != figures.suppressed:
         raise ReportInputError(f"the release suppresses {figures.suppressed:,} records where its rule "
                                f"({suppression.rule if suppression else 'no suppression'}) gives "
                                f"{groups.suppressed:,} on the loaded data: the data changed while the report "
                                f"was built; run it again")
-    kl, iyengar = rf.losses(problem, recoding, groups) if groups.suppressed else (metrics.kl, metrics.iyengar_loss)
+    kl, iyengar = (contents.losses(problem, recoding, groups) if groups.suppressed
+                   else (metrics.kl, metrics.iyengar_loss))
     loss = kl / original_top_kl(problem) if groups.suppressed else metrics.loss
     qi_columns = [q.column for q in spec.qis]
     columns = list(gate.columns)
@@ -184,24 +185,24 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
 
     rules, per_qi, marginals = [], [], []
     for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
-        before = rf.original_marginal(problem, q)
+        before = contents.original_marginal(problem, q)
         after = groups.records_per_label(q, qrec.n_groups)
-        rules.append(rf.rule(qi.name, qi.kind, domain, qrec, after))
-        per_qi.append({"qi": qi.name, "information_kept": rf.information_kept(problem, q, qrec, groups)})
+        rules.append(contents.rule(qi.name, qi.kind, domain, qrec, after))
+        per_qi.append({"qi": qi.name, "information_kept": contents.information_kept(problem, q, qrec, groups)})
         ordered = qi.kind in ("integer", "date")
         released = float(after.sum()) + groups.suppressed
-        shown = rf.shares(list(qrec.labels), after, ordered and qrec.contiguous, total=released)
+        shown = contents.shares(list(qrec.labels), after, ordered and qrec.contiguous, total=released)
         if groups.suppressed:
             shown.append({"label": f"{SUPPRESSED} (suppressed)", "share": groups.suppressed / released})
         marginals.append({"qi": qi.name,
-                          "before": rf.shares([domain.text(p) for p in range(domain.size)], before, ordered),
+                          "before": contents.shares([domain.text(p) for p in range(domain.size)], before, ordered),
                           "after": shown})
     if sample_rows > 0:
-        names, rows = rf.release_rows(problem, plan.item, sample_rows, suppression)
+        names, rows = contents.release_rows(problem, plan.item, sample_rows, suppression)
         sample = {"source": "release", "columns": names, "rows": rows}
     else:
         sample = {"source": "synthetic", "columns": [n for n, _ in columns],
-                  "rows": rf.synthetic_rows(columns, qi_columns, recoding, groups)}
+                  "rows": contents.synthetic_rows(columns, qi_columns, recoding, groups)}
     release_cmd = _release_command(sidecar, command)
     report_cmd = _report_command(spec.path, plan, frontier, sample_rows, accept_risk)
     return {
@@ -214,7 +215,7 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
             "source": (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)},
             "population": _population(problem, gate, sidecar),
             "columns": _columns(problem, columns, qi_columns),
-            "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": rf.domain_summary(d),
+            "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": contents.domain_summary(d),
                      "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
         },
         "policy": {"text": text, "levels": plan.levels, "readable": readable, "sha256": gate.policy["sha256"],
@@ -282,9 +283,9 @@ def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
 
 
 def _headline(f: dict[str, Any], verdict: Verdict, status: str) -> list[str]:
-    out = [f"expected re-identifications {rf.number(f['expected_reidentifications'])} among "
+    out = [f"expected re-identifications {contents.number(f['expected_reidentifications'])} among "
            f"{f['records']:,} records",
-           (f"no record's risk above {rf.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
+           (f"no record's risk above {contents.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
             "some records' risk is 1: they are the only person in the population with their released values")]
     if f["k"] > 1:
         out.append(f"every released group holds at least {f['k']:,} records")

@@ -294,13 +294,6 @@ class AntichainTree(PropertyStore):
                 return False
         return len(x) == self._depth
 
-    def sliced_query(self, x: Sequence[int]) -> bool:
-        """The range query answered bit-parallel: the AND over attributes of the elements that
-        pass the property on to x_i there (equality included; not counted in the counters)."""
-        x = tuple(x)
-        self._check(x)
-        return reduce(and_, map(getitem, self._covering, x)) != 0
-
     def query_at(self, index: int, x: Transformation) -> bool:
         if not self.closure:
             return self.query(x)

@@ -78,11 +78,27 @@ class BFSResult:
 
 def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
                       store: StoreFactory = AntichainTree, time_limit: float | None = None,
-                      counter: Counter | None = None, *, inherit_bounds: bool = True) -> BFSResult:
+                      counter: Counter | None = None) -> BFSResult:
     """The globally optimal transformation (lowest quality value) and search statistics;
-    ``counter`` is advanced per checked transformation (a progress line).
-    ``inherit_bounds=False`` bounds DM and KL only after their check even without suppression
-    (the search before inherited bounds: a baseline for the benchmark and the tests)."""
+    ``counter`` is advanced per checked transformation (a progress line)."""
+    return branch_and_bound(space, evaluator, inherits_bounds(evaluator), store, time_limit, counter)
+
+
+def inherits_bounds(evaluator: TransformEvaluator) -> bool:
+    """Whether a transformation is bounded before its check by the bound of the specialization it
+    was reached from: only for a model whose bound needs the groups (DM, KL; a bound from the levels
+    alone is exact before the check anyway) and only without suppression, where quality is monotone
+    (see the module docstring); otherwise a model is bounded after its check."""
+    return _level_bound(evaluator) is None and evaluator.max_suppressed == 0
+
+
+def branch_and_bound(space: TransformationSpace, evaluator: TransformEvaluator, inherit: bool,
+                     store: StoreFactory = AntichainTree, time_limit: float | None = None,
+                     counter: Counter | None = None) -> BFSResult:
+    """``best_first_search`` with the choice of ``inherits_bounds`` made by the caller.  ``inherit``
+    may be True only where ``inherits_bounds`` is (an inherited bound is unsound with suppression);
+    False throughout is the search before inherited bounds (the tests' and benchmark's baseline,
+    ``tests/baselines/fulldomain.py``)."""
     start = time.perf_counter()
     heights = tuple(space.heights)
     quality = _make(store, Direction.UP, heights)  # insufficient data quality, inherited by generalizations
@@ -104,10 +120,6 @@ def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
     table = (evaluator.quality.level_bounds().tolist()
              if level_bound is not None and space.size <= CLOSURE_LIMIT else None)
     monotone = {"up", "down"} <= evaluator.predictive
-    # Without suppression a model whose bound needs the groups (DM, KL) is bounded before its
-    # check by the bound of the specialization it was reached from (see the module docstring);
-    # with suppression it is bounded after the check, as before.
-    inherit = inherit_bounds and level_bound is None and evaluator.max_suppressed == 0
     predict = monotone and (level_bound is not None or inherit)
 
     def check(x: Levels) -> Outcome:
@@ -192,16 +204,6 @@ def best_first_search(space: TransformationSpace, evaluator: TransformEvaluator,
             visit(y, bound, rank + 1, j)
     return BFSResult(best, checked, space.size, time.perf_counter() - start, timed_out,
                      {"insufficient quality ↑": quality, "insufficient protection ↓": protection}, pruned)
-
-
-def exhaustive(space: TransformationSpace, evaluator: TransformEvaluator) -> Outcome | None:
-    """The optimum by evaluating every transformation (the reference for tests)."""
-    best: Outcome | None = None
-    for x in space:
-        out = evaluator.apply(x)
-        if out.accepted and (best is None or out.quality < best.quality):
-            best = out
-    return best
 
 
 def _level_bound(evaluator: TransformEvaluator) -> Callable[[Levels], float] | None:

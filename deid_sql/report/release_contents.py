@@ -1,4 +1,4 @@
-"""The distributions and words of a release report: histograms, rules, marginals, sample rows.
+"""The contents of a release report: histograms, rules in words, marginals, information kept, sample rows.
 
 Everything here is computed from the sample cells generalized with the release's recoding
 (``release.figures.cell_groups``: the groups ``evaluate`` counts), so the histograms add up to

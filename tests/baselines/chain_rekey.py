@@ -2,22 +2,22 @@
 
 It re-keys the cells of the split interval at every step (``np.unique`` on mixed-radix group
 keys, before and after the split) and recomputes the old groups' terms and census counts from
-those keys.  ``chain.ChainEvaluator`` keeps the groups themselves instead (ids, sizes, census
-counts and boxes in arrays), which is what makes it faster; both must give the same figures,
-and ``bench/frontier.py`` measures one against the other in the same run.  Same interface and
-the same exact chain ends (see ``chain``'s docstring).
+those keys.  ``deid_sql.evaluate.chain.ChainEvaluator`` keeps the groups themselves instead (ids,
+sizes, census counts and boxes in arrays), which is what makes it faster; both must give the same
+figures (``tests/test_chain_eval.py``), and ``bench/frontier.py`` measures one against the other in
+the same run.  Same interface and the same exact chain ends (see ``chain``'s docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..cells import Cells
-from ..lattice import Chain, Lattice
-from ..policy import Policy
-from .chain import RunningSums, intervals
-from .fast import FastEvaluator
-from .metrics import Normalizers, RawSums
+from deid_sql.cells import Cells
+from deid_sql.evaluate.chain import RunningSums, intervals
+from deid_sql.evaluate.fast import FastEvaluator
+from deid_sql.evaluate.metrics import Normalizers, RawSums
+from deid_sql.lattice import Chain, Lattice
+from deid_sql.policy import Policy
 
 _KEY_LIMIT = 2**62
 
