@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from deid_sql.backends import connect
 from deid_sql.problem import Problem
 from deid_sql.recoding import QIRecoding, Recoding
+from deid_sql.release.plan import plan_of
 
 TARGET_S, TARGET_SIZE = 2.0, 50_000
 
@@ -66,7 +67,7 @@ def best(problem: Problem, policy: str, dialect: str, runs: int) -> tuple[float,
     times, length = [], 0
     for _ in range(runs):
         start = time.perf_counter()
-        length = len(problem.compile(policy, dialect=dialect))
+        length = len(problem.compile(plan_of(problem, policy), dialect=dialect))
         times.append(time.perf_counter() - start)
     return min(times), length
 
@@ -107,7 +108,7 @@ def execution(folder: Path, engine: str, rows: int, runs: int) -> tuple[float, f
         spec = folder / f"{qi}-{engine}.toml"
         spec.write_text(f'population = "sample"\n{header}\n[source]\n{source}\n\n{qis[qi]}', encoding="utf-8")
         with Problem.from_spec(spec) as problem:
-            query = problem.query(recoding(problem))
+            query = problem.query(plan_of(problem, recoding(problem)))
             count = exp.select(exp.func("count", exp.Star()),
                                exp.func("count", exp.Distinct(expressions=[exp.column(qi)]))).from_(
                 exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("r"))))

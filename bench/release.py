@@ -109,7 +109,7 @@ def baseline(problem: Problem, target: Path) -> float:
 def plain(problem: Problem, target: Path) -> float:
     """The same release query as ``gated`` writes, with no gate at all."""
     plan = plan_of(problem, POLICY)
-    query = problem.query(plan.item, plan.suppression)
+    query = problem.query(plan)
     start = time.perf_counter()
     write_query(problem.backend, problem.spec, query, target, problem.sample.total, overwrite=True)
     return time.perf_counter() - start
@@ -117,7 +117,7 @@ def plain(problem: Problem, target: Path) -> float:
 
 def gated(problem: Problem, target: Path) -> float:
     start = time.perf_counter()
-    written = materialize(problem, POLICY, target, overwrite=True)
+    written = materialize(problem, plan_of(problem, POLICY), target, overwrite=True)
     took = time.perf_counter() - start
     assert written.verdict is not None and written.verdict.passed
     return took

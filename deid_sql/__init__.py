@@ -16,12 +16,13 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Chain": "lattice", "DataError": "errors", "DeidError": "errors", "Lattice": "lattice", "Metrics": "evaluate",
     "OutputError": "errors", "Policy": "policy", "PolicyError": "errors", "Problem": "problem",
-    "QIRecoding": "recoding", "Recoding": "recoding", "Spec": "spec", "SpecError": "errors",
+    "QIRecoding": "recoding", "Recoding": "recoding", "ReleasePlan": "release.plan", "Spec": "spec",
+    "SpecError": "errors", "plan_of": "release.plan",
 }
 
 __all__ = [
     "Chain", "DataError", "DeidError", "Lattice", "Metrics", "OutputError", "Policy",
-    "PolicyError", "Problem", "QIRecoding", "Recoding", "Spec", "SpecError", "__version__",
+    "PolicyError", "Problem", "QIRecoding", "Recoding", "ReleasePlan", "Spec", "SpecError", "__version__", "plan_of",
 ]
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .policy import Policy
     from .problem import Problem
     from .recoding import QIRecoding, Recoding
+    from .release.plan import ReleasePlan, plan_of
     from .spec import Spec
 
 

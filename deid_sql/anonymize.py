@@ -153,16 +153,13 @@ def release_plan(problem: Problem, run: Anonymization) -> ReleasePlan:
     dbt model, policy file) like any policy."""
     if run.levels is None:
         raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to release")
-    text = run.space.text(run.levels)
-    plan = plan_of(problem, levels=text)
-    return ReleasePlan(plan.item, None, plan.readable, release_suppression(run), plan.levels)
+    return plan_of(problem, levels=run.space.text(run.levels), suppression=release_suppression(run))
 
 
 def release_query(problem: Problem, run: Anonymization) -> exp.Select:
     """The generalizing query with the suppressed groups blanked to ``*`` and flagged (a join to a
     ``VALUES`` table of their label tuples, ``compile.generalize``)."""
-    plan = release_plan(problem, run)
-    return problem.query(plan.item, plan.suppression)
+    return problem.query(release_plan(problem, run))
 
 
 def write_release(problem: Problem, run: Anonymization, out: str | Path | None, overwrite: bool = False,

@@ -25,7 +25,7 @@ from .problem import Problem
 from .report.frontier_report import CHECKPOINT, FrontierReport, problem_identity
 from .report.html import html_frontier
 from .report.plot import plot_frontier
-from .safe_harbor import safe_harbor
+from .safe_harbor import safe_harbor_metrics
 from .search.frontier import Frontier, Point, dominates
 from .search.frontier_search import FrontierState, run
 from .search.kanon import improvement_rate, kanonymity_frontier
@@ -140,7 +140,7 @@ def _compare(problem: Problem, state: FrontierState, k_values: tuple[int, ...]) 
     sh_point = None
     roles = {q.role for q in problem.spec.qis}
     if {"zip", "age"} <= roles:
-        m = problem.evaluate(safe_harbor(problem).recoding)
+        m = safe_harbor_metrics(problem)
         sh_point = Point(m.risk, m.loss, "Safe Harbor")
     out = FrontierRun(state, sh_point, [])
     if sh_point is not None:

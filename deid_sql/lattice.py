@@ -20,7 +20,7 @@ from .errors import PolicyError
 from .hierarchy import Hierarchy
 from .limits import require_sizes
 from .policy import Policy
-from .policytext import bit_text, cut_texts, format_qi, named_forms, parse_qi
+from .policytext import bit_text, cut_texts, format_qi, named_forms, parse_qi, segments
 from .recoding import Recoding
 
 
@@ -167,19 +167,13 @@ class Lattice:
             return self.top() if text == "top" else self.bottom()
         bits = self.bottom().array.astype(np.uint8)
         seen: set[str] = set()
-        for segment in filter(None, (s.strip() for s in text.split("|"))):
-            name, sep, body = segment.partition(":")
-            if not sep:
-                raise PolicyError(
-                    f"policy segment {segment!r} has no ':'; write QI:FORM, e.g. age:every=10 or zip:digits=3"
-                )
-            name = name.strip()
+        for _, name, body in segments(text):
             i = self.index(name)
             if name in seen:
                 raise PolicyError(f"policy names QI {name!r} twice; give each QI once")
             seen.add(name)
             lo, hi = self.offsets[i], self.offsets[i + 1]
-            bits[lo:hi] = parse_qi(self, i, body.strip())
+            bits[lo:hi] = parse_qi(self, i, body)
         return Policy(self, bits.tobytes())
 
     def text(self, policy: Policy, bits: bool = False) -> str:

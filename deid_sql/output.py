@@ -21,15 +21,12 @@ from .backends.base import Backend, fingerprint
 from .errors import BackendError, DeidError, OutputError
 from .loading import read_problem
 from .names import check_name, check_output_name
-from .policy import Policy
 from .problem import Problem
-from .recoding import Recoding
 from .release.figures import ReleaseFigures
-from .release.gate import ReleaseGate, Verdict
-from .release.plan import ReleasePlan, plan_of
+from .release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
+from .release.plan import ReleasePlan
 from .release.sidecar import file_sha256, sidecar_path, sidecar_table, to_json
 from .spec import Spec, TableRef
-from .suppression import Suppression
 from .tableref import engine_inputs
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
@@ -75,20 +72,19 @@ def check_not_input(spec: Spec, out: Path) -> None:
         raise OutputError(f"output {out} is an input of the spec; write the de-identified data elsewhere")
 
 
-def materialize(problem: Problem, item: ReleasePlan | Policy | Recoding | str, out: str | Path | None,
-                fmt: str | None = None, table: str | None = None, overwrite: bool = False,
-                suppression: Suppression | int | None = None, accept_risk: str | None = None) -> Written:
-    """Write the generalized source to Parquet, CSV or a DuckDB table, atomically; with ``out``
-    None, as table ``table`` inside the engine (PostgreSQL, Spark), where the data is.
+def materialize(problem: Problem, plan: ReleasePlan, out: str | Path | None, fmt: str | None = None,
+                table: str | None = None, overwrite: bool = False, accept_risk: str | None = None) -> Written:
+    """Write the release ``plan`` (``release.plan.plan_of``) of the source to Parquet, CSV or a
+    DuckDB table, atomically; with ``out`` None, as table ``table`` inside the engine (PostgreSQL,
+    Spark), where the data is.
 
     The release gate runs on what is written (``deid_sql.release.gate``): a failed gate writes
     nothing unless ``accept_risk`` gives the reason; the sidecar is written with the release."""
-    plan = plan_of(problem, item, suppression)
-    call = (f"deid_sql.output.materialize(problem, {_policy_repr(plan)}, {str(out)!r}"
+    call = (f"deid_sql.output.materialize(problem, {plan.repr_call()}, {str(out)!r}"
             + (f", table={table!r}" if table else "") + (", accept_risk=..." if accept_risk else "") + ")")
-    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
-    return materialize_query(problem, problem.query(plan.item, plan.suppression), out, fmt, table, overwrite, gate)
+    return materialize_query(problem, problem.query(plan), out, fmt, table, overwrite, gate)
 
 
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
@@ -193,15 +189,6 @@ def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
         reader.close()
 
 
-def _policy_repr(plan: ReleasePlan) -> str:
-    if plan.text is None and plan.levels is None:
-        return f"<recoding {plan.readable}>"
-    call = plan.repr_call()
-    if plan.suppression is not None:
-        call += f", suppression=<{plan.suppression.rule}>"
-    return call
-
-
 def write_file(backend: Backend, spec: Spec, query: exp.Select, tmp: Path, kind: str, expected: int,
                name: str | None = None) -> int:
     """Stream ``query`` into ``tmp`` (Parquet or CSV); the row count must be ``expected``.
@@ -246,16 +233,14 @@ def _write_batches(backend: Backend, query: exp.Select, tmp: Path, kind: str, ex
     return rows
 
 
-def compile_release(problem: Problem, item: ReleasePlan | Policy | Recoding | str, dialect: str = "duckdb",
-                    table: str | None = None, suppression: Suppression | int | None = None,
+def compile_release(problem: Problem, plan: ReleasePlan, dialect: str = "duckdb", table: str | None = None,
                     accept_risk: str | None = None) -> tuple[str, Written]:
     """The release as SQL text for ``dialect``, judged like any release: compiled SQL leaves the
     system too (it runs elsewhere), so its rows are measured on the spec's data now and the text is
     only given when the gate passes (or ``accept_risk`` says why).  It holds no raw value outside
     the domain (the guards) and only declared columns; a pseudonymizing spec is refused (the text
     would hold the key)."""
-    plan = plan_of(problem, item, suppression)
-    call = (f"deid_sql.output.compile_release(problem, {_policy_repr(plan)}, {dialect!r}"
+    call = (f"deid_sql.output.compile_release(problem, {plan.repr_call()}, {dialect!r}"
             + (f", table={table!r}" if table else "") + ")")
     sql, _, figures, verdict = judged_sql(problem, plan, dialect, table, call, accept_risk)
     return sql, Written(None, "sql", figures.records, None, figures=figures, verdict=verdict)
@@ -265,15 +250,14 @@ def judged_sql(problem: Problem, plan: ReleasePlan, dialect: str, table: str | N
                accept_risk: str | None) -> tuple[str, ReleaseGate, ReleaseFigures, Verdict]:
     """The SQL of ``plan`` for ``dialect`` and the gate's verdict on the rows it gives on the spec's
     data (``ReleaseRefused`` when it fails unaccepted): printed SQL and SQL kept in a file alike."""
-    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
-    sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=table)
-    figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression))
+    sql = problem.compile(plan, dialect=dialect, table=table)
+    figures = gate.measure(problem.backend.execute, problem.query(plan))
     return sql, gate, figures, gate.judge(figures)
 
 
-def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, database: str | Path | None, name: str,
-                replace: bool = False, suppression: Suppression | int | None = None,
+def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None, name: str, replace: bool = False,
                 accept_risk: str | None = None) -> Written:
     """``CREATE VIEW name`` in a DuckDB file over the source read in place, or (``database``
     None) in the engine's own catalog.  The gate judges the rows the view shows now; values
@@ -285,17 +269,16 @@ def create_view(problem: Problem, item: ReleasePlan | Policy | Recoding | str, d
                           inputs=engine_inputs(problem.spec.source, problem.spec.population))
     else:
         check_name(name, "--name")
-    plan = plan_of(problem, item, suppression)
-    call = (f"deid_sql.output.create_view(problem, {_policy_repr(plan)}, "
+    call = (f"deid_sql.output.create_view(problem, {plan.repr_call()}, "
             f"{str(db) if db else None!r}, {name!r})")
-    gate = ReleaseGate.for_problem(problem, plan, call, accept_risk)
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    figures = gate.measure(problem.backend.execute, problem.query(plan.item, plan.suppression, persistent=True))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True))
     verdict = gate.judge(figures)
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
              "rows": figures.records}
-    problem.backend.create_view(db, name, problem.query(plan.item, plan.suppression, source, persistent=True), replace,
+    problem.backend.create_view(db, name, problem.query(plan, source, persistent=True), replace,
                                 companions=gate.record_table(name, figures, verdict, where))
     return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 

@@ -27,11 +27,55 @@ import numpy as np
 from .cuts import UNITS, cut_position, digits_bits, every_bits, level_bits, unit_bits
 from .domain import DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import PolicyError
+from .recoding import Recoding
 
 if TYPE_CHECKING:
     from .lattice import Lattice
+    from .policy import Policy
 
 FORMS = "top, bottom, cuts=v1,v2, every=N, digits=N, by=month|quarter|year, level=N or 0/1 bits"
+
+
+def segments(text: str) -> list[tuple[str, str, str]]:
+    """The ``|``-separated segments of a policy text: (segment, QI name, form), stripped; a
+    segment without ``:`` is refused.  The one place a policy text is split."""
+    out = []
+    for segment in filter(None, (s.strip() for s in text.split("|"))):
+        name, sep, body = segment.partition(":")
+        if not sep:
+            raise PolicyError(f"policy segment {segment!r} has no ':'; write QI:FORM, e.g. age:every=10 or "
+                              f"zip:digits=3")
+        out.append((segment, name.strip(), body.strip()))
+    return out
+
+
+def parse_release(lattice: Lattice, text: str) -> Policy | Recoding:
+    """What a policy text names: the lattice policy, or — when a segment names a hierarchy level
+    that groups values that are not adjacent in the domain (``race:level=1``) — a recoding, which
+    every release path and evaluator takes but no lattice search visits.  The other segments are
+    read as ``Lattice.parse`` reads them."""
+    if text.strip() in ("top", "bottom") or not text.strip("| \t\n"):
+        return lattice.parse(text)
+    parts = segments(text)
+    scattered = {}
+    for _, name, body in parts:
+        hierarchy = lattice.hierarchies.get(name)
+        if not body.startswith("level=") or hierarchy is None or name not in lattice.names:
+            continue
+        try:
+            level = int(body[6:])
+        except ValueError:
+            continue  # the lattice's parser says what is wrong with it
+        if 0 <= level < hierarchy.height:
+            rec = hierarchy.recoding(lattice.domains[lattice.index(name)], level)
+            if not rec.contiguous:
+                scattered[name] = rec
+    if not scattered:
+        return lattice.parse(text)
+    rest = "|".join(segment for segment, name, _ in parts if name not in scattered)
+    base = lattice.parse(rest) if rest else lattice.bottom()
+    qis = tuple(scattered[name] if name in scattered else base.qi_recoding(i) for i, name in enumerate(lattice.names))
+    return Recoding(qis, name="|".join(segment for segment, _, _ in parts))
 
 
 def parse_qi(lattice: Lattice, i: int, body: str) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from sqlglot import exp
@@ -45,10 +45,13 @@ from .loading import (
     spelling_notes,
 )
 from .policy import Policy
-from .recoding import QIRecoding, Recoding
+from .policytext import parse_release
+from .recoding import Recoding
 from .registry import RISK_MODELS
 from .spec import Spec
-from .suppression import Suppression
+
+if TYPE_CHECKING:
+    from .release.plan import ReleasePlan  # above this module: the plan is built by plan_of, not here
 
 
 class Problem:
@@ -224,41 +227,9 @@ class Problem:
         return self.lattice.parse(text)
 
     def item(self, text: str | Policy | Recoding) -> Policy | Recoding:
-        """What a policy text names: the lattice policy, or — when a segment names a hierarchy level
-        that groups values that are not adjacent in the domain (``race:level=1``) — a recoding, which
-        every release path and evaluator takes but no lattice search visits.  The other segments
-        are read as ``Lattice.parse`` reads them."""
-        if not isinstance(text, str):
-            return text
-        scattered = self._scattered_levels(text)
-        if not scattered:
-            return self.lattice.parse(text)
-        segments = [s.strip() for s in text.split("|") if s.strip()]
-        rest = "|".join(s for s in segments if s.partition(":")[0].strip() not in scattered)
-        base = self.lattice.parse(rest) if rest else self.lattice.bottom()
-        qis = tuple(scattered[name] if name in scattered else base.qi_recoding(i)
-                    for i, name in enumerate(self.lattice.names))
-        return Recoding(qis, name="|".join(segments))
-
-    def _scattered_levels(self, text: str) -> dict[str, QIRecoding]:
-        """The ``QI:level=N`` segments of a text whose level is not interval-shaped, as recodings."""
-        out: dict[str, QIRecoding] = {}
-        for segment in filter(None, (s.strip() for s in text.split("|"))):
-            name, _, body = segment.partition(":")
-            name, body = name.strip(), body.strip()
-            hierarchy = self.lattice.hierarchies.get(name)
-            if not body.startswith("level=") or hierarchy is None or name not in self.lattice.names:
-                continue
-            try:
-                level = int(body[6:])
-            except ValueError:
-                continue  # the lattice's parser says what is wrong with it
-            if not 0 <= level < hierarchy.height:
-                continue
-            rec = hierarchy.recoding(self.domains[self.lattice.index(name)], level)
-            if not rec.contiguous:
-                out[name] = rec
-        return out
+        """What a policy text names (``policytext.parse_release``): the lattice policy, or a
+        recoding when a hierarchy level groups values that are not adjacent in the domain."""
+        return parse_release(self.lattice, text) if isinstance(text, str) else text
 
     def recoding(self, item: Policy | Recoding | str) -> Recoding:
         """The recoding of a policy (text or object), or a recoding checked against the domains."""
@@ -312,9 +283,10 @@ class Problem:
         raise DeidError(f"unknown evaluation path {path!r}; use 'fast' (cells, numpy) or 'sql' (the reference)")
 
     # -- SQL ------------------------------------------------------------------------------
-    def query(self, item: Policy | Recoding | str, suppression: Suppression | int | None = None,
-              source: exp.Expression | None = None, roles: bool = True, persistent: bool = False) -> exp.Select:
-        """The generalizing ``SELECT`` as a sqlglot expression (source = the spec's source).
+    def query(self, plan: ReleasePlan, source: exp.Expression | None = None, roles: bool = True,
+              persistent: bool = False) -> exp.Select:
+        """The generalizing ``SELECT`` of a release plan (``release.plan.plan_of``: its recoding and
+        suppression) as a sqlglot expression (source = the spec's source).
 
         With ``roles`` (every release path) it releases only declared columns, in release
         order (``released_columns``), and raises ``SpecError`` for a column without a role;
@@ -322,7 +294,7 @@ class Problem:
         and applies the roles to its own outer select (``contract.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
-        recoding = self.recoding(item)
+        recoding, suppression = plan.recoding, plan.suppression
         outside = self.spec.columns.outside_label
         for q, r in zip(self.spec.qis, recoding.qis):
             if r.n_groups > 1 and outside in r.labels:  # one group (a hierarchy's "*" top) tells nothing apart
@@ -366,13 +338,13 @@ class Problem:
         if problems:
             raise SpecError(problems)
 
-    def compile(self, item: Policy | Recoding | str, dialect: str = "duckdb",
-                suppression: Suppression | int | None = None, table: str | None = None, pretty: bool = True) -> str:
-        """SQL text for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
+    def compile(self, plan: ReleasePlan, dialect: str = "duckdb", table: str | None = None,
+                pretty: bool = True) -> str:
+        """The SQL text of a release plan for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
         source = compile_source(self.spec.source, self.source, dialect, table)
-        query = self.query(item, suppression, source, persistent=True)  # built here, rendered once: no copy
+        query = self.query(plan, source, persistent=True)  # built here, rendered once: no copy
         return to_sql(query, dialect, pretty=pretty, copy=False)
 
     @property

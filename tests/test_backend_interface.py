@@ -20,6 +20,7 @@ from deid_sql.backends.base import Backend
 from deid_sql.errors import BackendError, DataError, OutputError
 from deid_sql.output import preview
 from deid_sql.policyfile import check_policy, save_policy
+from deid_sql.release.plan import plan_of
 from deid_sql.spec import TableRef
 from tests.engines import Engine, engine_fixture
 
@@ -176,7 +177,7 @@ def test_an_output_table_in_duckdb_needs_a_file(project) -> None:
         from deid_sql.output import materialize
 
         with pytest.raises(OutputError, match=r"name the output file with --out \(.parquet, .csv or .duckdb\)"):
-            materialize(problem, "age:cuts=18,65", None, table="t", accept_risk="test: interface")
+            materialize(problem, plan_of(problem, "age:cuts=18,65"), None, table="t", accept_risk="test: interface")
 
 
 # -- the batch's guard is the compiler's guard ---------------------------------------------------------------

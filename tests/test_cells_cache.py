@@ -11,6 +11,7 @@ import pytest
 
 from deid_sql.cellcache import CellsCache
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 from deid_sql.userdirs import cache_dir
 
 
@@ -107,7 +108,7 @@ def test_a_load_of_files_from_the_cache_connects_no_engine_until_a_query_runs(
     out = tmp_path / "release.parquet"
     with Problem.from_spec(project.spec_path, cache=True) as problem:
         assert connects == ["duckdb"]
-        written = materialize(problem, "age:cuts=18,65|zip:top", out)
+        written = materialize(problem, plan_of(problem, "age:cuts=18,65|zip:top"), out)
         assert connects == ["duckdb", "duckdb"]
     assert written.rows == first["records"] and written.figures is not None
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.output import create_view
+from deid_sql.release.plan import plan_of
 
 from .problems import write_small_problem
 
@@ -63,7 +64,7 @@ def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collati
 def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
     spec, db = _collated_source(tmp_path, collation)
     with Problem.from_spec(spec) as problem:
-        create_view(problem, "age:cuts=10,20", db, "patients_deid")
+        create_view(problem, plan_of(problem, "age:cuts=10,20"), db, "patients_deid")
     _append_spellings(db, collation)  # the data changes under the view
     con = duckdb.connect(str(db), read_only=True)
     sexes = {r[0] for r in con.execute("SELECT DISTINCT sex FROM patients_deid").fetchall()}
@@ -76,7 +77,7 @@ def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
 def test_compiled_sql_on_a_collated_table_releases_only_domain_spellings(tmp_path):
     spec, db = _collated_source(tmp_path, "NOCASE.NOACCENT")
     with Problem.from_spec(spec) as problem:
-        sql = problem.compile("age:cuts=10,20|zip:digits=3", dialect="duckdb")
+        sql = problem.compile(plan_of(problem, "age:cuts=10,20|zip:digits=3"), dialect="duckdb")
     _append_spellings(db, "NOCASE.NOACCENT")
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute(sql).fetchall()
@@ -90,7 +91,7 @@ def test_compiled_sql_on_a_collated_table_releases_only_domain_spellings(tmp_pat
 def test_kept_values_are_written_from_the_domain(tmp_path):
     """A value kept as itself is a literal of the compiled query, never the source column's text."""
     with Problem.from_spec(write_small_problem(tmp_path)) as problem:
-        sql = problem.compile("age:cuts=10,20", dialect="duckdb")
+        sql = problem.compile(plan_of(problem, "age:cuts=10,20"), dialect="duckdb")
     assert "THEN 'Female'" in sql and "THEN 'White'" in sql
     assert 'COLLATE "C"' in sql
 
@@ -169,7 +170,7 @@ def test_spark_utf8_lcase_collation(tmp_path):
         assert result.exit_code == 0, result.output
         assert "column 'sex' is STRING COLLATE UTF8_LCASE" in result.output
         with Problem.from_spec(spec) as problem:
-            sql = problem.compile("age:cuts=10,20", dialect="spark", table=f"{db}.patients")
+            sql = problem.compile(plan_of(problem, "age:cuts=10,20"), dialect="spark", table=f"{db}.patients")
         session.sql(f"INSERT INTO `{db}`.patients VALUES (9001, 20, 'FEMALE', 'White', '37201', 'I10'), "
                     f"(9002, 21, 'Female', 'WHITE', '37201', 'I10')")
         rows = session.sql(sql).collect()

@@ -14,6 +14,7 @@ from deid_sql import Problem, QIRecoding, Recoding
 from deid_sql.compile import to_sql
 from deid_sql.domain import DateDomain
 from deid_sql.errors import DialectError
+from deid_sql.release.plan import plan_of
 
 from .problems import write_small_problem
 
@@ -40,7 +41,7 @@ def _expected_labels(problem: Problem, rec: Recoding) -> list[tuple[str, ...]]:
 
 
 def _run(problem: Problem, rec) -> list[tuple[str, ...]]:
-    rows = problem.backend.execute(problem.query(rec)).to_pylist()
+    rows = problem.backend.execute(problem.query(plan_of(problem, rec))).to_pylist()
     return [tuple(r[q.column] for q in problem.spec.qis) for r in rows]
 
 
@@ -60,7 +61,7 @@ def test_compiled_recodings_with_scattered_groups(problem):
 
 
 def test_passthrough_columns_are_unchanged(problem):
-    rows = problem.backend.execute(problem.query("top")).to_pylist()
+    rows = problem.backend.execute(problem.query(plan_of(problem, "top"))).to_pylist()
     source = pq.read_table(problem.spec.source.path).to_pylist()
     assert [r["dx"] for r in rows] == [r["dx"] for r in source]  # sensitive: released unchanged
     assert list(rows[0]) == [c for c in source[0] if c != "id"]  # id dropped by [columns]; order kept
@@ -68,8 +69,8 @@ def test_passthrough_columns_are_unchanged(problem):
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_dialect_renders_and_parses_back(problem, dialect):
-    sql = problem.compile("age:cuts=10,20|race:cuts=Black|zip:cuts=37301", dialect=dialect, table="patients",
-                          suppression=3)
+    plan = plan_of(problem, "age:cuts=10,20|race:cuts=Black|zip:cuts=37301", suppression=3)
+    sql = problem.compile(plan, dialect=dialect, table="patients")
     tree = sqlglot.parse_one(sql, read=dialect)
     assert tree.sql(dialect=dialect) == sqlglot.parse_one(tree.sql(dialect=dialect), read=dialect).sql(dialect=dialect)
     assert "'10-19'" in sql and "'Black|Asian|Other'" in sql
@@ -77,7 +78,7 @@ def test_every_dialect_renders_and_parses_back(problem, dialect):
 
 def test_unknown_dialect_is_a_clear_error(problem):
     with pytest.raises(DialectError, match="unknown SQL dialect 'nosuchsql'"):
-        problem.compile("top", dialect="nosuchsql")
+        problem.compile(plan_of(problem, "top"), dialect="nosuchsql")
 
 
 def test_date_domain_labels():
@@ -89,5 +90,5 @@ def test_date_domain_labels():
 
 
 def test_generalized_query_is_one_expression_tree(problem):
-    sql = to_sql(problem.query("age:cuts=10"), "duckdb")
+    sql = to_sql(problem.query(plan_of(problem, "age:cuts=10")), "duckdb")
     assert sql.count("SELECT") == 1 and "BETWEEN 0 AND 9" in sql

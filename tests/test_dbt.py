@@ -23,6 +23,7 @@ from sqlglot import exp
 from deid_sql import Problem
 from deid_sql.dbt import SENTINEL, jinja_text, splice_source, write_dbt, yaml_dump
 from deid_sql.errors import DeidError
+from deid_sql.release.plan import plan_of
 
 POLICY = "age:cuts=18,45,46,65|race:top|zip:cuts=37301"  # age 45 stays a single value: its label is "45"
 QIS = ("age", "sex", "race", "zip")
@@ -85,7 +86,7 @@ def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> Non
     sql = (out / f"models/{MODEL}.sql").read_text()
     assert sql.count("{{") == 2 and sql.count(CALL) == 1  # the config and the source, nothing else
     with Problem.from_spec(db_project.spec_path) as problem:
-        expected = problem.compile(POLICY, dialect="duckdb", table="patients")
+        expected = problem.compile(plan_of(problem, POLICY), dialect="duckdb", table="patients")
     body = model_body(sql)
     assert body.replace(CALL, '"patients"') == expected
     sqlglot.parse_one(body.replace(CALL, '"patients"'), read="duckdb")
@@ -222,8 +223,9 @@ def test_jinja_and_quotes_in_values_survive(tmp_path) -> None:
                     '[release]\nmax_record_risk = 1.0\n', encoding="utf-8")
     out = tmp_path / "p"
     with Problem.from_spec(spec) as problem:
-        write_dbt(problem, "ward:101", out, dialect="spark")  # "it's {% x %}" and "plain" in one group
-        expected = problem.compile("ward:101", dialect="spark", table="t")
+        # "it's {% x %}" and "plain" in one group
+        write_dbt(problem, plan_of(problem, "ward:101"), out, dialect="spark")
+        expected = problem.compile(plan_of(problem, "ward:101"), dialect="spark", table="t")
     env = jinja2.Environment(extensions=["jinja2.ext.do"])
     context = {"config": lambda **kw: "", "source": lambda name, table: f"`{table}`"}
     rendered = env.from_string((out / "models/t_deid.sql").read_text()).render(**context)
@@ -314,7 +316,7 @@ def test_a_failed_write_leaves_nothing(db_project, tmp_path, monkeypatch) -> Non
     with Problem.from_spec(db_project.spec_path) as problem:
         monkeypatch.setattr("deid_sql.dbt.files.yaml_dump", broken)
         with pytest.raises(OSError):
-            write_dbt(problem, POLICY, out)
+            write_dbt(problem, plan_of(problem, POLICY), out)
         monkeypatch.undo()
         calls = []
         real = Path.write_text
@@ -327,7 +329,7 @@ def test_a_failed_write_leaves_nothing(db_project, tmp_path, monkeypatch) -> Non
 
         monkeypatch.setattr(Path, "write_text", fail_third)
         with pytest.raises(OSError, match="disk full"):
-            write_dbt(problem, POLICY, out)
+            write_dbt(problem, plan_of(problem, POLICY), out)
     assert len(calls) == 3 and not out.exists()
 
 

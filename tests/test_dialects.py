@@ -13,6 +13,7 @@ from sqlglot import exp
 from deid_sql.channels.job import solve
 from deid_sql.fixtures.channels import write_table1
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 
 NO_ENGINE = ("snowflake", "bigquery", "trino")
 POLICIES = ("age:cuts=18,65|race:top|zip:cuts=37301", "bottom", "top")
@@ -32,8 +33,8 @@ def same_tree(text: str, dialect: str) -> exp.Expression:
 def test_policy_sql_parses_back(project, dialect: str, suppress: int | None) -> None:
     with Problem.from_spec(project.spec_path) as problem:
         for policy in POLICIES:
-            tree = same_tree(problem.compile(policy, dialect=dialect, table="warehouse.patients",
-                                             suppression=suppress), dialect)
+            plan = plan_of(problem, policy, suppression=suppress)
+            tree = same_tree(problem.compile(plan, dialect=dialect, table="warehouse.patients"), dialect)
             assert isinstance(tree, exp.Select)
             assert [t.name for t in tree.find_all(exp.Table)] == ["patients"]
 

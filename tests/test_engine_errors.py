@@ -15,6 +15,7 @@ from sqlglot import exp
 from deid_sql.errors import BackendError, DataError, DeidError, OutputError
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
 from tests.engines import Engine, opened
 
@@ -84,15 +85,16 @@ def test_csv_and_parquet_sources(spark: Engine, tmp_path: Path) -> None:
     for fmt in ("csv", "parquet"):
         with Problem.from_spec(_spec(spark, tmp_path, f'path = "source.{fmt}"', f"{fmt}.toml")) as problem:
             assert problem.columns["zip"] == "VARCHAR"
-            materialize(problem, "bottom", tmp_path / f"{fmt}.parquet", accept_risk="test: reading both formats")
+            materialize(problem, plan_of(problem, "bottom"), tmp_path / f"{fmt}.parquet",
+                        accept_risk="test: reading both formats")
             assert sorted(pq.read_table(tmp_path / f"{fmt}.parquet").column("zip").to_pylist()) == sorted(zips)
             view = spark.qualified(f"{fmt}_view")
             if fmt == "csv":
                 with pytest.raises(OutputError, match="cannot read a CSV source") as info:
-                    create_view(problem, "top", None, view)
+                    create_view(problem, plan_of(problem, "top"), None, view)
                 _one_line(info.value)
             else:
-                create_view(problem, "top", None, view)
+                create_view(problem, plan_of(problem, "top"), None, view)
                 assert spark.read(view).num_rows == source.num_rows
 
 

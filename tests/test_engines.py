@@ -18,6 +18,7 @@ from deid_sql.errors import DeidError
 from deid_sql.fixtures.channels import TABLE1
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import ENGINES, Engine, default_spec, engine_fixture
 
@@ -80,24 +81,24 @@ def test_metrics_agree_to_1e9(spec_on: Path, reference: Problem, path: str) -> N
 def test_materialized_rows_are_the_same(spec_on: Path, reference: Problem, engine: Engine, tmp_path: Path) -> None:
     policy = "age:cuts=18,65|zip:cuts=37301"
     expected_path = tmp_path / "expected.parquet"
-    materialize(reference, policy, expected_path)
+    materialize(reference, plan_of(reference, policy), expected_path)
     expected = pq.read_table(expected_path)
     with Problem.from_spec(spec_on) as problem:
         if engine.name == "duckdb":
             out = tmp_path / "release.parquet"
-            materialize(problem, policy, out)
+            materialize(problem, plan_of(problem, policy), out)
             got = pq.read_table(out)
         else:  # inside the engine, where the data is
             name = engine.qualified("released")
-            written = materialize(problem, policy, None, table=name)
+            written = materialize(problem, plan_of(problem, policy), None, table=name)
             assert written.rows == 500 and written.path is None
             got = engine.read(name)
             with pytest.raises(DeidError, match="already has a table"):
-                materialize(problem, policy, None, table=name)
-            materialize(problem, "top", None, table=name, overwrite=True)
+                materialize(problem, plan_of(problem, policy), None, table=name)
+            materialize(problem, plan_of(problem, "top"), None, table=name, overwrite=True)
             assert set(engine.read(name).column("age").to_pylist()) == {"0-120"}
             # a file output streams from the engine
-            materialize(problem, policy, tmp_path / "streamed.parquet")
+            materialize(problem, plan_of(problem, policy), tmp_path / "streamed.parquet")
             assert _sorted_rows(pq.read_table(tmp_path / "streamed.parquet")) == _sorted_rows(expected)
     assert _sorted_rows(got) == _sorted_rows(expected)
 
@@ -107,16 +108,16 @@ def test_view_in_the_engine(spec_on: Path, reference: Problem, engine: Engine, t
         pytest.skip("DuckDB views live in a database file (tests/test_cli.py)")
     policy = "race:top|zip:top"
     expected_path = tmp_path / "expected.parquet"
-    materialize(reference, policy, expected_path)
+    materialize(reference, plan_of(reference, policy), expected_path)
     with Problem.from_spec(spec_on) as problem:
         name = engine.qualified("patients_deid")
-        create_view(problem, policy, None, name)
+        create_view(problem, plan_of(problem, policy), None, name)
         assert _sorted_rows(engine.read(name)) == _sorted_rows(pq.read_table(expected_path))
         with pytest.raises(DeidError, match="already has"):
-            create_view(problem, policy, None, name)
-        create_view(problem, "bottom", None, name, replace=True, accept_risk="test: replacing a view")
+            create_view(problem, plan_of(problem, policy), None, name)
+        create_view(problem, plan_of(problem, "bottom"), None, name, replace=True, accept_risk="test: replacing a view")
         with pytest.raises(DeidError, match="the engine is|leave out --db"):
-            create_view(problem, policy, tmp_path / "x.duckdb", name)
+            create_view(problem, plan_of(problem, policy), tmp_path / "x.duckdb", name)
 
 
 def test_channel_release_is_the_same(engine: Engine, tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ def test_suppressed_groups_are_the_same_rows_on_every_engine(spec_on: Path, refe
     from deid_sql.suppression import Suppression
 
     policy = "age:cuts=18,65|zip:cuts=37301"
-    plain = reference.backend.execute(reference.query(policy)).to_pylist()
+    plain = reference.backend.execute(reference.query(plan_of(reference, policy))).to_pylist()
     counts: dict[tuple[object, ...], int] = {}
     for row in plain:
         key = (row["age"], row["sex"], row["race"], row["zip"])
@@ -168,10 +169,11 @@ def test_suppressed_groups_are_the_same_rows_on_every_engine(spec_on: Path, refe
     small = [tuple(str(v) for v in g) for g, m in counts.items() if m < 5]
     assert small
     expected_path = tmp_path / "expected.parquet"
-    materialize(reference, policy, expected_path, suppression=5)
+    materialize(reference, plan_of(reference, policy, suppression=5), expected_path)
     with Problem.from_spec(spec_on) as problem:
         out = tmp_path / "groups.parquet"
-        written = materialize(problem, policy, out, suppression=Suppression.of_groups(small, "groups of < 5"))
+        rule = Suppression.of_groups(small, "groups of < 5")
+        written = materialize(problem, plan_of(problem, policy, suppression=rule), out)
         assert written.figures is not None and written.figures.suppressed == sum(counts[g] for g in counts
                                                                                 if g in set(small))
     assert _sorted_rows(pq.read_table(out)) == _sorted_rows(pq.read_table(expected_path))

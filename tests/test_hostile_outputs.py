@@ -13,6 +13,7 @@ import pytest
 from sqlglot import exp
 
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 
 
 def _category_problem(folder: Path, size: int) -> Problem:
@@ -34,7 +35,7 @@ def test_compiling_a_large_category_domain_copies_no_whole_query(tmp_path: Path,
     compiling must stay a small fraction of the query's size, not several times it."""
     problem = _category_problem(tmp_path, 3000)
     policy = problem.lattice.random_policy(np.random.default_rng(19)).text()
-    size = sum(1 for _ in problem.query(policy).walk())
+    size = sum(1 for _ in problem.query(plan_of(problem, policy)).walk())
     copied = 0
     original = exp.Expression.__deepcopy__
 
@@ -44,7 +45,7 @@ def test_compiling_a_large_category_domain_copies_no_whole_query(tmp_path: Path,
         return original(self, memo)
 
     monkeypatch.setattr(exp.Expression, "__deepcopy__", counting)
-    sql = problem.compile(policy)
+    sql = problem.compile(plan_of(problem, policy))
     assert "cat-002999" in sql
     assert copied < size // 2, f"{copied} nodes copied for a query of {size}"  # before: 6 x size
 
@@ -54,7 +55,7 @@ def test_fifty_thousand_categories_compile_to_one_joined_table(tmp_path: Path) -
     measured in bench/compile.py, not here): every value once, in the joined (value, group) table."""
     problem = _category_problem(tmp_path, 50_000)
     policy = problem.lattice.random_policy(np.random.default_rng(19)).text()
-    sql = problem.compile(policy)
+    sql = problem.compile(plan_of(problem, policy))
     # every value's label is in the query, as one row of the joined (value, label) table, not a CASE branch
     assert sql.count("'cat-0") >= 50_000 and "WHEN" not in sql and "VALUES" in sql and "LEFT JOIN" in sql
 

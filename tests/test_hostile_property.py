@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from deid_sql.output import materialize
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 
 # category values in domain order: "A" and "B" are adjacent, so merging them reads like the value "A|B"
 RACES = ("A", "B", "A|B", "", "NULL", "None", "O'Neil", 'x"y', "a,b", "k:v", "**", "é日本", "select", "x\\", "x\\|")
@@ -141,7 +142,7 @@ def test_random_policies_on_hostile_values(hostile: tuple[Data, Problem]) -> Non
 
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / f"release.{fmt}"
-            materialize(problem, policy, out, accept_risk="test: hostile property")
+            materialize(problem, plan_of(problem, policy), out, accept_risk="test: hostile property")
             table = (pq.read_table(out) if fmt == "parquet" else pacsv.read_csv(
                 out, convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS.values()},
                                                           strings_can_be_null=False)))

@@ -26,6 +26,7 @@ import pytest
 from deid_sql import inflight
 from deid_sql.atomic import TMP_FOLDER
 from deid_sql.errors import ReleaseRefused
+from deid_sql.release.plan import plan_of
 
 RUN_CLI = "import sys\nfrom deid_sql.cli import main\nsys.argv = ['deid-sql', *sys.argv[1:]]\nmain()\n"
 ROWS = 3_000_000
@@ -218,7 +219,7 @@ def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, targ
     spec = _refusing_spec(project)
     before = project.files()
     with Problem.from_spec(spec) as problem, pytest.raises(ReleaseRefused, match="min_k"):
-        materialize(problem, "age:cuts=30,60,90", project.dir / target, table="t")
+        materialize(problem, plan_of(problem, "age:cuts=30,60,90"), project.dir / target, table="t")
     assert untouched == []
     assert project.files() == before and not (project.dir / TMP_FOLDER).exists()
 
@@ -233,7 +234,7 @@ def test_a_refused_engine_table_creates_nothing(tmp_path: Path, untouched) -> No
         spec = default_spec(engine, release=REFUSING)
         name = engine.qualified("refused")  # type: ignore[attr-defined]
         with Problem.from_spec(spec) as problem, pytest.raises(ReleaseRefused, match="min_k"):
-            materialize(problem, "age:cuts=30,60,90", None, table=name)
+            materialize(problem, plan_of(problem, "age:cuts=30,60,90"), None, table=name)
         assert untouched == []
         assert not engine.backend.exists(None, name)  # type: ignore[attr-defined]
     finally:

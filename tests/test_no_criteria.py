@@ -20,6 +20,7 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.errors import DeidError, ReleaseRefused
 from deid_sql.output import create_view, materialize
+from deid_sql.release.plan import plan_of
 
 from .problems import write_small_problem
 
@@ -91,10 +92,10 @@ def test_a_near_identity_policy_is_the_original_data(tmp_path: Path) -> None:
     assert "tells apart every record the source tells apart" in output and not out.exists()
     with Problem.from_spec(spec) as problem:
         with pytest.raises(ReleaseRefused, match="original data"):
-            create_view(problem, policy, tmp_path / "a.duckdb", "v")
+            create_view(problem, plan_of(problem, policy), tmp_path / "a.duckdb", "v")
         with pytest.raises(ReleaseRefused, match="original data"):
-            materialize(problem, "bottom", out)
-        assert materialize(problem, "age:cuts=10,20", out) is not None  # merges ages people have
+            materialize(problem, plan_of(problem, "bottom"), out)
+        assert materialize(problem, plan_of(problem, "age:cuts=10,20"), out) is not None  # merges ages people have
     assert not (tmp_path / "a.duckdb").exists() or not duckdb.connect(str(tmp_path / "a.duckdb")).execute(
         "SELECT * FROM information_schema.tables WHERE table_name = 'v'").fetchall()
 
@@ -123,7 +124,7 @@ def test_an_outside_label_in_columns_is_used(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "max_record_risk = 1.0")
     spec.write_text(spec.read_text().replace('sensitive = ["dx"]', 'sensitive = ["dx"]\noutside_label = "(none)"'))
     with Problem.from_spec(spec) as problem:
-        assert "'(none)'" in problem.compile("age:cuts=10,20", dialect="duckdb")
+        assert "'(none)'" in problem.compile(plan_of(problem, "age:cuts=10,20"), dialect="duckdb")
 
 
 @pytest.mark.parametrize(("release", "columns", "words"), [

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from deid_sql.policyfile import PolicyFile, apply_policy, check_policy, save_policy
 from deid_sql.policyfile.format import SavedQI, spec_sha256
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 
 from .conftest import RACES, SEXES, ZIPS
 from .test_cli import RACE_TOP, expected_labels, read_duckdb, read_output
@@ -564,7 +565,7 @@ def test_apply_equals_materialize_for_random_policies(loaded, project, tmp_path_
     problem, _ = loaded
     folder = tmp_path_factory.mktemp("apply")
     policy = problem.lattice.random_policy(np.random.default_rng(seed), 0.3)
-    materialize(problem, policy, folder / "m.parquet")
+    materialize(problem, plan_of(problem, policy), folder / "m.parquet")
     save_policy(project.spec_path, policy.text(), folder / "p.json")
     apply_policy(folder / "p.json", project.source_csv, out=folder / "a.parquet")
     assert pq.read_table(folder / "a.parquet").equals(pq.read_table(folder / "m.parquet"))

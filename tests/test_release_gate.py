@@ -19,6 +19,7 @@ from deid_sql import Problem
 from deid_sql.contract.criteria import parse_release
 from deid_sql.errors import PolicyError, ReleaseRefused
 from deid_sql.output import create_view, materialize
+from deid_sql.release.plan import plan_of
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 
 POLICY = "age:cuts=18,30,45,65,90|zip:top"
@@ -251,12 +252,12 @@ def test_python_api_goes_through_the_gate(project) -> None:
     spec = with_release(project, "max_record_risk = 1e-6")
     with Problem.from_spec(spec) as problem:
         with pytest.raises(ReleaseRefused, match="max_record_risk"):
-            materialize(problem, POLICY, project.dir / "r.parquet")
+            materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet")
         with pytest.raises(ReleaseRefused, match="max_record_risk"):
-            create_view(problem, POLICY, project.dir / "v.duckdb", "v")
+            create_view(problem, plan_of(problem, POLICY), project.dir / "v.duckdb", "v")
         with pytest.raises(PolicyError, match="empty"):
-            materialize(problem, "", project.dir / "r.parquet")
-        written = materialize(problem, POLICY, project.dir / "r.parquet", accept_risk="tested")
+            materialize(problem, plan_of(problem, ""), project.dir / "r.parquet")
+        written = materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet", accept_risk="tested")
         assert written.verdict is not None and written.verdict.status == "accepted"
     assert not (project.dir / "v.duckdb").exists()
 
@@ -283,7 +284,7 @@ def test_a_source_swapped_between_load_and_write_releases_no_raw_value(project) 
         swapped = (swapped.set_column(1, "age", pa.array(ages, pa.int64()))
                    .set_column(4, "zip", pa.array(zips)).set_column(3, "race", pa.array(races)))
         pq.write_table(swapped, project.source_parquet)  # after the load, before the write
-        written = materialize(problem, "age:cuts=18,65", project.dir / "r.parquet")
+        written = materialize(problem, plan_of(problem, "age:cuts=18,65"), project.dir / "r.parquet")
     released = pq.read_table(project.dir / "r.parquet").to_pylist()
     assert not any(r["age"] == "150" or r["zip"] == "99999" or r["race"] == "Martian" for r in released)
     assert sum(r["age"] == "*" for r in released) == 10

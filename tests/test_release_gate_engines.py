@@ -16,6 +16,7 @@ import pytest
 from deid_sql import Problem
 from deid_sql.errors import ReleaseRefused
 from deid_sql.output import create_view, materialize
+from deid_sql.release.plan import plan_of
 from tests.engines import ENGINES, Engine, engine_fixture, read_duckdb
 
 CATEGORIES = ["O'Brien", 'say "hi"', "a;b", "--x", "DROP TABLE t; --", "two\nlines", "naïve ✓", "SELECT"]
@@ -73,7 +74,7 @@ def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> Non
     spec = write_spec(engine, tmp_path, body, "min_k = 2\nmax_record_risk = 1")
     with Problem.from_spec(spec) as problem:
         name = qualified("released")
-        written = materialize(problem, policy, database, table=name)
+        written = materialize(problem, plan_of(problem, policy), database, table=name)
         assert written.verdict is not None and written.verdict.status == "passed"
         record = sidecar_of(engine, problem, name, database)
         assert [c["name"] for c in record["columns"]] == [AGE, CAT, NOTE]
@@ -83,20 +84,20 @@ def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> Non
         assert sorted(got.column(CAT).to_pylist()) == sorted(table.column(CAT).to_pylist())
         assert set(got.column(AGE).to_pylist()) == {"0-19", "20-39", "40-59", "60-120"}
         view = qualified("released_view")
-        create_view(problem, policy, database, view)
+        create_view(problem, plan_of(problem, policy), database, view)
         assert sidecar_of(engine, problem, view, database)["release"]["kind"] == "view"
     strict = write_spec(engine, tmp_path, body, "min_k = 1000")
     with Problem.from_spec(strict) as problem:
         for target in ("refused", "refused_view"):
             with pytest.raises(ReleaseRefused, match="min_k"):
                 if target == "refused":
-                    materialize(problem, policy, database, table=qualified(target))
+                    materialize(problem, plan_of(problem, policy), database, table=qualified(target))
                 else:
-                    create_view(problem, policy, database, qualified(target))
+                    create_view(problem, plan_of(problem, policy), database, qualified(target))
             assert not problem.backend.exists(database, qualified(target))
             assert not problem.backend.exists(database, qualified(target) + "__release")
         name = qualified("accepted")
-        materialize(problem, policy, database, table=name, accept_risk="test: 'quoted'; -- reason")
+        materialize(problem, plan_of(problem, policy), database, table=name, accept_risk="test: 'quoted'; -- reason")
         gate = sidecar_of(engine, problem, name, database)["gate"]
         assert gate["verdict"] == "accepted" and gate["accepted_risk"] == "test: 'quoted'; -- reason"
 
@@ -110,7 +111,7 @@ def test_hostile_file_release_round_trips(tmp_path: Path) -> None:
     engine.header = lambda: ""  # type: ignore[method-assign]
     spec = write_spec(engine, tmp_path, 'path = "hostile.parquet"', "min_k = 2")
     with Problem.from_spec(spec) as problem:
-        materialize(problem, f"{AGE}:cuts=20,40,60", tmp_path / "out.csv")
+        materialize(problem, plan_of(problem, f"{AGE}:cuts=20,40,60"), tmp_path / "out.csv")
     record = read_sidecar(sidecar_path(tmp_path / "out.csv"))
     assert [c["name"] for c in record["columns"]] == [AGE, CAT, NOTE]
     assert record["gate"]["verdict"] == "passed"

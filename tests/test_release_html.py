@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from deid_sql.release.plan import plan_of
 from deid_sql.report.release_html import fraction, render_html
 from deid_sql.report.svg_charts import nice_ceiling, readable_number, share_text, tick_text
 
@@ -352,7 +353,8 @@ def test_a_built_report_renders_with_its_exact_figures(project):
     folder = project.dir / "frontier"
     with Problem.from_spec(project.spec_path) as problem:
         run_frontier(problem, folder, "shs", budget=20, seed=0, plots=False, k_values=())
-        report = build_report(problem, "age:cuts=18,30,45,65,90|zip:top", frontier=folder, sample_rows=5)
+        report = build_report(problem, plan_of(problem, "age:cuts=18,30,45,65,90|zip:top"), frontier=folder,
+                              sample_rows=5)
     page, tree = parsed(json.loads(json.dumps(report)))  # what the JSON twin holds renders the same
     assert page == render_html(report)
     for key, value in report["risk"]["figures"].items():

@@ -163,13 +163,13 @@ def test_ten_thousand_suppressed_groups_are_a_values_join_not_a_literal_list(tmp
     spec = small_spec(tmp_path, rows=2000)
     with Problem.from_spec(spec) as problem:
         policy = "age:cuts=10,20"
-        plain = problem.backend.execute(problem.query(policy))
+        plain = problem.backend.execute(problem.query(plan_of(problem, policy)))
         counts = collections.Counter(tuple(r[q] for q in QIS) for r in plain.to_pylist())
         real = sorted(g for g, m in counts.items() if m < 3)
         fake = [(f"{i}", "x", "y", "z") for i in range(10_000 - len(real))]
         rule = Suppression.of_groups(real + fake, "test")
-        query = problem.query(policy, rule)
-        sql = problem.compile(policy, suppression=rule)
+        query = problem.query(plan_of(problem, policy, suppression=rule))
+        sql = problem.compile(plan_of(problem, policy, suppression=rule))
         assert "VALUES" in sql.upper() and "'4242'" in sql
         assert len(list(query.find_all(exp.Values))) == 1
         assert all(len(node.expressions) <= 10 for node in query.find_all(exp.In))  # the domain guards only

@@ -15,6 +15,7 @@ from deid_sql import Problem
 from deid_sql.demo import build_demo, showcase_policies
 from deid_sql.errors import DeidError, ReleaseRefused
 from deid_sql.frontier_job import run_frontier
+from deid_sql.release.plan import plan_of
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 from deid_sql.report.release_report import build_report, load_sidecar, policy_from_file
 from deid_sql.safe_harbor import safe_harbor
@@ -105,7 +106,7 @@ def assert_same_digits(report: dict[str, Any], printed: dict[str, Any]) -> None:
 def test_same_digits_as_evaluate_on_the_project(project, run) -> None:
     spec = with_roles(project)
     with Problem.from_spec(spec) as problem:
-        report = build_report(problem, POLICY)
+        report = build_report(problem, plan_of(problem, POLICY))
         harbor = problem.evaluate(safe_harbor(problem).recoding)
         bottom = problem.evaluate(problem.lattice.bottom())
     check_contract(report)
@@ -126,7 +127,7 @@ def test_same_digits_as_evaluate_on_the_demo(tmp_path, run) -> None:
     spec = build_demo(tmp_path / "demo")
     with Problem.from_spec(spec) as problem:
         _, chosen = showcase_policies(problem.lattice)[3]
-        report = build_report(problem, chosen)
+        report = build_report(problem, plan_of(problem, chosen))
         text = chosen.text()
     check_contract(report)
     assert_same_digits(report, evaluated(run, spec, text))
@@ -143,7 +144,7 @@ def test_same_digits_as_evaluate_on_the_demo(tmp_path, run) -> None:
 
 def test_distributions_add_up(project) -> None:
     with Problem.from_spec(with_roles(project)) as problem:
-        report = build_report(problem, POLICY)
+        report = build_report(problem, plan_of(problem, POLICY))
     risk, figures = report["risk"], report["risk"]["figures"]
     hist = risk["record_risk_histogram"]
     assert len(hist["edges"]) == len(hist["counts"]) + 1 and sum(hist["counts"]) == figures["records"]
@@ -166,7 +167,7 @@ def test_distributions_add_up(project) -> None:
 def test_marginals_cap_at_30_labels(project) -> None:
     """Age has 121 values: before is 30 bands or fewer in domain order; the ZIP keeps every label (10)."""
     with Problem.from_spec(project.spec_path) as problem:
-        report = build_report(problem, "zip:top")
+        report = build_report(problem, plan_of(problem, "zip:top"))
     age = next(m for m in report["utility"]["marginals"] if m["qi"] == "age")
     assert 20 <= len(age["before"]) <= 30 and age["before"][0]["label"].startswith("0 … ")
     age_rule = next(r for r in report["policy"]["rules"] if r["qi"] == "age")
@@ -177,22 +178,22 @@ def test_marginals_cap_at_30_labels(project) -> None:
 
 def test_verdict_states(project) -> None:
     with Problem.from_spec(project.spec("none.toml", release=None)) as problem:
-        none = build_report(problem, POLICY)
+        none = build_report(problem, plan_of(problem, POLICY))
     with Problem.from_spec(project.spec_path) as problem:  # a permissive criterion
-        original = build_report(problem, problem.lattice.bottom())
+        original = build_report(problem, plan_of(problem, problem.lattice.bottom()))
     # no criteria, no release: a spec without a [release] criterion fails the gate, with nothing checked
     assert none["summary"]["verdict"] == "failed" and none["risk"]["gate"]["checks"] == []
     assert any("declares no release criteria" in h for h in none["summary"]["headline"])
     assert original["summary"]["verdict"] == "failed"  # the original data, whatever the criteria
     assert any("allow_original_data" in h for h in original["summary"]["headline"])
     with Problem.from_spec(with_roles(project, "min_k = 1\nmax_risk = 0.5", "ok.toml")) as problem:
-        passed = build_report(problem, POLICY)
+        passed = build_report(problem, plan_of(problem, POLICY))
     assert passed["summary"]["verdict"] == "passed"
     assert {c["figure"] for c in passed["risk"]["gate"]["checks"]} == {"k", "risk"}
     assert all(c["passed"] for c in passed["risk"]["gate"]["checks"])
     with Problem.from_spec(with_roles(project, "min_k = 5", "strict.toml")) as problem:
-        failed = build_report(problem, POLICY)
-        accepted = build_report(problem, POLICY, accept_risk="IRB 2026-114 approved k=1")
+        failed = build_report(problem, plan_of(problem, POLICY))
+        accepted = build_report(problem, plan_of(problem, POLICY), accept_risk="IRB 2026-114 approved k=1")
     for report, verdict in ((failed, "failed"), (accepted, "accepted"), (passed, "passed"), (none, "failed")):
         check_contract(report)
         assert report["summary"]["verdict"] == verdict
@@ -207,8 +208,8 @@ def test_verdict_states(project) -> None:
 
 def test_sample_rows(project) -> None:
     with Problem.from_spec(project.spec_path) as problem:
-        synthetic = build_report(problem, POLICY)["policy"]["sample"]
-        real = build_report(problem, POLICY, sample_rows=3)["policy"]["sample"]
+        synthetic = build_report(problem, plan_of(problem, POLICY))["policy"]["sample"]
+        real = build_report(problem, plan_of(problem, POLICY), sample_rows=3)["policy"]["sample"]
     assert synthetic["source"] == "synthetic" and len(synthetic["rows"]) == 5
     assert synthetic["columns"] == real["columns"] == project.released_names
     assert real["source"] == "release" and len(real["rows"]) == 3
@@ -219,7 +220,8 @@ def test_sample_rows(project) -> None:
 
 def test_without_safe_harbor_roles_the_row_is_skipped_with_a_note(project) -> None:
     with Problem.from_spec(project.spec_path) as problem:
-        report = build_report(problem, POLICY, command="deid-sql materialize spec.toml --out r.parquet")
+        report = build_report(problem, plan_of(problem, POLICY),
+                              command="deid-sql materialize spec.toml --out r.parquet")
     assert [r["name"] for r in report["risk"]["comparison"]] == ["this policy", "original data"]
     assert any("Safe Harbor is not compared" in a for a in report["risk"]["model"]["assumptions"])
     assert report["method"]["commands"]["release"] == "deid-sql materialize spec.toml --out r.parquet"
@@ -229,7 +231,7 @@ def test_without_safe_harbor_roles_the_row_is_skipped_with_a_note(project) -> No
 
 def test_adversary_model_lists_parameters_and_thresholds(project) -> None:
     with Problem.from_spec(project.spec_path, risk="adversary") as problem:
-        report = build_report(problem, POLICY)
+        report = build_report(problem, plan_of(problem, POLICY))
     check_contract(report)
     model = report["risk"]["model"]
     assert model["adversary"]["parameters"]["access_cost"] == 100.0
@@ -252,7 +254,7 @@ def test_sidecar_of_this_spec_and_of_another(project, run) -> None:
     path = sidecar_path(out)
     with Problem.from_spec(project.spec_path) as problem:
         sidecar = load_sidecar(path, problem)
-        report = build_report(problem, sidecar["policy"]["text"], sidecar=sidecar)
+        report = build_report(problem, plan_of(problem, sidecar["policy"]["text"]), sidecar=sidecar)
     check_contract(report)
     assert report["method"]["commands"]["release"] == read_sidecar(path)["reproduce"]["command"]
     assert report["method"]["commands"]["release"].startswith("deid-sql materialize ")
@@ -287,7 +289,7 @@ def test_frontier_placement_and_a_folder_of_another_problem(project) -> None:
     folder = project.dir / "frontier"
     with Problem.from_spec(spec) as problem:
         run_frontier(problem, folder, "shs", budget=40, seed=0, plots=False, k_values=())
-        report = build_report(problem, POLICY, frontier=folder)
+        report = build_report(problem, plan_of(problem, POLICY), frontier=folder)
         metrics = problem.evaluate(POLICY)
         harbor = problem.evaluate(safe_harbor(problem).recoding)
     check_contract(report)
@@ -299,10 +301,10 @@ def test_frontier_placement_and_a_folder_of_another_problem(project) -> None:
                                         and (r < metrics.risk or u < metrics.loss))
     with Problem.from_spec(project.spec_path) as problem:  # no roles: another spec, so another problem
         with pytest.raises(DeidError) as e:
-            build_report(problem, POLICY, frontier=folder)
+            build_report(problem, plan_of(problem, POLICY), frontier=folder)
         assert "another problem" in one_line(e) and str(folder) in str(e.value)
         with pytest.raises(DeidError) as e:
-            build_report(problem, POLICY, frontier=project.dir)
+            build_report(problem, plan_of(problem, POLICY), frontier=project.dir)
         assert "not a frontier run folder" in one_line(e)
 
 
@@ -310,13 +312,13 @@ def test_sample_as_population_and_a_recoding(project) -> None:
     """``population = "sample"``: g = m, so both size histograms agree; Safe Harbor (a recoding, not a
     lattice policy) is reported like a policy, under its name."""
     with Problem.from_spec(project.spec(name="sampled.toml", population=None)) as problem:
-        report = build_report(problem, POLICY)
+        report = build_report(problem, plan_of(problem, POLICY))
     check_contract(report)
     assert report["data"]["population"] == "sample" and report["risk"]["model"]["population"] == "sample"
     assert report["risk"]["group_sizes"]["sample"] == report["risk"]["group_sizes"]["population"]
     with Problem.from_spec(with_roles(project, name="roles.toml")) as problem:
         harbor = safe_harbor(problem).recoding
-        report = build_report(problem, harbor)
+        report = build_report(problem, plan_of(problem, harbor))
         metrics = problem.evaluate(harbor)
     check_contract(report)
     assert report["policy"]["text"] is None and report["policy"]["readable"] == "safe-harbor"
@@ -328,7 +330,7 @@ def test_the_report_names_the_account_and_machine_that_ran_it(project) -> None:
     import socket
 
     with Problem.from_spec(project.spec_path) as problem:
-        report = build_report(problem, "age:cuts=18,65|zip:top")
+        report = build_report(problem, plan_of(problem, "age:cuts=18,65|zip:top"))
     assert report["summary"]["operator"] == f"{getpass.getuser()} on {socket.gethostname()}"
 
 
@@ -336,10 +338,12 @@ def test_sample_rows_of_a_release_the_gate_refuses_never_leave(project) -> None:
     """Rows in a report are released rows: a release failing the gate shows none, unless accepted."""
     with Problem.from_spec(project.spec_path) as problem:
         with pytest.raises(ReleaseRefused, match="--sample-rows 3: the release fails the gate .*original data"):
-            build_report(problem, problem.lattice.bottom(), sample_rows=3)
-        assert build_report(problem, problem.lattice.bottom())["policy"]["sample"]["source"] == "synthetic"
+            build_report(problem, plan_of(problem, problem.lattice.bottom()), sample_rows=3)
+        bottom = plan_of(problem, problem.lattice.bottom())
+        assert build_report(problem, bottom)["policy"]["sample"]["source"] == "synthetic"
     with Problem.from_spec(with_roles(project, "min_k = 5", "strict.toml")) as problem:
         with pytest.raises(ReleaseRefused, match="k .* must be >= 5"):
-            build_report(problem, POLICY, sample_rows=3)
-        accepted = build_report(problem, POLICY, sample_rows=3, accept_risk="IRB 2026-114 approved k=1")
+            build_report(problem, plan_of(problem, POLICY), sample_rows=3)
+        accepted = build_report(problem, plan_of(problem, POLICY), sample_rows=3,
+                                accept_risk="IRB 2026-114 approved k=1")
     assert accepted["policy"]["sample"]["source"] == "release" and len(accepted["policy"]["sample"]["rows"]) == 3

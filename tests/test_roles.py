@@ -25,6 +25,7 @@ from deid_sql.contract.roles import ColumnRoles, parse_columns
 from deid_sql.errors import DeidError, SpecError
 from deid_sql.output import materialize
 from deid_sql.problem import Problem
+from deid_sql.release.plan import plan_of
 from deid_sql.spec import Spec
 from tests.conftest import AGE_QI, DEFAULT_COLUMNS, RACE_QI, SEX_QI, ZIP_QI
 from tests.engines import ENGINES, Engine, engine_fixture
@@ -382,14 +383,14 @@ def test_pseudonyms_are_the_same_on_every_engine(engine: Engine, tmp_path: Path,
                                             ("age", "qi"), ("select", "sensitive")]
         outputs = []
         out = tmp_path / "release.parquet"
-        materialize(problem, "age:cuts=30,60", out)  # streamed from the engine to a file
+        materialize(problem, plan_of(problem, "age:cuts=30,60"), out)  # streamed from the engine to a file
         outputs.append(pq.read_table(out))
         if engine.name != "duckdb":  # a table inside the engine
             name = engine.qualified(f"released_{form}")
-            materialize(problem, "age:cuts=30,60", None, table=name)
+            materialize(problem, plan_of(problem, "age:cuts=30,60"), None, table=name)
             outputs.append(engine.read(name))
         with pytest.raises(DeidError, match="would hold the secret key"):
-            problem.compile("age:cuts=30,60")
+            problem.compile(plan_of(problem, "age:cuts=30,60"))
     for got in outputs:
         assert got.column_names == ["patient's id", "mrn", "age", "select"]
         rows = Counter(zip(*(got.column(c).to_pylist() for c in ("patient's id", "mrn", "select"))))

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deid_sql import DeidError, Problem, SpecError
+from deid_sql.release.plan import plan_of
 from deid_sql.safe_harbor import HHS_2000_PREFIXES, PREFIX_LIMIT, safe_harbor
 
 # Prefix totals in the census: 372 one above the limit, 373 exactly at it, 381 well above,
@@ -151,7 +152,8 @@ def test_labels_of_the_recoding(census) -> None:
 @pytest.mark.parametrize("via", ["query", "compile"])
 def test_sql_gives_the_labels_for_every_record(census, via) -> None:
     sh = safe_harbor(census)
-    query = census.query(sh.recoding) if via == "query" else census.compile(sh.recoding)
+    plan = plan_of(census, sh.recoding)
+    query = census.query(plan) if via == "query" else census.compile(plan)
     out = _rows(census, query)
     src = _source(census)
     assert len(out) == len(src) == 300
@@ -198,7 +200,7 @@ def test_zip_null_category_keeps_its_label(tmp_path) -> None:
                     encoding="utf-8")
     with Problem.from_spec(spec) as p:
         sh = safe_harbor(p)
-        out = _rows(p, p.query(sh.recoding))
+        out = _rows(p, p.query(plan_of(p, sh.recoding)))
         assert [r["zip"] for r in out[5:8]] == ["NULL"] * 3
         assert {r["zip"] for r in out} == {"372", "000", "381", "NULL"}
         _assert_paths_agree(p, sh.recoding)

@@ -23,6 +23,7 @@ import pytest
 
 from deid_sql.backends.spark_writes import spark_output_name, staging_name, sweep_staging
 from deid_sql.errors import OutputError
+from deid_sql.release.plan import plan_of
 from tests.conftest import N_SOURCE
 from tests.spark_engine import parquet_study
 
@@ -119,13 +120,14 @@ def test_quoted_names_round_trip_and_refresh_in_place(spark, tmp_path: Path) -> 
     session = spark.backend.session
     with Problem.from_spec(spec) as problem:
         target = f'"{database}"."quoted_t"'  # the double-quote syntax: the quotes are not part of the name
-        assert materialize(problem, "top", None, None, target).rows == N_SOURCE
+        assert materialize(problem, plan_of(problem, "top"), None, None, target).rows == N_SOURCE
         names = {t.name for t in session.catalog.listTables(database)}
         assert {"quoted_t", "quoted_t__release"} <= names, names
         for bad in (f'"{database}"."My Table"', f'"{database}"."we.ird"'):
             with pytest.raises(OutputError, match="letters, digits and _"):
-                materialize(problem, "top", None, None, bad)
-        materialize(problem, "age:cuts=18,65|zip:top", None, None, target, overwrite=True)  # refresh in place
+                materialize(problem, plan_of(problem, "top"), None, None, bad)
+        # refresh in place
+        materialize(problem, plan_of(problem, "age:cuts=18,65|zip:top"), None, None, target, overwrite=True)
         assert set(spark.read(f"{database}.quoted_t").column("zip").to_pylist()) == {"37***"}
     names = {t.name for t in session.catalog.listTables(database)}
     assert not any(n.startswith(("deid_staging", "deid_replaced", "my", "we")) for n in names), names

@@ -21,6 +21,7 @@ from sqlglot import exp
 from deid_sql.guards import IN_LIST
 from deid_sql.problem import Problem
 from deid_sql.recoding import QIRecoding, Recoding
+from deid_sql.release.plan import plan_of
 from tests.engines import Engine, engine_fixture
 
 SIZE = 12_000
@@ -63,7 +64,7 @@ def _longest_in(query: exp.Expression) -> int:
 
 def test_scattered_groups_are_a_joined_values_table_with_the_reference_labels(problem: Problem) -> None:
     recoding = _scattered(problem)
-    query = problem.query(recoding)
+    query = problem.query(plan_of(problem, recoding))
     assert _longest_in(query) <= IN_LIST
     # value -> group and group -> label: two VALUES tables joined once, then joined to the source
     assert len(list(query.find_all(exp.Values))) == 2 and len(list(query.find_all(exp.Join))) == 2
@@ -77,7 +78,7 @@ def test_scattered_groups_are_a_joined_values_table_with_the_reference_labels(pr
 @pytest.mark.parametrize("policy", ["top", "random"])
 def test_lattice_policies_over_a_large_category_list_no_long_literal_list(problem: Problem, policy: str) -> None:
     text = (problem.lattice.random_policy(np.random.default_rng(4), 0.5).text() if policy == "random" else policy)
-    query = problem.query(text)
+    query = problem.query(plan_of(problem, text))
     assert _longest_in(query) <= IN_LIST
     # each label is written once: the query grows with the domain, not with group size x label length
     assert len(problem.backend.render(query)) < 40 * SIZE
@@ -92,5 +93,5 @@ def test_a_value_outside_the_domain_shows_the_outside_label(problem: Problem, en
     recoding = _scattered(problem)
     path = Path(str(problem.spec.source.path))
     pq.write_table(_source(), path)  # the file under the view changed: one code outside the domain
-    released = problem.backend.execute(problem.query(recoding)).column("code").to_pylist()
+    released = problem.backend.execute(problem.query(plan_of(problem, recoding))).column("code").to_pylist()
     assert released.count("*") == 1 and "not-a-code" not in released

@@ -58,10 +58,10 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
     with open_problem(spec, targets=release_targets(report=report, replace=overwrite)) as problem:
-        text = release_plan(problem, policy, levels)
-        pending = prepare_release_report(problem, text, report, overwrite, accept_risk,
+        plan = release_plan(problem, policy, levels)
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk,
                                          f"dbt model {model or 'of the source'} in project {project}")
-        out = write_dbt(problem, text, project, model=model, source_name=source_name,
+        out = write_dbt(problem, plan, project, model=model, source_name=source_name,
                         source_table=source_table, source_schema=source_schema, dialect=dialect, k=k,
                         materialized=materialized, profile=profile, overwrite=overwrite, accept_risk=accept_risk)
     if out.created_project:

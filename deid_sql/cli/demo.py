@@ -13,9 +13,10 @@ from ..frontier_job import run_frontier
 from ..output import create_view, preview
 from ..policy import Policy
 from ..problem import Problem
+from ..release.plan import ReleasePlan, plan_of
 from ..report.release_report import build_report
 from ..report.release_write import write_report
-from ..safe_harbor import safe_harbor
+from ..safe_harbor import safe_harbor_metrics
 from ..search import bisecting_policy_search
 from .options import handles_errors
 
@@ -68,20 +69,21 @@ def _run(folder: Path, seed: int, budget: int) -> None:
         label, chosen = showcase[3]
         _no_census(problem, folder / "demo-no-census.toml", label, chosen)
         click.echo(f"\nchosen: {label}\n  {chosen.readable()[:300]}\n  policy text: {chosen.text()}")
-        sql = problem.compile(chosen, dialect="postgres", table="patients")
+        plan = plan_of(problem, chosen)
+        sql = problem.compile(plan, dialect="postgres", table="patients")
         click.echo("\nits SQL for PostgreSQL (first lines):\n  " + "\n  ".join(sql.splitlines()[:12]) + "\n  …")
         db = folder / "demo.duckdb"
-        create_view(problem, chosen, db, "patients_deid", replace=True)
+        create_view(problem, plan, db, "patients_deid", replace=True)
         click.echo(f"\nview patients_deid created in {db}; the first rows an analyst sees:")
         for row in preview(db, "patients_deid"):
             click.echo("  " + "  ".join(str(v) for v in row))
         _frontier(problem, folder / "frontier", budget)
-        _report(problem, spec, chosen, folder)
+        _report(problem, spec, plan, folder)
 
 
 def _safe_harbor_and_alternatives(problem: Problem, iterations: int = 100) -> None:
     """Safe Harbor's risk and loss, then BPS alternatives no riskier that lose less."""
-    sh = problem.evaluate(safe_harbor(problem).recoding)
+    sh = safe_harbor_metrics(problem)
     click.echo(f"{'HIPAA Safe Harbor':<34}{sh.risk:>9.4f}{sh.loss:>8.4f}{sh.expected_reidentifications:>13.1f}"
                f"{sh.k:>6}{sh.sample_unique_records:>9}")
     result = bisecting_policy_search(problem.lattice, problem.fast, sh.risk, iterations, seed=0)
@@ -123,17 +125,17 @@ def _frontier(problem: Problem, folder: Path, budget: int) -> None:
     click.echo(f"  plot: {folder / 'frontier.png'}   interactive: {folder / 'frontier.html'}")
 
 
-def _report(problem: Problem, spec: Path, chosen: Policy, folder: Path) -> None:
+def _report(problem: Problem, spec: Path, plan: ReleasePlan, folder: Path) -> None:
     """The expert-determination report of the chosen policy, placed on the frontier just searched."""
     t0 = time.perf_counter()
     out, frontier, db = folder / "report.html", folder / "frontier", folder / "demo.duckdb"
     # the release this report stands beside: the demo's view (the command that recreates it)
-    view = shlex.join(["deid-sql", "view", str(spec), "--policy", chosen.text(), "--db", str(db), "--name",
+    view = shlex.join(["deid-sql", "view", str(spec), "--policy", str(plan.text), "--db", str(db), "--name",
                        "patients_deid", "--replace"])
-    built = build_report(problem, chosen, frontier=frontier, command=view)
+    built = build_report(problem, plan, frontier=frontier, command=view)
     built["summary"]["released"] = f"view patients_deid in {db}"
     built["method"]["commands"]["report"] = shlex.join(
-        ["deid-sql", "report", str(spec), "--policy", chosen.text(), "--frontier", str(frontier), "--out", str(out),
+        ["deid-sql", "report", str(spec), "--policy", str(plan.text), "--frontier", str(frontier), "--out", str(out),
          "--overwrite"])
     html, twin = write_report(built, out, overwrite=True)
     click.echo(f"\nreport for the chosen policy: {html} (JSON twin {twin.name}; verdict {built['summary']['verdict']}, "

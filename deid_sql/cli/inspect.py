@@ -12,9 +12,15 @@ from ..backends import connect
 from ..errors import DeidError, PolicyError, SpecError
 from ..policy import Policy
 from ..problem import Problem
-from ..release.plan import plan_of
 from ..spec import Spec
-from .options import echo_json, handles_errors, open_problem, read_policy, risk_model_option, spec_argument
+from .options import (
+    echo_json,
+    handles_errors,
+    open_problem,
+    release_plan,
+    risk_model_option,
+    spec_argument,
+)
 
 if TYPE_CHECKING:
     from ..channels.job import Loaded
@@ -121,8 +127,8 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
     if not policies and not levels:
         raise PolicyError("say what to evaluate: --policy P (e.g. 'age:every=10|zip:digits=3') or --levels L")
     with open_problem(spec, risk_model) as problem:
-        plans = ([plan_of(problem, read_policy(text)) for text in policies]
-                 + [plan_of(problem, levels=text) for text in levels])
+        plans = ([release_plan(problem, text, None) for text in policies]
+                 + [release_plan(problem, None, text) for text in levels])
         out = []
         for plan in plans:
             metrics = problem.evaluate(plan.item, path=path)

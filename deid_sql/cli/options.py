@@ -17,7 +17,6 @@ import click
 
 from ..backends import show_engine_logs
 from ..backends.lazy import LazyBackend
-from ..errors import PolicyError
 from ..problem import Problem
 from ..registry import RISK_MODELS, Registry
 from ..release.plan import ReleasePlan, plan_of
@@ -128,18 +127,15 @@ def policy_option(fn: Any) -> Any:
 
 
 def policy_input(policy: str | None, levels: str | None) -> tuple[str | None, str | None]:
-    """The policy text (``@FILE`` read) or the levels given: exactly one of them."""
-    if policy is not None and levels is not None:
-        raise PolicyError("give the policy one way: --policy P or --levels L, not both")
-    if policy is None and levels is None:
-        raise PolicyError("say what to release: --policy P (e.g. 'age:cuts=18,65|zip:top') or --levels L "
-                          "(e.g. 'age:3|zip:1' on a spec with hierarchies)")
+    """The policy text (``@FILE`` read) and the levels as given (``plan_of`` checks that exactly
+    one is given)."""
     return (read_policy(policy) if policy is not None else None), levels
 
 
 def release_plan(problem: Problem, policy: str | None, levels: str | None,
                  suppress_below: int | None = None) -> ReleasePlan:
-    """What ``--policy``/``--levels`` (and ``--suppress-below``) ask a release command to release."""
+    """What ``--policy``/``--levels`` (and ``--suppress-below``) ask a release command to release:
+    the command line's one resolution of the policy (``plan_of``); everything after takes the plan."""
     text, levels = policy_input(policy, levels)
     return plan_of(problem, text, suppression=suppress_below, levels=levels)
 

@@ -20,15 +20,13 @@ import click
 from ..errors import OutputError, PolicyError
 from ..output import check_not_input
 from ..problem import Problem
-from ..recoding import Recoding
 from ..records import verify_release
 from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
 from ..report.release_report import ReportInputError, build_report, load_sidecar, policy_from_file
 from ..report.release_write import check_report_target, report_paths, write_report
 from ..safe_harbor import safe_harbor
-from ..suppression import Suppression
-from .options import handles_errors, open_problem, read_policy, spec_argument
+from .options import handles_errors, open_problem, read_policy, release_plan, spec_argument
 
 if TYPE_CHECKING:
 
@@ -98,17 +96,15 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         if release is not None:
             sidecar = load_sidecar(release, problem)
             verify_release(sidecar, release, problem.backend)  # the release must still be what it records
-            item: ReleasePlan | Recoding | str = release_of_sidecar(problem, sidecar, release)
+            plan = release_of_sidecar(problem, sidecar, release)
         elif policy_file is not None:
-            item = policy_from_file(policy_file, problem)
-        elif levels is not None:
-            item = plan_of(problem, levels=levels)
+            plan = policy_from_file(policy_file, problem)
+        elif policy is not None and read_policy(policy) == SAFE_HARBOR:
+            plan = plan_of(problem, safe_harbor(problem).recoding)
         else:
-            assert policy is not None
-            text = read_policy(policy)
-            item = safe_harbor(problem).recoding if text == SAFE_HARBOR else text
+            plan = release_plan(problem, policy, levels)
         # no release command of our own: a sidecar's is its release's, and a policy is not released yet
-        built = build_report(problem, item, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
+        built = build_report(problem, plan, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
                              accept_risk=accept_risk)
         if sidecar is not None:
             check_against_release(built, sidecar, release)
@@ -136,9 +132,8 @@ def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -
         return release_plan(problem, run)
     below = recorded.get("below", sidecar.get("suppress_below"))
     rule = below if isinstance(below, int) and not isinstance(below, bool) else None
-    if policy.get(LEVELS):
-        return plan_of(problem, levels=str(policy[LEVELS]), suppression=rule)
-    return plan_of(problem, named, suppression=rule)
+    levels = str(policy[LEVELS]) if policy.get(LEVELS) else None
+    return plan_of(problem, None if levels else named, levels=levels, suppression=rule)
 
 
 #: figures a release's sidecar records and the report recomputes: (sidecar key, report key)
@@ -184,18 +179,16 @@ class PendingReport:
     overwrite: bool
 
 
-def prepare_release_report(problem: Problem, policy: ReleasePlan | str | Recoding, out: Path | None,
-                           overwrite: bool, accept_risk: str | None, released: str, release: Path | None = None,
-                           suppression: Suppression | int | None = None) -> PendingReport | None:
+def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None, overwrite: bool,
+                           accept_risk: str | None, released: str, release: Path | None = None) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
-    release file, which the report must not replace (nor its sidecar).  ``policy`` is what the
-    release releases (a plan, or a policy text or recoding with ``suppression``)."""
+    release file, which the report must not replace (nor its sidecar).  ``plan`` is what the
+    release releases."""
     if out is None:
         return None
     check_report_target(out, overwrite, "--report")
     _check_report_paths(problem.spec, out, release)
-    plan = plan_of(problem, policy, suppression)
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
     built = build_report(problem, plan, command=command, accept_risk=accept_risk)
     built["summary"]["released"] = released
@@ -243,8 +236,7 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
                               f"policy again on data that covers these values")
         _check_report_paths(batch.spec, out, release)
         pf = batch.policy
-        plan = ReleasePlan(replace(pf.recoding(), name=pf.readable), None if pf.levels else pf.policy, pf.readable,
-                           pf.suppression, pf.levels)
+        plan = replace(pf.plan(), item=replace(pf.recoding(), name=pf.readable))
         command = INVOCATION.get()
         with Problem.from_spec(batch.frozen_spec()) as problem:
             built = build_report(problem, plan, command=command, accept_risk=accept_risk)

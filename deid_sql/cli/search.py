@@ -12,8 +12,9 @@ from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
 from ..output import create_view, materialize
+from ..release.plan import plan_of
 from ..report import write_boundaries
-from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor
+from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from ..targets import release_targets
 from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
@@ -60,16 +61,16 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
                               "(or run 'deid-sql report SPEC --policy safe-harbor --out FILE.html')")
         released = " and ".join(([f"{out}"] if out is not None else [])
                                 + ([f"view {view_name} in {db}"] if view_name is not None else []))
-        pending = prepare_release_report(problem, sh.recoding, report, overwrite or replace, accept_risk, released,
-                                         out)
+        plan = plan_of(problem, sh.recoding)
+        pending = prepare_release_report(problem, plan, report, overwrite or replace, accept_risk, released, out)
         undo: list[Path] = []
         if out is not None:
-            written = materialize(problem, sh.recoding, out, overwrite=overwrite, accept_risk=accept_risk)
+            written = materialize(problem, plan, out, overwrite=overwrite, accept_risk=accept_risk)
             click.echo(f"wrote {written.rows:,} rows to {written.path}")
             echo_release(written)
             undo = written_files(written)
         if view_name is not None and db is not None:
-            shown = create_view(problem, sh.recoding, db, view_name, replace, accept_risk=accept_risk)
+            shown = create_view(problem, plan, db, view_name, replace, accept_risk=accept_risk)
             click.echo(f"created view {view_name} in {db}")
             echo_release(shown)
         finish_release_report(pending, undo)
@@ -105,7 +106,7 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
         problem.require_monotone_risk(f"{method} (boundary policies)")
         reference = None
         if threshold == "safe-harbor":
-            reference = problem.evaluate(safe_harbor(problem).recoding)
+            reference = safe_harbor_metrics(problem)
             value = reference.risk
         else:
             try:

@@ -118,7 +118,7 @@ def source_of(problem: Problem, name: str, table: str | None, schema: str | None
 # -- the model -------------------------------------------------------------------------------
 
 def model_sql(problem: Problem, plan: ReleasePlan, source: Source, dialect: str, materialized: str) -> str:
-    sql = problem.compile(plan.item, dialect=dialect, suppression=plan.suppression, table=SENTINEL)
+    sql = problem.compile(plan, dialect=dialect, table=SENTINEL)
     call = f"{{{{ source({jinja_str(source.name)}, {jinja_str(source.table)}) }}}}"
     body = splice_source(sql, to_sql(exp.Table(this=exp.to_identifier(SENTINEL, quoted=True)), dialect), call)
     return (f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n\n"

@@ -18,9 +18,9 @@ from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..names import check_output_name
 from ..output import FORMATS, Written, view_source, write_query
-from ..release.figures import FLAG, Census
-from ..release.gate import ReleaseGate, describe_table, override_reason
-from ..release.sidecar import file_sha256, recoding_sha256, sidecar_table
+from ..release.figures import Census
+from ..release.gate import ReleaseGate, ReleaseSource, build_gate, describe_table, override_reason, safe_harbor_risk
+from ..release.sidecar import file_sha256, sidecar_table
 from ..spec import TableRef
 from ..tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
@@ -109,43 +109,36 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
 
 def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | None,
                accept_drift: str | None) -> ReleaseGate:
-    """The release gate of a batch: the spec's criteria and roles, the census people of the
-    batch's released groups (from the drift check's census query), and the drift check's record."""
+    """The release gate of a batch (``build_gate``, as every release path): the spec's criteria
+    and roles, the census people of the batch's released groups (from the drift check's census
+    query), Safe Harbor on the batch itself, and the drift check's record."""
     spec, pf = batch.spec, batch.policy
-    recoding = pf.recoding()
     measured = drift.groups
     people = (None if measured is None or measured.population is None else
               {labels: float(n) for labels, n in zip(measured.labels, measured.population)})
     new = drift.new
-    census = Census.from_mapping([q.labels for q in recoding.qis], people, new.population_total)
-    qi_columns = [q.column for q in spec.qis]
     names = [c.name for c in pf.columns]
-    reference = None
-    if spec.release.no_riskier_than == "safe-harbor":
+
+    def safe_harbor() -> float:
         from ..problem import Problem
-        from ..safe_harbor import safe_harbor
 
         with Problem.from_spec(spec) as problem:  # the batch as the source
-            reference = problem.evaluate(safe_harbor(problem).recoding).risk
-    ref = batch.ref
-    source = describe_table(spec, ref, batch.records, {n: batch.columns[n] for n in names})
-    population = "sample" if spec.population is None else describe_table(spec, spec.population,
-                                                                          int(new.population_total), None)
-    policy = {"text": None if pf.levels else pf.policy, "readable": pf.readable,
-              **({"levels": pf.levels} if pf.levels else {}), "sha256": recoding_sha256(recoding, spec.qi_names),
-              "file": str(pf.path) if pf.path else None,
-              "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None}
-    columns = spec.columns.released(names, qi_columns, f"batch {batch.describe()}")
-    if pf.suppression is not None:
-        columns.append((FLAG, "flag"))
-    return ReleaseGate(
-        spec=spec, recoding=recoding, policy=policy, qi_columns=qi_columns, columns=columns, census=census,
-        suppression=pf.suppression,
-        record_risk=risk_model(spec, new.population_total),
-        original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0, source=source, population=population,
-        call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
-        extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}})
+            return safe_harbor_risk(problem)
 
+    released = ReleaseSource(
+        spec=spec,
+        census=lambda recoding: Census.from_mapping([q.labels for q in recoding.qis], people, new.population_total),
+        record_risk=risk_model(spec, new.population_total),
+        original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0,
+        source=describe_table(spec, batch.ref, batch.records, {n: batch.columns[n] for n in names}),
+        population=("sample" if spec.population is None else
+                    describe_table(spec, spec.population, int(new.population_total), None)),
+        columns=spec.columns.released(names, [q.column for q in spec.qis], f"batch {batch.describe()}"),
+        safe_harbor_risk=safe_harbor,
+        policy={"file": str(pf.path) if pf.path else None,
+                "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None},
+        extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}})
+    return build_gate(released, pf.plan(), call, accept_risk)
 
 
 def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,

@@ -29,6 +29,7 @@ from ..errors import DeidError, PolicyError
 from ..lattice import Lattice
 from ..policy import Policy
 from ..recoding import QIRecoding, Recoding
+from ..release.plan import ReleasePlan
 from ..spec import Spec
 from ..suppression import Suppression
 from .groups import Groups
@@ -260,6 +261,12 @@ class PolicyFile:
         if all(q.groups is None for q in self.qis):
             return self.lattice().policy(np.concatenate([q.bits() for q in self.qis])).recoding()
         return Recoding(tuple(q.recoding() for q in self.qis), name=self.policy)
+
+    def plan(self) -> ReleasePlan:
+        """The saved policy as a release plan over the saved domains: its recoding, text (a level
+        vector's is ``levels``), readable form and suppression."""
+        levels = self.levels or None
+        return ReleasePlan(self.recoding(), None if levels else self.policy, self.readable, self.suppression, levels)
 
     def bottom(self) -> Recoding:
         return self.lattice().bottom().recoding()

@@ -29,7 +29,7 @@ from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
 from ..suppression import Suppression
 from .figures import FLAG, Census, ReleaseFigures, measure
-from .plan import ReleasePlan, plan_of
+from .plan import ReleasePlan
 from .sidecar import (
     FORMAT,
     INVOCATION,
@@ -42,7 +42,6 @@ from .sidecar import (
 )
 
 if TYPE_CHECKING:
-    from ..policy import Policy
     from ..problem import Problem
     from ..spec import Spec, TableRef
 
@@ -100,11 +99,76 @@ class Verdict:
                 "failures": self.failures, "accepted_risk": self.accepted_risk}
 
 
+@dataclass(frozen=True)
+class ReleaseSource:
+    """What a release is cut from, as the gate needs it, whatever path releases it: a loaded
+    ``Problem`` (``from_problem``) or a policy file's batch (``policyfile.apply``).
+
+    ``census`` gives the census people of the plan's released groups; ``safe_harbor_risk``
+    computes Safe Harbor's risk on the same data, called by ``build_gate`` only when the spec's
+    ``[release]`` asks for it (``no_riskier_than = "safe-harbor"``)."""
+
+    spec: Spec
+    census: Callable[[Recoding], Census]
+    record_risk: RecordRisk
+    original_risk_sum: float  # Σ m·r(g) of the original data (the normalizer of the risk figures)
+    source: dict[str, Any]
+    population: dict[str, Any] | str
+    columns: list[tuple[str, str]]  # released (name, role), in order, before the suppression flag
+    safe_harbor_risk: Callable[[], float]
+    source_combinations: int | None = None  # distinct QI combinations of the source (its cells)
+    policy: dict[str, Any] = field(default_factory=dict)  # added to the sidecar's policy entry
+    extra: dict[str, Any] = field(default_factory=dict)  # added to the sidecar (a batch's drift check)
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> ReleaseSource:
+        """A loaded problem: census people from its cells, Safe Harbor on its data (computed once
+        per problem, whichever paths of one run release from it)."""
+        spec = problem.spec
+        return cls(
+            spec=spec,
+            census=lambda recoding: Census.from_cells(recoding, problem.population, problem.sample.total),
+            record_risk=problem.record_risk,
+            original_risk_sum=problem.fast.normalizers.bottom_risk_sum,  # computed once at load
+            source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
+            population=("sample" if spec.population is None else
+                        describe_table(spec, spec.population, problem.population_total, None)),
+            columns=list(problem.released_columns),
+            safe_harbor_risk=lambda: safe_harbor_risk(problem),
+            source_combinations=len(problem.sample))
+
+
+def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None) -> ReleaseGate:
+    """The gate of releasing ``plan`` from ``released``: the one builder of every release path
+    (files, engine tables, views, compiled SQL, dbt models, reports, policy-file batches).
+
+    ``call`` is the API call that reproduces the release (the CLI line replaces it when set);
+    ``accept_risk`` the reason to release a failed gate anyway."""
+    spec, recoding = released.spec, plan.recoding
+    reference = released.safe_harbor_risk() if spec.release.no_riskier_than == "safe-harbor" else None
+    columns = list(released.columns) + ([(FLAG, "flag")] if plan.suppression is not None else [])
+    return ReleaseGate(
+        spec=spec, recoding=recoding,
+        policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)} | released.policy,
+        qi_columns=[q.column for q in spec.qis], columns=columns, census=released.census(recoding),
+        record_risk=released.record_risk, original_risk_sum=released.original_risk_sum,
+        source=released.source, population=released.population, call=call, reference_risk=reference,
+        accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
+        source_combinations=released.source_combinations)
+
+
+def safe_harbor_risk(problem: Problem) -> float:
+    """HIPAA Safe Harbor's risk on ``problem``'s data: the reference of ``no_riskier_than =
+    "safe-harbor"`` (``safe_harbor.safe_harbor_metrics``, computed once per loaded problem)."""
+    from ..safe_harbor import safe_harbor_metrics
+
+    return safe_harbor_metrics(problem).risk
+
+
 @dataclass
 class ReleaseGate:
-    """Everything one release is judged by and recorded with.
+    """Everything one release is judged by and recorded with, built by ``build_gate``.
 
-    Build it with ``for_problem`` (a loaded ``Problem``) or directly (a policy file's batch).
     ``judge`` raises ``ReleaseRefused`` for a failed gate without ``accept_risk``; ``record``
     is the sidecar's content.
     """
@@ -126,35 +190,6 @@ class ReleaseGate:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. drift check of a batch
     # distinct QI combinations of the source (its cells): a release with as many groups is the original data
     source_combinations: int | None = None
-
-    @classmethod
-    def for_problem(cls, problem: Problem, item: ReleasePlan | Policy | Recoding | str, call: str,
-                    accept_risk: str | None = None, suppression: Suppression | int | None = None) -> ReleaseGate:
-        """The gate of releasing ``item`` (a release plan, a policy, its text, or a recoding) from
-        ``problem``, with ``suppression`` (k: groups of fewer than k records, or a ``Suppression``;
-        a plan carries its own)."""
-        spec = problem.spec
-        plan = plan_of(problem, item, suppression)
-        suppression, recoding = plan.suppression, plan.recoding
-        reference = None
-        if spec.release.no_riskier_than == "safe-harbor":
-            from ..safe_harbor import safe_harbor
-
-            reference = problem.evaluate(safe_harbor(problem).recoding).risk
-        # the original data's risk sum, constrained or not: the evaluators' normalizer, computed once at load
-        original = problem.fast.normalizers.bottom_risk_sum
-        return cls(
-            spec=spec, recoding=recoding,
-            policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)},
-            qi_columns=[q.column for q in spec.qis],
-            columns=released_columns(problem, suppression is not None),
-            census=Census.from_cells(recoding, problem.population, problem.sample.total),
-            record_risk=problem.record_risk, original_risk_sum=original,
-            source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
-            population=("sample" if spec.population is None else
-                        describe_table(spec, spec.population, problem.population_total, None)),
-            call=call, reference_risk=reference, accept_risk=override_reason(accept_risk),
-            suppression=suppression, source_combinations=len(problem.sample))
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -239,14 +274,6 @@ class ReleaseGate:
                      **verdict.to_dict()},
             **self.extra,
         }
-
-
-def released_columns(problem: Problem, flag: bool = False) -> list[tuple[str, str]]:
-    """The released columns with their roles, in release order (the suppression flag last)."""
-    cols = list(problem.released_columns)
-    if flag:
-        cols.append((FLAG, "flag"))
-    return cols
 
 
 def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:

@@ -55,31 +55,43 @@ class ReleasePlan:
         return out
 
     def repr_call(self) -> str:
-        """How the API call that reproduces a release names this plan (in the sidecar's ``api``)."""
+        """How the API call that reproduces a release builds this plan (the sidecar's ``api``):
+        ``plan_of(problem, 'age:every=10', suppression=5)``; a recoding without a text (Safe
+        Harbor's) is named by its readable form."""
         if self.levels is not None:
-            return f"plan_of(problem, levels={self.levels!r})"
-        return repr(self.text or self.readable)
+            args = f"levels={self.levels!r}"
+        elif self.text is not None:
+            args = repr(self.text)
+        else:
+            args = f"<recoding {self.readable}>"
+        if self.suppression is not None:
+            args += (f", suppression={self.suppression.below}" if self.suppression.below is not None
+                     else f", suppression=<{self.suppression.rule}>")
+        return f"plan_of(problem, {args})"
 
 
-def plan_of(problem: Problem, item: ReleasePlan | Policy | Recoding | str | None = None,
+def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
             suppression: Suppression | int | None = None, levels: str | None = None) -> ReleasePlan:
-    """The release plan of ``item`` (a plan, a policy, a recoding or a policy text) or of a level
-    vector ``levels`` on the spec's hierarchies — exactly one of the two — with ``suppression``."""
-    if (item is None) == (levels is None):
-        raise PolicyError("give the policy one way: a policy text (--policy) or hierarchy levels (--levels), "
-                          "not both" if item is not None else "give a policy (--policy P) or hierarchy levels "
-                                                              "(--levels sex:0|age:3)")
-    if isinstance(item, ReleasePlan):
-        return item if suppression is None else item.with_suppression(suppression)
+    """The release plan of ``policy`` (a policy, its text, or a recoding) or of a level vector
+    ``levels`` on the spec's hierarchies — exactly one of the two — with ``suppression`` (k: groups
+    of fewer than k records; or a ``Suppression``).
+
+    The one place a release's policy is resolved: the command line (``cli.options.release_plan``)
+    and API callers build the plan here, once, and every release path below takes only the plan."""
+    if (policy is None) == (levels is None):
+        raise PolicyError("give the policy one way: a policy text (--policy P) or hierarchy levels (--levels L), "
+                          "not both" if policy is not None else
+                          "say what to release: a policy (--policy P, e.g. 'age:cuts=18,65|zip:top') or hierarchy "
+                          "levels (--levels L, e.g. 'age:3|zip:1' on a spec with hierarchies)")
     rule = Suppression.of(suppression)
     if levels is not None:
         names = problem.spec.qi_names
         x, recoding = levels_recoding(levels, names, problem.domains, problem.lattice.hierarchies)
         return ReleasePlan(recoding, None, readable_levels(names, x, recoding, problem.lattice.hierarchies), rule,
                            recoding.name)
-    if isinstance(item, Recoding):
-        return ReleasePlan(problem.recoding(item), None, item.name or "recoding", rule)
-    resolved = problem.item(item)
+    if isinstance(policy, Recoding):
+        return ReleasePlan(problem.recoding(policy), None, policy.name or "recoding", rule)
+    resolved = problem.item(policy)
     if isinstance(resolved, Policy):
         return ReleasePlan(resolved, resolved.text(), resolved.readable(), rule)
     return ReleasePlan(resolved, resolved.name, resolved.name, rule)

@@ -24,6 +24,7 @@ from ..suppression import Suppression
 
 if TYPE_CHECKING:
     from ..problem import Problem
+    from ..release.plan import ReleasePlan
 
 MAX_LABELS = 30  # labels shown per QI in the rules and marginals; the rest are summed as "other (N labels)"
 MAX_VALUES = 10  # member values listed per label
@@ -258,12 +259,11 @@ def shares(labels: Sequence[str], counts: np.ndarray, ordered: bool = False,
 
 
 # -- rows an analyst sees ----------------------------------------------------------------------
-def release_rows(problem: Problem, item: Any, n: int, suppression: Suppression | None = None) -> tuple[
-        list[str], list[list[Any]]]:
-    """The first ``n`` rows of the release query, as JSON values."""
+def release_rows(problem: Problem, plan: ReleasePlan, n: int) -> tuple[list[str], list[list[Any]]]:
+    """The first ``n`` rows of the release query of ``plan``, as JSON values."""
     from sqlglot import exp
 
-    query = exp.select("*").from_(exp.Subquery(this=problem.query(item, suppression),
+    query = exp.select("*").from_(exp.Subquery(this=problem.query(plan),
                                                alias=exp.TableAlias(this=exp.to_identifier("deid_release"))))
     table = problem.backend.execute(query.limit(n))
     return list(table.column_names), [[plain(v) for v in row.values()] for row in table.to_pylist()]

@@ -28,17 +28,15 @@ from ..errors import DeidError, PolicyError, ReleaseRefused
 from ..evaluate.metrics import Metrics
 from ..recoding import Recoding
 from ..release.figures import ReleaseFigures
-from ..release.gate import ReleaseGate, Verdict
+from ..release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
-from ..suppression import Suppression
 from . import release_contents as contents
 from .frontier_report import CHECKPOINT, problem_identity
 
 if TYPE_CHECKING:
 
-    from ..policy import Policy
     from ..problem import Problem
 
 FORMAT = "deid-sql-report"
@@ -130,12 +128,11 @@ def _reason(e: Exception) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
-def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, *,
-                 sidecar: dict[str, Any] | None = None, frontier: Path | None = None, sample_rows: int = 0,
-                 command: str | None = None, accept_risk: str | None = None,
-                 suppression: Suppression | int | None = None) -> dict[str, Any]:
-    """The report dict (see the module docstring and docs/report.md) of releasing ``item`` (a
-    release plan, or a policy or recoding with ``suppression``).
+def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any] | None = None,
+                 frontier: Path | None = None, sample_rows: int = 0, command: str | None = None,
+                 accept_risk: str | None = None) -> dict[str, Any]:
+    """The report dict (see the module docstring and docs/report.md) of releasing ``plan``
+    (``release.plan.plan_of``).
 
     The figures are measured on the release query's rows and the distributions computed from
     cells with the same suppression, and the two must agree (``ReportInputError`` otherwise: the
@@ -143,13 +140,12 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
     if sample_rows < 0:
         raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")
     spec = problem.spec
-    plan = plan_of(problem, item, suppression)
     recoding, text, readable, suppression = plan.recoding, plan.text, plan.readable, plan.suppression
     if accept_risk is None and sidecar is not None:
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
     call = f"build_report(Problem.from_spec({str(spec.path)!r}), {plan.repr_call()})"
-    gate = ReleaseGate.for_problem(problem, plan, call=call, accept_risk=accept_risk)
-    figures = gate.measure(problem.backend.execute, problem.query(plan.item, suppression))
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
+    figures = gate.measure(problem.backend.execute, problem.query(plan))
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
         # the sample rows are rows of the release: they leave only through a gate that lets the release go
@@ -198,7 +194,7 @@ def build_report(problem: Problem, item: ReleasePlan | Policy | Recoding | str, 
                           "before": contents.shares([domain.text(p) for p in range(domain.size)], before, ordered),
                           "after": shown})
     if sample_rows > 0:
-        names, rows = contents.release_rows(problem, plan.item, sample_rows, suppression)
+        names, rows = contents.release_rows(problem, plan, sample_rows)
         sample = {"source": "release", "columns": names, "rows": rows}
     else:
         sample = {"source": "synthetic", "columns": [n for n, _ in columns],
@@ -272,14 +268,14 @@ def original_top_kl(problem: Problem) -> float:
 
 def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
     """Safe Harbor's metrics, or why it cannot be built (the spec gives no zip/age roles)."""
-    from ..safe_harbor import safe_harbor
+    from ..safe_harbor import safe_harbor_metrics
 
     roles = {q.role for q in problem.spec.qis}
     if not {"zip", "age"} <= roles:
         missing = " and ".join(repr(r) for r in ("age", "zip") if r not in roles)
         return None, (f"HIPAA Safe Harbor is not compared: no QI has the role {missing} in the spec "
                       f"(add role = \"zip\" / role = \"age\" to the [[qi]] that holds it)")
-    return problem.evaluate(safe_harbor(problem).recoding), None
+    return safe_harbor_metrics(problem), None
 
 
 def _headline(f: dict[str, Any], verdict: Verdict, status: str) -> list[str]:
