@@ -223,7 +223,7 @@ def test_sample_problem_sql_labels(sample) -> None:
     sh = safe_harbor(sample)
     visit = sh.recoding.qis[3]
     assert visit.labels == ("2018", "2019", "2020")
-    out = _rows(sample, sample.query(sh.recoding))
+    out = _rows(sample, sample.query(plan_of(sample, sh.recoding)))
     src = _source(sample)
     assert len(out) == len(src) == 250
     for o, s in zip(out, src):
