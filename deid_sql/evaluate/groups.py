@@ -57,6 +57,7 @@ def fits(radix: Sequence[int]) -> bool:
 
 
 def key_dtype(radix: Sequence[int]) -> type:
+    """int64 while keys of this radix fit, else object (Python integers never overflow)."""
     return np.int64 if fits(radix) else object
 
 
