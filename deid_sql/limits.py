@@ -7,7 +7,7 @@ entry per value.  An integer QI with ``max = 1000000000`` would need tens of GB 
 a single row is read, so a domain is sized from the spec (integer and date QIs, listed
 categories) or from the distinct values found (categories read from data) and refused
 in one line when it is too large.  The prefix-sum cube of the fast path has its own
-limit (``evaluate.fast.CUBE_LIMIT``): past it the census is counted by a scan instead.
+limit (``evaluate.groups.CUBE_LIMIT``): past it the census is counted by a scan instead.
 
 Measured on the limits (one QI of 1,000,000 values; four of 1,000,000 each), peak RSS of
 ``deid-sql validate`` / ``evaluate`` stays under 1 GB on either evaluation path.

@@ -108,9 +108,9 @@ class Problem:
 
     def group_sizes(self, recoding: Recoding, ids: list[np.ndarray], m: np.ndarray) -> np.ndarray:
         """g = max(census, m) of groups of ``recoding`` given by their group id per QI, sorted
-        (``FastEvaluator.group_sizes``): the full-domain evaluator groups cells its own way
-        and needs only the census of its groups."""
-        return self._fast_path.group_sizes(recoding, ids, m)
+        (``evaluate.groups.CensusCounts.group_sizes``, the fast path's census): the full-domain
+        evaluator groups cells its own way and needs only the census of its groups."""
+        return self._fast_path.census.group_sizes(recoding, ids, m)
 
     def require_monotone_risk(self, what: str) -> None:
         """Refuse a search that prunes by monotone risk when the risk model is not monotone."""

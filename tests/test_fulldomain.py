@@ -383,7 +383,7 @@ def test_rollup_with_sensitive_values_and_small_cache(small: Problem, cache_rows
 def test_wide_keys_fall_back_to_row_grouping(small: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
     """When the bit-packed keys would not fit, groups come from np.unique on rows."""
     normal = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
-    monkeypatch.setattr(transform_module, "_KEY_BITS", 3)
+    monkeypatch.setattr(transform_module, "KEY_BITS", 3)
     wide = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
     assert not wide.fixed and not wide.rollup
     for x in random.Random(3).sample(list(wide.space), 20):

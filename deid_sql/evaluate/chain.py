@@ -47,13 +47,11 @@ import numpy as np
 from ..lattice import Chain, Lattice
 from ..policy import Policy
 from .fast import FastEvaluator
+from .groups import box_people, digit_groups
 from .metrics import Normalizers, RawSums, normalized
 
-_KEY_LIMIT = 2**62
 _M, _CENSUS, _RISK, _XLOGX, _BASE, _BOX = 0, 1, 2, 3, 4, 5  # columns of the group state
 Step = tuple[int, int, int, int, int, int, int]  # q, b, lo, hi and the cells' slice i0, ib, i1 (see _plan)
-_MAGIC = 6755399441055744.0  # 2^52 + 2^51
-_MAGIC_BITS = int(np.array(_MAGIC).view(np.int64))
 _END_CACHE = 256  # chain ends whose full sums are kept
 _PLAN_STEPS = 64  # steps planned for one batch at most
 _PLAN_CELLS = 8192  # cells gathered for one batch at most (beyond its first step)
@@ -114,12 +112,10 @@ class ChainEvaluator(RunningSums):
         self.has_census = fast.population is not None
         self.incremental = fast.population is None or fast.cube is not None
         if self.has_census and fast.cube is not None:
-            # the steps' box sums are random reads of the prefix cube: the evaluator keeps an int32
-            # copy when the population fits (its largest entry), half the memory they miss on
-            cube = fast.cube
-            cube = np.ascontiguousarray(cube, dtype=np.int32 if int(cube.max()) < 2**31 else np.int64)
-            self.cube_flat = cube.reshape(-1)
-            self.cube_strides = [s // cube.itemsize for s in cube.strides]
+            # the steps' box sums are random reads of the census's prefix cube (int32 when the
+            # population fits: half the memory they miss on)
+            self.cube_flat = fast.census.cube_flat
+            self.cube_strides = fast.census.strides
         # group state, one column per group id and one row per field: sample count m, census
         # count, the terms m·r(g) and m ln m, and the census box (flat low corner in the prefix
         # cube, then its span on each axis; exact in float64, like the counts).  Column ``cells``
@@ -161,19 +157,11 @@ class ChainEvaluator(RunningSums):
             self.ends.append(ends.tolist())
             low_cols.append((starts[self.pos[:, q]], ends))
         self.width_log = width_log
-        # group the cells by their intervals' starts (mixed radix, re-densified before overflow)
-        key = np.zeros(self.counts.size, dtype=np.int64)
-        radix = 1
-        for (lows, _), n in zip(low_cols, self.sizes):
-            if radix * n >= _KEY_LIMIT:
-                uniq, key = np.unique(key, return_inverse=True)
-                key, radix = key.ravel().astype(np.int64), int(uniq.size)
-            key = key * n + lows
-            radix *= n
-        _, rep, inv = np.unique(key, return_index=True, return_inverse=True)
+        # group the cells by their intervals' starts (the group module's keys of digit tuples)
+        rep, inv = digit_groups([lows for lows, _ in low_cols], self.sizes)
         groups = rep.size
         self.groups = groups
-        self.cell_group[:] = inv.ravel()
+        self.cell_group[:] = inv
         state = self.state[:, :groups]
         state[_M] = m = np.bincount(self.cell_group, weights=self.counts, minlength=groups)
         if self.has_census:
@@ -195,25 +183,8 @@ class ChainEvaluator(RunningSums):
 
     def _box_census(self, rows: np.ndarray) -> np.ndarray:
         """People in the census box of each group-state column of ``rows`` (flat low corner, then
-        the span of each axis) by inclusion–exclusion over the prefix cube's 2^d corners.
-
-        Corner c (bit q set: the high end on axis q) is built by doubling: the corners without
-        axis q, then those plus the span on q; in float64 offset by 2^52 + 2^51, where an integer
-        below 2^51 is the low mantissa bits, so the int64 view less the offset's bits is the
-        index (no conversion loop, no small matrix product).  The signed sum folds the corners
-        in the same way: per axis, the high corners less the low ones."""
-        corners = np.empty((1 << len(self.sizes), rows.shape[1]))  # one row per corner: long inner loops
-        np.add(rows[_BASE], _MAGIC, out=corners[0])
-        for q in range(len(self.sizes)):
-            w = 1 << q
-            np.add(corners[:w], rows[_BOX + q], out=corners[w: 2 * w])
-        index = corners.view(np.int64)
-        index -= _MAGIC_BITS
-        people = self.cube_flat[index]
-        for q in reversed(range(len(self.sizes))):
-            w = 1 << q
-            people = people[w: 2 * w] - people[:w]
-        return people[0]
+        the span of each axis): ``groups.box_people`` over the prefix cube."""
+        return box_people(self.cube_flat, rows[_BASE], rows[_BOX:_BOX + len(self.sizes)])
 
     def _raw(self, policy: Policy) -> RawSums:
         """The sums of a chain end, computed in full once: chains share their ends (every RCS

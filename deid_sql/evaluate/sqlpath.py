@@ -26,6 +26,7 @@ from ..limits import require_sizes
 from ..recoding import Recoding
 from ..sql import template
 from ..udfs.terms import record_risk_udf
+from .groups import fits, radix_of
 from .metrics import RawSums
 from .riskmodel import PopulationRisk, RecordRisk, estimates_reidentifications, group_risks
 
@@ -33,7 +34,6 @@ SAMPLE_CELLS = "deid_sample_cells"
 POPULATION_CELLS = "deid_population_cells"
 MARGINAL = "deid_sample_marginal_{}"
 RECORD_RISK_UDF = "deid_record_risk"  # the problem's risk model, when it is not g^−γ
-_KEY_LIMIT = 2**62
 BLOCK_LIMIT = 4096  # largest combined domain looked up as one list parameter
 
 CONST, IDENTITY, LOOKUP = "c", "i", "l"
@@ -195,8 +195,7 @@ class SQLEvaluator:
         for block in self.blocks:
             kinds = {qi_shape[q] for q in block}
             block_shape += kinds.pop() if len(kinds) == 1 and LOOKUP not in kinds else LOOKUP
-        radix = [q.n_groups for q in rec.qis]
-        return block_shape, qi_shape, float(np.prod(radix, dtype=np.float64)) < _KEY_LIMIT
+        return block_shape, qi_shape, fits(radix_of(rec))  # one BIGINT key, or a key column per block
 
     def _params(self, rec: Recoding, block_shape: str, qi_shape: str) -> dict[str, object]:
         params: dict[str, object] = {}

@@ -32,9 +32,12 @@ usually far fewer than the cells, and the result is bit-identical to grouping th
 cells (the tests compare both).  This is what makes a bottom-up sweep fast: every
 transformation after the bottom is rolled up from the layer below.
 
-Roll-up needs the fields and the count to fit in 62 bits (Adult's 9 QIs take 32 + 15
-for counts up to 30,162); otherwise every transformation is grouped from the cells by
-``np.unique`` on rows, without the cache.
+Roll-up needs the fields and the count to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
+package's one key limit (Adult's 9 QIs take 32 + 15 for counts up to 30,162); otherwise every
+transformation is grouped from the cells by ``np.unique`` on rows, without the cache.
+
+Census people come from the group module too (``Problem.group_sizes``): the groups' ids are
+decoded from their keys, sorted QI by QI, which is the order its mixed-radix keys sort in.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import DeidError, PolicyError, SpecError
+from ..evaluate.groups import KEY_BITS
 from ..levels import check_levels, levels_text, parse_levels, qi_levels
 from ..recoding import QIRecoding, Recoding
 
@@ -58,7 +62,6 @@ if TYPE_CHECKING:
     from .models import PrivacyModel, QualityModel
 
 Transformation = tuple[int, ...]
-_KEY_BITS = 62
 _LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed shifted group ids kept at most (64 MB)
 
 
@@ -296,7 +299,7 @@ class TransformEvaluator:
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
         self.masks = [(1 << w) - 1 for w in widths]
         self._qshift = [s + self.sbits + self.cbits for s in self.shifts]  # within a row
-        self.fixed = sum(widths) + self.sbits + self.cbits <= _KEY_BITS
+        self.fixed = sum(widths) + self.sbits + self.cbits <= KEY_BITS
         self.rollup = rollup and self.fixed
         if self.fixed:
             low = self._counts if codes is None else (codes << self.cbits) | self._counts

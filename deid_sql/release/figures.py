@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from ..cells import Cells
 from ..compile import col, ident
+from ..evaluate.groups import PeopleByKey, group_cells, group_sizes, keys_of
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..recoding import Recoding
 
@@ -64,66 +65,47 @@ class Census:
     """People per released group, and the labels each QI of the release can show.
 
     A released label tuple is known when every label is one the recoding produces (else it
-    holds a value outside the domain); its group key is the mixed-radix number of its per-QI
-    group ids, and ``keys``/``people`` (sorted) give the census people of every group that has
-    any (None with ``population = "sample"``).  ``from_cells`` generalizes the population cells
-    with the release's recoding; ``from_mapping`` takes people per label tuple (a policy file's
-    batch, whose census comes from a query).
+    holds a value outside the domain); its group key is the group module's key of its per-QI
+    group ids, and ``table`` (``evaluate.groups.PeopleByKey``) gives the census people of every
+    group that has any (None with ``population = "sample"``).  ``from_cells`` generalizes the
+    population cells with the release's recoding; ``from_mapping`` takes people per label tuple
+    (a policy file's batch, whose census comes from a query).
     """
 
-    def __init__(self, labels: Sequence[Sequence[str]], keys: np.ndarray | None, people: np.ndarray | None,
-                 total: float) -> None:
+    def __init__(self, labels: Sequence[Sequence[str]], table: PeopleByKey | None, total: float) -> None:
         self.labels = [list(q) for q in labels]
         self.sizes = [max(len(q), 1) for q in self.labels]
-        self.keys = keys
-        self.people_sorted = people
+        self.table = table
         self.total = float(total)
 
     @property
     def population(self) -> bool:
-        return self.keys is not None
+        return self.table is not None
 
     @classmethod
     def from_cells(cls, recoding: Recoding, population: Cells | None, sample_total: int) -> Census:
         labels = [q.labels for q in recoding.qis]
         if population is None:
-            return cls(labels, None, None, sample_total)
-        census = cls(labels, np.zeros(0, dtype=np.int64), np.zeros(0), population.total)
-        if len(population):
-            ids = [q.group_of[population.positions[:, i]] for i, q in enumerate(recoding.qis)]
-            census._fill(census.key_of(ids), population.counts.astype(np.float64))
-        return census
+            return cls(labels, None, sample_total)
+        return cls(labels, PeopleByKey.of_cells(recoding, population), population.total)
 
     @classmethod
     def from_mapping(cls, labels: Sequence[Sequence[str]], people: dict[tuple[str, ...], float] | None,
                      total: float) -> Census:
         if people is None:
-            return cls(labels, None, None, total)
-        census = cls(labels, np.zeros(0, dtype=np.int64), np.zeros(0), total)
-        if people:
-            index = [{label: g for g, label in enumerate(q)} for q in census.labels]
-            rows = [(tuple(index[q].get(label, -1) for q, label in enumerate(t)), n) for t, n in people.items()]
-            rows = [(ids, n) for ids, n in rows if min(ids, default=0) >= 0]
-            if rows:
-                ids = [np.asarray([r[0][q] for r in rows], dtype=np.int64) for q in range(len(census.labels))]
-                census._fill(census.key_of(ids), np.asarray([r[1] for r in rows], dtype=np.float64))
+            return cls(labels, None, total)
+        census = cls(labels, None, total)
+        index = [{label: g for g, label in enumerate(q)} for q in census.labels]
+        rows = [(tuple(index[q].get(label, -1) for q, label in enumerate(t)), n) for t, n in people.items()]
+        rows = [(ids, n) for ids, n in rows if min(ids, default=0) >= 0]
+        ids = [np.asarray([r[0][q] for r in rows], dtype=np.int64) for q in range(len(census.labels))]
+        census.table = PeopleByKey.of(census.key_of(ids), np.asarray([r[1] for r in rows], dtype=np.float64),
+                                      census.sizes)
         return census
 
-    def _fill(self, keys: np.ndarray, counts: np.ndarray) -> None:
-        unique, inverse = np.unique(keys, return_inverse=True)
-        self.keys = unique
-        self.people_sorted = np.bincount(inverse.ravel(), weights=counts, minlength=unique.size)
-
     def key_of(self, ids: Sequence[np.ndarray]) -> np.ndarray:
-        """Mixed-radix group keys of per-QI group ids (Python integers past 2^62: object arrays)."""
-        total = 1
-        for n in self.sizes:
-            total *= n
-        dtype: type = np.int64 if total < 2**62 else object
-        key = np.zeros(len(ids[0]) if ids else 0, dtype=dtype)
-        for q, n in enumerate(self.sizes):
-            key = key * n + np.asarray(ids[q]).astype(dtype)
-        return key
+        """Group keys of per-QI group ids (``evaluate.groups.keys_of``)."""
+        return keys_of(ids, self.sizes)
 
     def group_ids(self, columns: Sequence[pa.Array]) -> list[np.ndarray]:
         """Per QI the group id of each released label (-1: a label the recoding never produces)."""
@@ -135,11 +117,8 @@ class Census:
 
     def people(self, keys: np.ndarray) -> np.ndarray:
         """Census people of groups (0 where the census has none)."""
-        assert self.keys is not None and self.people_sorted is not None
-        if not self.keys.size:
-            return np.zeros(len(keys))
-        at = np.clip(np.searchsorted(self.keys, keys), 0, self.keys.size - 1)
-        return np.where(self.keys[at] == keys, self.people_sorted[at], 0.0)
+        assert self.table is not None
+        return self.table.lookup(keys)
 
 
 def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool) -> exp.Select:
@@ -201,17 +180,14 @@ def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray,
         outside=int(m[outside].sum()))
 
 
-def cell_groups(recoding: Recoding, sample: Cells, population: Cells | None) -> tuple[list[np.ndarray], np.ndarray,
-                                                                                    np.ndarray, np.ndarray]:
+def cell_groups(recoding: Recoding, sample: Cells, census: Census) -> tuple[list[np.ndarray], np.ndarray,
+                                                                          np.ndarray, np.ndarray]:
     """The groups ``recoding`` makes of the sample cells, for a report's distributions: per QI
     each group's id, its sample records m, g = max(census people, m) (g = m without a
     population), as ``evaluate`` counts them, and each sample cell's group.  Groups are sorted
-    by their mixed-radix key."""
-    census = Census.from_cells(recoding, population, sample.total)
-    ids = [q.group_of[sample.positions[:, i]] for i, q in enumerate(recoding.qis)]
-    keys = census.key_of(ids)
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    inverse = np.asarray(inverse).ravel()
-    m = np.bincount(inverse, weights=sample.counts.astype(np.float64), minlength=len(uniq))
-    g = np.maximum(census.people(uniq), m) if census.population else m.copy()
-    return [q[first] for q in ids], m, g, inverse
+    by their key (``evaluate.groups.group_cells``); ``census`` is the gate's, built once."""
+    grouped = group_cells(recoding, sample, cell_group=True)
+    assert grouped.cell_group is not None
+    m = grouped.m
+    g = group_sizes(census.people(grouped.keys), m) if census.population else m.copy()
+    return grouped.ids, m, g, grouped.cell_group

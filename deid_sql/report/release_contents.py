@@ -19,7 +19,7 @@ import numpy as np
 from ..domain import Domain
 from ..evaluate.riskmodel import group_risks
 from ..recoding import QIRecoding, Recoding
-from ..release.figures import cell_groups
+from ..release.figures import Census, cell_groups
 from ..suppression import Suppression
 
 if TYPE_CHECKING:
@@ -40,8 +40,11 @@ class Groups:
     form the one suppressed group the release shows (every QI ``*``): ``suppressed`` records,
     whose population size is max(population total, suppressed), as the gate counts them."""
 
-    def __init__(self, problem: Problem, recoding: Recoding, suppression: Suppression | None = None) -> None:
-        ids, m, g, self.cell_group = cell_groups(recoding, problem.sample, problem.population)
+    def __init__(self, problem: Problem, recoding: Recoding, suppression: Suppression | None = None,
+                 census: Census | None = None) -> None:
+        if census is None:  # a report passes its gate's census: one census per report
+            census = Census.from_cells(recoding, problem.population, problem.sample.total)
+        ids, m, g, self.cell_group = cell_groups(recoding, problem.sample, census)
         labels = [q.labels for q in recoding.qis]
         mask = suppression.mask(labels, ids, m) if suppression is not None else np.zeros(m.size, dtype=bool)
         self.cell_suppressed = mask[self.cell_group] if mask.size else np.zeros(0, dtype=bool)

@@ -157,7 +157,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     metrics = problem.evaluate(plan.item)
     original = problem.evaluate(problem.lattice.original())
     harbor, harbor_note = _safe_harbor(problem)
-    groups = contents.Groups(problem, recoding, suppression)
+    groups = contents.Groups(problem, recoding, suppression, census=gate.census)  # the gate's census, built once
     if groups.suppressed != figures.suppressed:
         raise ReportInputError(f"the release suppresses {figures.suppressed:,} records where its rule "
                                f"({suppression.rule if suppression else 'no suppression'}) gives "
