@@ -41,10 +41,6 @@ class FastEvaluator:
         """The census's prefix-sum cube (None: census by scans)."""
         return self.census.cube
 
-    def box_census(self, lows: list[np.ndarray], highs: list[np.ndarray]) -> np.ndarray:
-        """People in each box [lows_q, highs_q] (inclusive, per QI) from the prefix cube."""
-        return self.census.box(lows, highs)
-
     def groups(self, rec: Recoding) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per generalized group with sample records: m, the census count, and
         g = max(census, m) (METHODS.md decision 1)."""

@@ -15,11 +15,12 @@ import numpy as np
 from deid_sql.cells import Cells
 from deid_sql.evaluate.chain import RunningSums, intervals
 from deid_sql.evaluate.fast import FastEvaluator
+from deid_sql.evaluate.groups import KEY_LIMIT
 from deid_sql.evaluate.metrics import Normalizers, RawSums
 from deid_sql.lattice import Chain, Lattice
 from deid_sql.policy import Policy
 
-_KEY_LIMIT = 2**62
+_KEY_LIMIT = KEY_LIMIT
 
 
 class RekeyChainEvaluator(RunningSums):
@@ -70,7 +71,7 @@ class RekeyChainEvaluator(RunningSums):
         else:
             lows = [(uniq // self.strides[r]) % self.sizes[r] for r in range(len(self.sizes))]
             highs = [self.ends[r][lows[r]] for r in range(len(self.sizes))]
-            g = np.maximum(self.fast.box_census(lows, highs), m)
+            g = np.maximum(self.fast.census.box(lows, highs), m)
         return float((m * self.fast.record_risk(g)).sum()), float((m * np.log(m)).sum())
 
     def _split(self, bit: int) -> None:
