@@ -17,6 +17,7 @@ import sqlglot.errors
 from sqlglot import exp
 
 from ..atomic import clean_stale, discard, place, private_umask, temporary_sibling
+from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
@@ -327,8 +328,6 @@ class DuckDBBackend(Backend):
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of
         the pads, ``encode`` for the UTF-8 bytes of the text, ``||`` on BLOBs."""
-        from ..contract.pseudonym import INTEGER_DIGITS, pads
-
         inner, outer = pads(key)
 
         def fn(name: str, *args: exp.Expression) -> exp.Expression:

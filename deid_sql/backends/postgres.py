@@ -22,6 +22,7 @@ import pyarrow as pa
 from psycopg import sql as pgsql
 from sqlglot import exp
 
+from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError, Unreachable
 from ..sqltext import to_sql
 from ..tableref import TableRef
@@ -353,8 +354,6 @@ def _one_line(e: Exception) -> str:
 def hmac_expression(value: exp.Expression, key: bytes, form: str, pgcrypto: bool = False) -> exp.Expression:
     """HMAC-SHA-256 of ``value``'s text (``convert_to(CAST(v AS TEXT), 'UTF8')``) in PostgreSQL:
     built from ``sha256(bytea)`` and the key's pads, or (``pgcrypto``) pgcrypto's ``hmac()``."""
-    from ..contract.pseudonym import INTEGER_DIGITS, pads
-
     def fn(name: str, *args: exp.Expression) -> exp.Expression:
         return exp.Anonymous(this=name, expressions=list(args))
 

@@ -51,6 +51,7 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
@@ -526,8 +527,6 @@ class SparkBackend(Backend):
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to
         BINARY (its UTF-8 bytes), ``concat`` on binaries; ``conv`` for the integer form."""
-        from ..contract.pseudonym import INTEGER_DIGITS, pads
-
         inner, outer = pads(key)
 
         def fn(name: str, *args: exp.Expression) -> exp.Expression:
