@@ -1,5 +1,7 @@
 """The layer table of docs/architecture.md is the import rule: a module imports only its own row
-and the rows above it (the table lists the layers bottom up).
+and the rows above it (the table lists the layers bottom up).  And the page names every module:
+each file the package ships has a row in one of its ``| module | job |`` tables, and every such
+row names a file that exists.
 
 The imports are read from the source (``ast``), not by importing anything:
 - module-level imports and imports inside functions (a lazy import is still a dependency: it
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
+PYPROJECT = ROOT / "pyproject.toml"
 PACKAGE = "deid_sql"
 # packages shipped inside deid_sql from top-level folders (pyproject's package-dir)
 MAPPED = {"udfs": "deid_sql.udfs", "sql": "deid_sql.sql", "fixtures": "deid_sql.fixtures"}
@@ -52,6 +56,9 @@ def layer_table(text: str) -> list[list[str]]:
             if token.startswith(PACKAGE + "."):
                 continue  # "(ships as `deid_sql.udfs`)"
             parts = token.removesuffix("/").removesuffix(".py").split("/")
+            if parts == ["__init__"]:
+                names.append(PACKAGE)  # the package's own face: covers no other module (``row_of``)
+                continue
             names.append(MAPPED.get(parts[0], f"{PACKAGE}.{parts[0]}") + "".join(f".{p}" for p in parts[1:]))
         if not names:
             raise AssertionError(f"{DOC}: a layer row names no module: {line}")
@@ -124,7 +131,7 @@ def row_of(module: str, rows: list[list[str]]) -> int | None:
     best: tuple[int, int] | None = None  # (specificity, row)
     for i, names in enumerate(rows):
         for entry in names:
-            if module == entry or module.startswith(entry + "."):
+            if module == entry or (entry != PACKAGE and module.startswith(entry + ".")):
                 depth = entry.count(".")
                 if best is None or depth > best[0]:
                     best = (depth, i)
@@ -285,6 +292,13 @@ def test_the_check_finds_an_upward_import() -> None:
     assert any("deid_sql.domain" in v and "imports deid_sql.errors" in v for v in upward), upward
 
 
+def test_the_package_row_places_no_other_module() -> None:
+    """The row of the package's own ``__init__.py`` covers the package, not every module below it."""
+    rows = layer_table(DOC.read_text(encoding="utf-8"))
+    assert row_of(PACKAGE, rows) is not None
+    assert row_of(f"{PACKAGE}.nowhere", rows) is None
+
+
 def test_type_checking_imports_are_exempt_and_lazy_ones_count(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .problem import Problem\n"
@@ -294,9 +308,100 @@ def test_type_checking_imports_are_exempt_and_lazy_ones_count(tmp_path: Path) ->
     assert found == ["deid_sql.cli"]
 
 
+# -- every module file has a row --------------------------------------------------------------------
+MODULE_TABLE = "| module | job |"
+
+
+def module_rows(text: str) -> list[tuple[int, list[str]]]:
+    """Every row of every ``| module | job |`` table of the page (the layer table and the tables
+    of the packages' modules): its line number and the paths its first cell names in backticks
+    (``backends/duckdb.py``, ``udfs/``; "ships as `deid_sql.udfs`" names no path)."""
+    rows: list[tuple[int, list[str]]] = []
+    inside = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() == MODULE_TABLE:
+            inside = True
+        elif not line.startswith("|"):
+            inside = False
+        elif inside and not line.startswith("|---"):
+            first = line.split("|")[1]
+            rows.append((number, [t for t in re.findall(r"`([^`]+)`", first) if not t.startswith(PACKAGE + ".")]))
+    return rows
+
+
+def doc_path(path: Path) -> str:
+    """A file as the page names it: relative to ``deid_sql/`` (``backends/duckdb.py``,
+    ``__init__.py``), or for the folders shipped inside it, by that folder (``udfs/terms.py``)."""
+    relative = path.relative_to(ROOT)
+    if relative.parts[0] == PACKAGE:
+        relative = relative.relative_to(PACKAGE)
+    return relative.as_posix()
+
+
+def package_files() -> dict[str, Path]:
+    """Every file the package ships, by its path on the page: each module of ``deid_sql`` and of
+    the folders shipped inside it, and the package data ``pyproject.toml`` declares (``sql/metrics.sql``,
+    ``report/templates/release_report.html.j2``)."""
+    files = {doc_path(path): path for _, path in module_files()}
+    setuptools = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]
+    folders = setuptools.get("package-dir", {})
+    for package, patterns in setuptools.get("package-data", {}).items():
+        folder = ROOT / folders[package] if package in folders else ROOT.joinpath(*package.split("."))
+        for pattern in patterns:
+            files.update({doc_path(path): path for path in sorted(folder.glob(pattern)) if path.is_file()})
+    return files
+
+
+def row_problems(text: str | None = None) -> tuple[list[str], list[str]]:
+    """(files of the package named in no row, rows naming no file of the package), as readable lines.
+    A row names a file by its path, or a package by its folder (``backends/``: its ``__init__.py``
+    must exist; naming the folder does not name the package's files)."""
+    text = DOC.read_text(encoding="utf-8") if text is None else text
+    files = package_files()
+    named: set[str] = set()
+    stale: list[str] = []
+    for number, paths in module_rows(text):
+        if not paths:
+            stale.append(f"{DOC.name}:{number}: the row names no module")
+        for path in paths:
+            named.add(path)
+            exists = f"{path}__init__.py" in files if path.endswith("/") else path in files
+            if not exists:
+                stale.append(f"{DOC.name}:{number}: `{path}` is no file of the package")
+    unnamed = [path for path in files if path not in named]
+    return unnamed, stale
+
+
+def test_every_module_file_has_a_row() -> None:
+    unnamed, _ = row_problems()
+    assert not unnamed, (f"files with no row in a `{MODULE_TABLE}` table of {DOC.name} (add one saying the "
+                         f"module's job): {', '.join(unnamed)}")
+
+
+def test_every_row_names_a_file_of_the_package() -> None:
+    _, stale = row_problems()
+    assert not stale, "rows naming no file of the package (rename or remove them):\n" + "\n".join(stale)
+
+
+def test_the_row_check_finds_a_missing_and_a_stale_row() -> None:
+    """The same check on the page with a row renamed and a row removed must fail both ways: it can see."""
+    text = DOC.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    lazy = next(line for line in lines if line.startswith("| `backends/lazy.py`"))
+    template = next(line for line in lines if line.startswith("| `sql/metrics.sql`"))
+    changed = text.replace(lazy, lazy.replace("backends/lazy.py", "backends/gone.py")).replace(template, "")
+    unnamed, stale = row_problems(changed)
+    assert set(unnamed) == {"backends/lazy.py", "sql/metrics.sql"}, unnamed
+    assert len(stale) == 1 and "`backends/gone.py` is no file" in stale[0], stale
+    # a table with another header is not a module table: its rows name nothing
+    assert row_problems(changed.replace(MODULE_TABLE, "| file | job |"))[0] == list(package_files())
+
+
 if __name__ == "__main__":
     missing, up = violations()
     print("\n".join([f"unplaced: {m}" for m in missing] + up) or "the layer table holds")
     print(f"{len(missing)} unplaced, {len(up)} upward")
     print("\n".join(core_names_of_features()) or "the core names no feature")
     print(f"package cycles: {cycles(package_graph()) or 'none'}")
+    unnamed, stale = row_problems()
+    print("\n".join([f"no row: {u}" for u in unnamed] + stale) or "every module file has a row")
