@@ -21,7 +21,7 @@ from deid_sql.errors import BackendError, DataError, OutputError
 from deid_sql.output import preview
 from deid_sql.policyfile import check_policy, save_policy
 from deid_sql.spec import TableRef
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 PACKAGE = Path(__file__).resolve().parent.parent / "deid_sql"
 ENGINES = ("duckdb", "postgres", "spark")
@@ -135,7 +135,7 @@ def test_duckdb_raise_error_fails_only_the_rows_that_reach_it() -> None:
         _raise_error_fails_only_the_rows_that_reach_it(backend, exp.to_table("t"))
 
 
-@pytest.fixture(scope="module", params=["postgres", "spark"])
+@pytest.fixture(scope="module", params=engine_params("postgres", "spark"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 

@@ -108,6 +108,7 @@ def _postgres(tmp_path):
     return open_engine("postgres", tmp_path)
 
 
+@pytest.mark.engine
 def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
     """A case-insensitive ICU collation (sex) and a blank-padded CHAR(8) (race) in PostgreSQL: validate
     names both, a view shows the outside label for other spellings, and no padding leaves."""
@@ -146,6 +147,7 @@ def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
         engine.close()
 
 
+@pytest.mark.engine
 def test_spark_utf8_lcase_collation(tmp_path):
     """Spark 4's case-insensitive ``UTF8_LCASE``: validate names it, and compiled SQL run on the table
     after other spellings arrive shows the outside label for them."""

@@ -30,7 +30,7 @@ from deid_sql.policyfile import (
 from deid_sql.policyfile.drift import judge
 from deid_sql.policyfile.tolerance import PERMUTATIONS, permutation_limit
 from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 from .test_policy_file import POLICY, batch, one_error_line, save, with_column
 
@@ -260,7 +260,7 @@ def test_batch_arguments(project, run) -> None:
 
 # -- PostgreSQL and Spark: batches that are tables of the engine -------------------------------------------
 
-@pytest.fixture(scope="module", params=["postgres", "spark"])
+@pytest.fixture(scope="module", params=engine_params("postgres", "spark"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 

@@ -15,10 +15,10 @@ import pytest
 from deid_sql.cellcache import CellsCache
 from deid_sql.problem import Problem
 from tests.conftest import _source_table
-from tests.engines import ENGINES, Engine, default_spec, engine_fixture
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 

@@ -19,13 +19,13 @@ from deid_sql.fixtures.channels import TABLE1
 from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
-from tests.engines import ENGINES, Engine, default_spec, engine_fixture
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params
 
 POLICIES = ("bottom", "top", "age:cuts=18,65|zip:top", "age:cuts=10,20,30,40,50,60,70,80,90|race:top",
             "sex:top|zip:cuts=37301")
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 

@@ -34,7 +34,7 @@ from deid_sql.spec import QISpec
 from tests.engines import read_duckdb
 
 from .conftest import Project
-from .engines import PostgresEngine, open_engine
+from .engines import PostgresEngine, engine_params, open_engine
 from .test_dialects import same_tree
 
 # -- the problem: one QI of every kind, a ZIP domain large enough for the VALUES form ----------
@@ -218,9 +218,9 @@ def test_compiled_sql_run_by_hand_on_an_altered_file(project: Project, run) -> N
 
 # -- PostgreSQL: a view over a table refilled later ------------------------------------------------
 
-@pytest.fixture
-def postgres(tmp_path: Path):
-    engine = open_engine("postgres", tmp_path / "pg")
+@pytest.fixture(params=engine_params("postgres"))  # its tests are marked engine
+def postgres(request: pytest.FixtureRequest, tmp_path: Path):
+    engine = open_engine(request.param, tmp_path / "pg")
     assert isinstance(engine, PostgresEngine)
     try:
         yield engine

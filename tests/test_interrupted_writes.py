@@ -223,6 +223,7 @@ def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, targ
     assert project.files() == before and not (project.dir / TMP_FOLDER).exists()
 
 
+@pytest.mark.engine
 def test_a_refused_engine_table_creates_nothing(tmp_path: Path, untouched) -> None:
     from deid_sql.output import materialize
     from deid_sql.problem import Problem

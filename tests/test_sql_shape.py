@@ -21,7 +21,7 @@ from sqlglot import exp
 from deid_sql.guards import IN_LIST
 from deid_sql.problem import Problem
 from deid_sql.recoding import QIRecoding, Recoding
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 SIZE = 12_000
 GROUPS = 40
@@ -33,7 +33,7 @@ def _source() -> pa.Table:
     return pa.table({"code": codes, "id": np.arange(len(codes), dtype=np.int64)})
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=engine_params("duckdb", "postgres"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
