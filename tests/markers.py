@@ -13,7 +13,9 @@
   hypothesis-heavy properties, the Adult data, big searches, the demo, subprocesses. That was the
   slowest fifth of the tests and 84 % of the time left without engines, browser and docs. Tests
   are marked, not modules: every module keeps at least its cheapest test in the fast suite (but
-  ``test_hostile_property.py``, one 60-example property). Mark a new test slow when
+  ``test_hostile_property.py``, one 60-example property), and a few tests above the line stay fast
+  because no fast test runs their code otherwise (the demo, the adversary's sensitivity sweep, a
+  resumed frontier run, the drift and channel simulations). Mark a new test slow when
   ``--durations`` shows it above the line.
 
 The fast suite (about 1.5 minutes on 2 cores, the whole suite 13 to 20)::

@@ -63,6 +63,7 @@ def _engine_names(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_nothing_above_backends_names_an_engine() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -181,6 +182,7 @@ def test_an_output_table_in_duckdb_needs_a_file(project) -> None:
 
 # -- the batch's guard is the compiler's guard ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_numeric_zip_too_wide_for_the_domain_is_outside_the_batch_domain(project, tmp_path: Path) -> None:
     """A ZIP stored as a number is zero-padded to the domain's width, and ``lpad`` also cuts:
     372011 would become '37201', a domain ZIP.  The batch's guard must call it outside, as the

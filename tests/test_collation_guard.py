@@ -45,6 +45,7 @@ def _append_spellings(db, collation: str = "NOCASE") -> None:
     con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
 def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collation):
     spec, db = _collated_source(tmp_path, collation)
@@ -59,6 +60,7 @@ def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collati
     assert result.exit_code == 2 and not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
 def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
     spec, db = _collated_source(tmp_path, collation)
@@ -73,6 +75,7 @@ def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
     assert races <= {"White", "Black", "Asian", "Other", "*"} and "*" in races
 
 
+@pytest.mark.slow
 def test_compiled_sql_on_a_collated_table_releases_only_domain_spellings(tmp_path):
     spec, db = _collated_source(tmp_path, "NOCASE.NOACCENT")
     with Problem.from_spec(spec) as problem:

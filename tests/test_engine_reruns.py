@@ -48,6 +48,7 @@ def _change_one_age(engine: Engine, spec: Path) -> None:
             f"INSERT OVERWRITE TABLE {engine.qualified('patients')} SELECT * FROM changed_patients")
 
 
+@pytest.mark.slow
 def test_a_second_load_takes_the_cells_from_the_cache_until_the_data_changes(
         spec_on: Path, engine: Engine, tmp_path: Path, scans: list[str]) -> None:
     cache = CellsCache(tmp_path / "cache")

@@ -53,6 +53,7 @@ def _sorted_rows(table: pa.Table) -> list[tuple[object, ...]]:
     return sorted(zip(*(table.column(c).to_pylist() for c in cols)), key=repr)
 
 
+@pytest.mark.slow
 def test_cells_are_the_same(spec_on: Path, reference: Problem) -> None:
     with Problem.from_spec(spec_on) as problem:
         assert problem.sample.total == reference.sample.total
@@ -62,6 +63,7 @@ def test_cells_are_the_same(spec_on: Path, reference: Problem) -> None:
             np.testing.assert_array_equal(mine.counts, theirs.counts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["fast", "sql"])
 def test_metrics_agree_to_1e9(spec_on: Path, reference: Problem, path: str) -> None:
     rng = np.random.default_rng(3)
@@ -119,6 +121,7 @@ def test_view_in_the_engine(spec_on: Path, reference: Problem, engine: Engine, t
             create_view(problem, policy, tmp_path / "x.duckdb", name)
 
 
+@pytest.mark.slow
 def test_channel_release_is_the_same(engine: Engine, tmp_path: Path) -> None:
     """Table 1 released on each engine: same program, same rows (md5 order is engine-independent)."""
     names = ["name", "postal_code", "gender", "crp", "cholesterol", "bp", "glucose", "diagnosis"]
@@ -153,6 +156,7 @@ def test_channel_release_is_the_same(engine: Engine, tmp_path: Path) -> None:
     assert rows == _sorted_rows(pq.read_table(tmp_path / "ref.parquet"))
 
 
+@pytest.mark.slow
 def test_suppressed_groups_are_the_same_rows_on_every_engine(spec_on: Path, reference: Problem,
                                                             tmp_path: Path) -> None:
     """Suppressed label tuples (an anonymization's) compile to a joined VALUES table in every dialect and

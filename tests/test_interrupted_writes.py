@@ -72,6 +72,7 @@ def _temporaries(folder: Path) -> list[Path]:
         return []
 
 
+@pytest.mark.slow
 def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
     """Watched the whole run: no temporary folder, no temporary file, no target, at any moment."""
     spec = _big_project(tmp_path / "study", REFUSING)
@@ -92,6 +93,7 @@ def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in spec.parent.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_a_killed_write_leaves_an_owner_only_temporary_the_next_command_removes(tmp_path: Path) -> None:
     spec = _big_project(tmp_path / "study", ACCEPTING)
     out = spec.parent / "release.parquet"

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
 PACKAGE = "deid_sql"
@@ -153,16 +155,19 @@ def violations(text: str | None = None) -> tuple[list[str], list[str]]:
     return unplaced, upward
 
 
+@pytest.mark.slow
 def test_every_module_has_a_layer() -> None:
     unplaced, _ = violations()
     assert not unplaced, f"modules missing from the layer table of {DOC.name}: {', '.join(unplaced)}"
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_layer_above_it() -> None:
     _, upward = violations()
     assert not upward, "upward imports (move the code, or reorder the table):\n" + "\n".join(upward)
 
 
+@pytest.mark.slow
 def test_the_check_finds_an_upward_import() -> None:
     """The same check on the table with two rows swapped must fail: the check can see."""
     text = DOC.read_text(encoding="utf-8")

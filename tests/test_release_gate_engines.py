@@ -60,6 +60,7 @@ def sidecar_of(engine: Engine, problem: Problem, name: str, database: Path | Non
     return json.loads(text)
 
 
+@pytest.mark.slow
 def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> None:
     table = hostile_table()
     body = engine.load("hostile_src", table)

@@ -128,6 +128,7 @@ def test_roles_api() -> None:
 
 # -- validate -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_validate_prints_the_released_columns_in_order(project, run, secret) -> None:
     spec = project.spec(columns=PSEUDONYMIZE)
     out = run("validate", spec).stdout
@@ -166,6 +167,7 @@ def test_validate_reports_a_missing_secret(project, run, monkeypatch) -> None:
     assert f"secret_env = '{SECRET_ENV}' names no set environment variable" in line
 
 
+@pytest.mark.slow
 def test_evaluation_needs_no_roles(project, run) -> None:
     spec = project.spec(columns=None)
     data = json.loads(run("evaluate", spec, "-p", POLICY).stdout)
@@ -405,6 +407,7 @@ def duck() -> Iterator:
     backend.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(values=st.lists(st.one_of(st.text(), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.none()),
                        min_size=1, max_size=8),

@@ -74,6 +74,7 @@ def test_scattered_groups_are_a_joined_values_table_with_the_reference_labels(pr
     assert sorted(released) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["top", "random"])
 def test_lattice_policies_over_a_large_category_list_no_long_literal_list(problem: Problem, policy: str) -> None:
     text = (problem.lattice.random_policy(np.random.default_rng(4), 0.5).text() if policy == "random" else policy)
@@ -85,6 +86,7 @@ def test_lattice_policies_over_a_large_category_list_no_long_literal_list(proble
     assert released == 3_000
 
 
+@pytest.mark.slow
 def test_a_value_outside_the_domain_shows_the_outside_label(problem: Problem, engine: Engine) -> None:
     """The join is the guard: a value no row of the table holds is '*', never itself."""
     if engine.name != "duckdb":
