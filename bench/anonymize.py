@@ -20,17 +20,23 @@ transformations) and reports:
 3. scaling over the first 3..9 attributes (Table 4 style), k = 5, 4 % suppression;
 4. for every configuration that misses a target: by how much, what its checks were (accepted
    or rejected) and where its time goes (checks against traversal, cProfile's top entries);
-5. a PASS/FAIL summary.
+5. a PASS/FAIL summary;
+6. the headline figures as ``figure: NAME = VALUE s`` lines (bench/figures.py), which
+   bench/compare.py reads: the problem's load and each configuration's search time.
+
+``--quick`` (about 10 s) runs section 1 alone, without the search before issue 21 and without the
+exhaustive re-check: the figures of a before/after comparison (bench/compare.py).
 
 Targets (issue 21): checked <= 2x ARX's count (181 without suppression, as measured for the
 issue; 1,180 with suppression, seed 004 Table 2, Adult), search <= 0.1 s without and <= 0.5 s
 with 4 % suppression on this machine (ARX here: 0.05-0.26 s and 0.8-1.5 s).
 
-    python bench/anonymize.py
+    python bench/anonymize.py [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import functools
 import io
@@ -44,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baselines import exhaustive, search_without_inherited_bounds
+from figures import figure
 
 from deid_sql import Problem
 from deid_sql.fixtures import adult_hierarchy_spec
@@ -184,17 +191,27 @@ def label(k: int, limit: float, metric: str) -> str:
     return f"k={k}/{limit:.0%}/{metric}"
 
 
-def section1(problem: Problem, space: TransformationSpace) -> dict[str, tuple[Timed, Timed, bool]]:
+def section1(problem: Problem, space: TransformationSpace, quick: bool = False) -> dict[str, tuple[Timed, Timed, bool]]:
+    """Each configuration's search; ``quick``: today's search alone (no baseline, no exhaustive check)."""
     out(f"== 1. Adult, {len(space.names)} QIs ({', '.join(space.names)}), heights {space.heights}, "
         f"lattice {space.size:,} transformations ==")
-    out(f"  now = tree with its closure, table of level bounds, inherited bounds; before = the tree's recursive "
-        f"walk, DM/KL bounded after their check (the search before issue 21); times = min of {REPEATS} runs, "
-        f"wall (CPU)")
+    if quick:
+        out(f"  --quick: today's search alone (no baseline, no exhaustive check); times = min of {REPEATS} runs, "
+            f"wall (CPU)")
+    else:
+        out(f"  now = tree with its closure, table of level bounds, inherited bounds; before = the tree's recursive "
+            f"walk, DM/KL bounded after their check (the search before issue 21); times = min of {REPEATS} runs, "
+            f"wall (CPU)")
     res: dict[str, tuple[Timed, Timed, bool]] = {}
     for k, limit, metric in CONFIGS:
         now = timed(problem, space, k, limit, metric)
-        before = timed(problem, space, k, limit, metric, store=RecursiveWalkTree, inherit_bounds=False)
         o, r = now.result.optimum, now.result
+        if quick:
+            out(f"  {label(k, limit, metric)}: optimum {space.text(o.levels) if o else 'none'}; checked {r.checked:,}; "
+                f"search {now.wall:.3f} s ({now.cpu:.3f} s CPU)")
+            res[label(k, limit, metric)] = (now, now, True)
+            continue
+        before = timed(problem, space, k, limit, metric, store=RecursiveWalkTree, inherit_bounds=False)
         ev = TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
         start = time.perf_counter()
         ref = exhaustive(space, ev)
@@ -355,7 +372,11 @@ def section4(problem: Problem, space: TransformationSpace, res: dict[str, tuple[
             out("    " + ln.replace(str(Path(__file__).resolve().parents[1]) + os.sep, ""))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="section 1 alone, without the baseline and the exhaustive check (about 10 s)")
+    args = parser.parse_args(argv)
     out("deid-sql full-domain anonymization benchmark: best-first search (seed 004) on Adult")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out(f"  python {sys.version.split()[0]}, data {ADULT}; {os.cpu_count()} CPUs, load average {load:.2f} "
@@ -368,11 +389,15 @@ def main() -> int:
         start = time.perf_counter()
         with Problem.from_spec(adult_spec(Path(tmp) / "n9")) as problem:
             space = TransformationSpace(problem)
-            out(f"  Problem.from_spec + space {time.perf_counter() - start:.2f} s; "
-                f"{problem.sample.total:,} records")
+            load_s = time.perf_counter() - start
+            out(f"  Problem.from_spec + space {load_s:.2f} s; {problem.sample.total:,} records")
             out()
-            res = section1(problem, space)
+            res = section1(problem, space, args.quick)
             out()
+            if args.quick:
+                out("== Figures (--quick: section 1 alone) ==")
+                figures(load_s, res)
+                return 0
             ratio, walk_ratio, agree = section2(problem, space)
             out()
             section3(Path(tmp), problem, space)
@@ -399,7 +424,17 @@ def main() -> int:
     missed = sum(not ok for ok in rows)
     out(f"  {missed} of {len(rows)} configuration checks missed"
         + (" (by how much and why: section 4)" if missed else ""))
+    out()
+    out("== Figures ==")
+    figures(load_s, res)
     return 0
+
+
+def figures(load_s: float, res: dict[str, tuple[Timed, Timed, bool]]) -> None:
+    """The headline figures for bench/compare.py: the load and each search (wall, min of runs)."""
+    figure("Problem.from_spec + space", load_s)
+    for k, limit, metric in CONFIGS:
+        figure(f"search {label(k, limit, metric)}", res[label(k, limit, metric)][0].wall)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,20 @@ checks all of it on the UCI Adult sample with synthetic ZIP codes drawn from a s
    ZIP3 and ZIP5 boundaries (``zip_digits = [3, 5]``, which allows every ZIP5 boundary: only the
    ages are constrained), against the unconstrained lattice, same seeds and budget, measured in
    the same run; areas compare because risk is normalized by the original data in all three;
-7. a summary.
+7. a summary;
+8. the headline figures as ``figure: NAME = VALUE s`` lines (bench/figures.py), which
+   bench/compare.py reads: data build and load, a chain-evaluation pass (and the previous
+   evaluator's), the per-policy fast path, the mean curve run and the full runs of SHS and RCS.
+
+``--quick`` (about 30 s) is ``--seeds 2 --cut-seeds 1 --curve-budget 300 --budget 2000``, for a
+before/after comparison (bench/compare.py); flags given beside it win.
 
 Targets: chain evaluation >= 10,000 policies/s, agreeing with full evaluation to 1e-12 (a miss
 prints by how much and the profile's top entries); SHS mean area <= RCS mean area at every
 checkpoint up to 1,000 policies; the full SHS run (plots included) <= 30 s.  Only the
 report goes to stdout; the SHS run's frontier.png is copied to bench/out/frontier.png.
 
-    python bench/frontier.py [--seeds 10] [--budget 14780] [--curve-budget 1000] [--th 0.3] [--cut-seeds 5]
+    python bench/frontier.py [--quick] [--seeds 10] [--budget 14780] [--curve-budget 1000] [--th 0.3] [--cut-seeds 5]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from pathlib import Path
 import numpy as np
 from adult_zip import ADULT_CSV, DATA_SEED, build, out
 from baselines import RekeyChainEvaluator
+from figures import figure
 
 from deid_sql.evaluate.chain import ChainEvaluator
 from deid_sql.frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, FrontierRun, run_frontier
@@ -68,6 +75,8 @@ PAPER_R = 0.8643536  # Pearson r of H and E (seed 000 §4.2.1, seed 002 §5.5)
 SEARCHERS = {"shs": SublatticeHeuristicSearch, "rcs": RandomChainSearch}
 
 Row = tuple[str, str, bool | None]  # target, measured, pass (None: information only)
+FIGURES: dict[str, float] = {}  # headline seconds, printed last for bench/compare.py
+QUICK = {"seeds": 2, "cut_seeds": 1, "curve_budget": 300, "budget": 2000}
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -111,6 +120,8 @@ def part_speed(problem: Problem, rows: list[Row]) -> None:
         seconds, before = _chain_rate(previous, chains)
         previous_s = min(previous_s, seconds)
     chain_rate, previous_rate = n / chain_s, n / previous_s
+    FIGURES[f"chain evaluation, {n:,} policies (best of {CHAIN_ROUNDS})"] = chain_s
+    FIGURES[f"previous evaluator, {n:,} policies (best of {CHAIN_ROUNDS})"] = previous_s
     out(f"  chain evaluation       {CHAINS} maximal chains x {len(chains[0])} policies = {n:,} policies in "
         f"{chain_s:.2f} s (best of {CHAIN_ROUNDS}): {chain_rate:,.0f} policies/s (target >= {CHAIN_TARGET:,.0f}/s)")
     out(f"  previous evaluator     same chains, re-keying each step (chain_rekey): {previous_s:.2f} s, "
@@ -129,6 +140,7 @@ def part_speed(problem: Problem, rows: list[Row]) -> None:
         fast.path.raw(p.recoding())
     per_s = time.perf_counter() - start
     per_rate = PER_POLICY / per_s
+    FIGURES[f"per-policy fast path, {PER_POLICY} policies"] = per_s
     out(f"  per-policy fast path   {PER_POLICY} of those policies in {per_s:.2f} s: {per_rate:,.0f} policies/s "
         f"(raw(policy.recoding()))")
     out(f"  chain / per-policy     {chain_rate / per_rate:.1f}x")
@@ -178,6 +190,7 @@ def part_curves(problem: Problem, args: argparse.Namespace, rows: list[Row]) -> 
         out(f"  ({len(early)} runs stopped early, every region pruned: their last area is carried forward)")
     for m in SEARCHERS:
         secs = mean_sd([s.seconds for s in runs[m]])
+        FIGURES[f"{m.upper()} curve run, mean of {args.seeds}"] = secs[0]
         out(f"  {m.upper()}: {secs[0]:.2f} +- {secs[1]:.2f} s per run; frontier size "
             f"{mean_sd([float(len(s.frontier)) for s in runs[m]])[0]:.0f}; chains "
             f"{mean_sd([float(s.chains) for s in runs[m]])[0]:.1f}"
@@ -220,6 +233,7 @@ def part_full(problem: Problem, args: argparse.Namespace, folder: Path, rows: li
         start = time.perf_counter()
         r = run_frontier(problem, folder / name, name, args.budget, 0, args.th)
         results[name] = r, time.perf_counter() - start
+        FIGURES[f"full {name.upper()} run_frontier"] = results[name][1]
         report_full(name, *results[name])
     out("  (paper, Adult, 14,780 policies: SHS frontier 796 policies, 24 strictly dominate Safe Harbor; "
         "dissertation Table 5.4: IR +0.030 for k=5, +0.040 for k=10, positive = SHS better)")
@@ -337,12 +351,18 @@ def part_cuts(problem: Problem, spec: Path, args: argparse.Namespace, rows: list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
-    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 of the convergence curves (default 10)")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="budget of the full runs (default 14780)")
-    parser.add_argument("--curve-budget", type=int, default=1000, help="budget of the curve runs (default 1000)")
+    parser.add_argument("--quick", action="store_true",
+                        help="--seeds 2 --cut-seeds 1 --curve-budget 300 --budget 2000 (about 30 s)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 of the convergence curves (default 10)")
+    parser.add_argument("--budget", type=int, default=None, help="budget of the full runs (default 14780)")
+    parser.add_argument("--curve-budget", type=int, default=None, help="budget of the curve runs (default 1000)")
     parser.add_argument("--th", type=float, default=DEFAULT_THRESHOLD, help="TH of SHS (default: the library's, 0.3)")
-    parser.add_argument("--cut-seeds", type=int, default=5, help="seeds of the allowed-cuts comparison (default 5)")
+    parser.add_argument("--cut-seeds", type=int, default=None, help="seeds of the allowed-cuts comparison (default 5)")
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else {"seeds": 10, "cut_seeds": 5, "curve_budget": 1000, "budget": DEFAULT_BUDGET}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if (args.seeds < 1 or args.cut_seeds < 1 or args.budget < 2 or args.curve_budget < CHECKPOINT_EVERY
             or not 0 <= args.th <= 1):
         parser.error(f"need --seeds >= 1, --cut-seeds >= 1, --budget >= 2, --curve-budget >= {CHECKPOINT_EVERY}, "
@@ -358,12 +378,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="deid-bench-") as tmp:
         spec, build_s = build(Path(tmp), "bench-frontier")
+        FIGURES["data build (Adult + ZIP, census)"] = build_s
         start = time.perf_counter()
         with Problem.from_spec(spec) as problem:
+            FIGURES["Problem.from_spec"] = time.perf_counter() - start
             lat = problem.lattice
             bits = ", ".join(f"{n} {lat.offsets[i + 1] - lat.offsets[i]}" for i, n in enumerate(lat.names))
             pop = len(problem.population) if problem.population is not None else 0
-            out(f"  data built in {build_s:.2f} s; Problem.from_spec {time.perf_counter() - start:.2f} s")
+            out(f"  data built in {build_s:.2f} s; Problem.from_spec {FIGURES['Problem.from_spec']:.2f} s")
             out(f"  {len(problem.sample):,} sample cells ({problem.sample.total:,} records), {pop:,} population cells")
             out(f"  lattice bits {lat.nbits} ({bits}); a maximal chain has {lat.nbits + 1} policies")
             out()
@@ -388,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     for target, measured, ok in rows:
         verdict = "info" if ok is None else "PASS" if ok else "FAIL"
         out(f"  {target:<62} {measured:>10}   {verdict}")
+    out()
+    out("== 8. Figures ==")
+    for name, seconds in FIGURES.items():
+        figure(name, seconds)
     return 0
 
 

@@ -11,11 +11,15 @@ gate tells a drifted batch from a fresh one.
    - unguarded (information): the release as it was before the gate and the guards;
    the median of each and the ratio gated / plain (target: <= 1.3);
 3. the drift gate: seeded batches drawn from the saved population (false alarms, target <= 1 in 100)
-   and clearly riskier batches (detections, target >= 99 in 100), from ``deid_sql.fixtures.drift``.
+   and clearly riskier batches (detections, target >= 99 in 100), from ``deid_sql.fixtures.drift``;
+4. the headline figures as ``figure: NAME = VALUE s`` lines (bench/figures.py), which
+   bench/compare.py reads: the load, the medians of the three writes, the pseudonymized release and
+   the drift gate's batches.
 
     python bench/release.py [--quick] [--dir DIR] [--rows N] [--runs N]
 
-About 2 minutes with the data cached (10 M rows; generating it adds ~1 minute); --quick uses 1 M rows.
+About 2 minutes with the data cached (10 M rows; generating it adds ~1 minute); --quick uses 1 M rows
+(about 10 s).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from figures import figure
 from sqlglot import exp
 
 from deid_sql.compile import col, group_condition, ident, source_key
@@ -38,6 +43,7 @@ from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
 
 POLICY = "age:cuts=18,30,45,65,90|race:top"
+FIGURES: dict[str, float] = {}  # headline seconds, printed last for bench/compare.py
 RATIO_TARGET = 1.3
 # every column kept, so the gated release writes what the baseline writes: the ratio is the cost of
 # the guards and the gate alone (dropping identifiers only makes the release smaller)
@@ -137,13 +143,16 @@ def part_pseudonym(spec: Path, folder: Path) -> float:
 def part_gate(spec: Path, folder: Path, runs: int) -> tuple[float, float, float]:
     start = time.perf_counter()
     with Problem.from_spec(spec) as problem:
-        out(f"  loaded {problem.sample.total:,} rows in {time.perf_counter() - start:.1f} s")
+        FIGURES["Problem.from_spec"] = time.perf_counter() - start
+        out(f"  loaded {problem.sample.total:,} rows in {FIGURES['Problem.from_spec']:.1f} s")
         base, bare, gate = [], [], []
         for _ in range(runs):  # alternate, so drift of the machine's speed hits all alike
             base.append(baseline(problem, folder / "baseline.parquet"))
             bare.append(plain(problem, folder / "plain.parquet"))
             gate.append(gated(problem, folder / "gated.parquet"))
     b, p, g = statistics.median(base), statistics.median(bare), statistics.median(gate)
+    FIGURES.update({f"unguarded write, median of {runs}": b, f"plain write, median of {runs}": p,
+                    f"gated materialize, median of {runs}": g})
     out(f"  unguarded (no guards, no gate)  median {b:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in base)})")
     out(f"  plain (same query, no gate)     median {p:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in bare)})")
     out(f"  gated (judged before writing,   median {g:.2f} s  (runs: {', '.join(f'{x:.2f}' for x in gate)})")
@@ -163,7 +172,8 @@ def part_drift(quick: bool) -> tuple[int, int, int]:
     n = 20 if quick else 100
     start = time.perf_counter()
     rates = drift_rates(n_batches=n, seed=0)
-    out(f"  {rates.describe()}  ({time.perf_counter() - start:.1f} s)")
+    FIGURES[f"drift gate, {n} + {n} batches"] = time.perf_counter() - start
+    out(f"  {rates.describe()}  ({FIGURES[f'drift gate, {n} + {n} batches']:.1f} s)")
     return n, rates.false_alarms, rates.detections
 
 
@@ -187,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = setup(folder, rows, args.seed)
         b, g, ratio = part_gate(spec, folder, runs)
         p = part_pseudonym(spec, folder)
+        FIGURES["gated materialize, patient_id pseudonymized"] = p
         out(f"  information: with patient_id pseudonymized (HMAC-SHA-256 per row in SQL): {p:.2f} s "
             f"({p / b:.2f}x plain)")
         out("drift gate")
@@ -194,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ok = ratio <= RATIO_TARGET and alarms <= max(1, n // 100) and caught >= n - max(1, n // 100)
     out(f"summary: gate {ratio:.2f}x plain (median of pairs); drift false alarms {alarms}/{n}, "
         f"detections {caught}/{n} — {'all targets met' if ok else 'a target was missed'}")
+    out("figures")
+    for name, seconds in FIGURES.items():
+        figure(name, seconds)
     return 0
 
 

@@ -26,6 +26,7 @@ from click.testing import CliRunner, Result
 from deid_sql.cli import cli
 
 from .ci_skips import pytest_runtest_makereport  # noqa: F401  (a hook: pytest finds it in the conftest)
+from .markers import pytest_runtest_protocol  # noqa: F401  (a hook: the running test, for require())
 
 # the CLI's cells cache goes to a folder of this test run, never the user's cache
 os.environ["DEID_SQL_CACHE_DIR"] = tempfile.mkdtemp(prefix="deid-sql-test-cache-")

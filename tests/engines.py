@@ -19,7 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.markers import require
+
 ENGINES = ("duckdb", "postgres", "spark")
+
+
+def engine_params(*names: str) -> list[object]:
+    """Fixture params for the engines ``names``: PostgreSQL and Spark marked ``engine``, so the fast
+    suite (``-m "not engine ..."``, tests/markers.py) keeps the DuckDB variant only."""
+    return [pytest.param(n, marks=() if n == "duckdb" else pytest.mark.engine, id=n) for n in names]
 
 
 def read_duckdb(path: Path, name: str) -> pa.Table:
@@ -114,6 +122,7 @@ class PostgresEngine(Engine):
 def open_engine(name: str, folder: Path) -> Engine:
     if name == "duckdb":
         return DuckDBEngine(name, folder)
+    require("engine", f"opens {name}")  # before looking for it: an unmarked test fails with or without it
     if name == "postgres":
         if importlib.util.find_spec("psycopg") is None:
             unavailable("psycopg is not installed (pip install '.[postgres]')")

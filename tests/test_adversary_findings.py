@@ -62,6 +62,7 @@ def planned_by_x(params: AdversaryParams) -> tuple[np.ndarray, np.ndarray]:
 # Finding 1: the baseline risk never exceeds the FMDP's
 # ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(adversaries(discount=1.0))
 def test_finding1_baseline_never_exceeds_mdp(params):
@@ -101,6 +102,7 @@ def test_finding1_case_study_mdp_strictly_riskier():
 # Finding 2: h1 = 0 and n_f = ∞ — all or nothing
 # ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(adversaries(h1=0.0, max_penalties=None))
 def test_finding2_all_or_none(params):
@@ -125,6 +127,7 @@ def reference_thresholds(params: AdversaryParams) -> tuple[int, int, int]:
     return r.k, r.k_prime, r.k_prime_sunk
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(adversaries())
 def test_thresholds_and_risk_equal_the_independent_reference(params):
@@ -198,6 +201,7 @@ def test_finding3_h1_matters_even_with_one_penalty():
     assert np.all((between > 0) & (between <= rising_params.access_cost))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(adversaries(h1=0.0))
 def test_penalized_column_is_all_or_none(params):

@@ -107,6 +107,7 @@ def _reference(problem, policy, folder: Path) -> float:
     return sum(m * reference.unknown_p_reid(params, g, total, params.external_size) for m, g in groups)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.floats(0.0, 1.0))
 def test_fast_equals_sql_equals_reference(problem, seed, density):
@@ -146,6 +147,7 @@ def test_chain_evaluator_equals_fast(problem):
     assert np.allclose(risks, expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_unknown_scenario_through_the_evaluator(tmp_path):
     spec = _spec(tmp_path, ['scenario = "unknown"', "external_size = 3000"])
     with Problem.from_spec(spec) as p:
@@ -156,6 +158,7 @@ def test_unknown_scenario_through_the_evaluator(tmp_path):
         assert fast.risk_sum == pytest.approx(reference_sum, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_searches_refuse_non_monotone_parameters(tmp_path):
     spec = _spec(tmp_path, NON_MONOTONE)
     with Problem.from_spec(spec) as p:
@@ -168,6 +171,7 @@ def test_searches_refuse_non_monotone_parameters(tmp_path):
     assert "rises from" in result.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_searches_run_with_the_adversary(tmp_path):
     spec = _spec(tmp_path, [], risk=None)
     _run("alternatives", spec, "--threshold", "0.5", "--iterations", "3", "--risk", "adversary")
@@ -225,6 +229,7 @@ def _dataset_risk(text: str) -> str:
     return next(line for line in text.splitlines() if "adversary MDP" in line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["known", "unknown"])
 def test_adversary_solvers_agree_on_the_release(tmp_path, scenario):
     spec = _spec(tmp_path, [], risk=None, rows=200)

@@ -296,6 +296,7 @@ def best_q(params: AdversaryParams, belief: Belief, values: dict[State, float]) 
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(adversaries(), beliefs)
 def test_solvers_agree(params, belief_actual):
@@ -364,6 +365,7 @@ def test_success_probability_matches_lp_chain(params):
 # 4. sweep, cluster_policy and start_value agree; the start value falls with g (pruning)
 # ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(adversaries())
 def test_start_values_agree_and_fall_with_group_size(params):

@@ -100,6 +100,7 @@ def assert_tree_shape(tree: AntichainTree) -> None:
     check(tree.root, 0, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction", DIRECTIONS)
 @settings(max_examples=150, deadline=None)
 @given(scenario=scenarios())
@@ -134,6 +135,7 @@ def test_stores_match_brute_force(direction: Direction, scenario) -> None:
     assert len(stores[0]) == inserts  # Option 1 keeps everything
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(scenario=scenarios())
 def test_down_is_up_on_the_mirrored_lattice(scenario) -> None:

@@ -22,7 +22,7 @@ from deid_sql.output import preview
 from deid_sql.policyfile import check_policy, save_policy
 from deid_sql.release.plan import plan_of
 from deid_sql.spec import TableRef
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 PACKAGE = Path(__file__).resolve().parent.parent / "deid_sql"
 ENGINES = ("duckdb", "postgres", "spark")
@@ -64,6 +64,7 @@ def _engine_names(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_nothing_above_backends_names_an_engine() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -136,7 +137,7 @@ def test_duckdb_raise_error_fails_only_the_rows_that_reach_it() -> None:
         _raise_error_fails_only_the_rows_that_reach_it(backend, exp.to_table("t"))
 
 
-@pytest.fixture(scope="module", params=["postgres", "spark"])
+@pytest.fixture(scope="module", params=engine_params("postgres", "spark"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -182,6 +183,7 @@ def test_an_output_table_in_duckdb_needs_a_file(project) -> None:
 
 # -- the batch's guard is the compiler's guard ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_numeric_zip_too_wide_for_the_domain_is_outside_the_batch_domain(project, tmp_path: Path) -> None:
     """A ZIP stored as a number is zero-padded to the domain's width, and ``lpad`` also cuts:
     372011 would become '37201', a domain ZIP.  The batch's guard must call it outside, as the

@@ -142,6 +142,7 @@ def test_category_values_outside_the_domain(project, run, tmp_path) -> None:
     assert sorted(shown_values(msg)) == ["Asian", "Other"]
 
 
+@pytest.mark.slow
 def test_non_integer_age_values(project, run, tmp_path) -> None:
     t = project.source
     ages = pa.array([f"{a}.5" if i < 3 else str(a) for i, a in enumerate(t.column("age").to_pylist())])
@@ -158,6 +159,7 @@ def with_race_nulls(project, rows=(3, 10, 250)) -> pa.Table:
     return project.source.set_column(3, "race", pa.array(race, pa.string()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_nulls_in_a_qi(project, run, tmp_path, fmt: str) -> None:
     table = with_race_nulls(project)
@@ -172,6 +174,7 @@ def race_qi(extra: str = "") -> str:
     return '[[qi]]\nname = "race"\nkind = "category"\nvalues = ["White", "Black", "Asian", "Other"]\n' + extra
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", [None, "unknown"])
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_nulls_as_a_category(project, run, tmp_path, label: str | None, fmt: str) -> None:
@@ -217,12 +220,14 @@ def test_duplicate_categories(project, run, tmp_path) -> None:
     assert "list every category once" in msg
 
 
+@pytest.mark.slow
 def test_empty_source(project, run, tmp_path) -> None:
     (project.dir / "empty.csv").write_text("patient_id,age,sex,race,zip,diagnosis\n", encoding="utf-8")
     spec = project.spec(source="empty.csv")
     refused(project, run, tmp_path, spec, "has no rows; nothing to de-identify")
 
 
+@pytest.mark.slow
 def test_empty_parquet_source(project, run, tmp_path) -> None:
     project.write_parquet(project.source.slice(0, 0), "empty.parquet")
     spec = project.spec(source="empty.parquet")
@@ -250,6 +255,7 @@ def with_counts(project, values: dict[int, object], type_: pa.DataType) -> pa.Ta
     return project.population.set_column(4, "count", pa.array(counts, type_))
 
 
+@pytest.mark.slow
 def test_population_negative_counts(project, run, tmp_path) -> None:
     project.write_parquet(with_counts(project, {0: -1, 5: -3, 99: -40}, pa.int64()), "census.parquet")
     spec = project.spec(population="census.parquet")
@@ -257,6 +263,7 @@ def test_population_negative_counts(project, run, tmp_path) -> None:
     assert ">= 0" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_population_non_integer_counts(project, run, tmp_path, fmt: str) -> None:
     table = with_counts(project, {1: 2.5, 7: 0.25}, pa.float64())
@@ -267,6 +274,7 @@ def test_population_non_integer_counts(project, run, tmp_path, fmt: str) -> None
     assert "whole people" in msg
 
 
+@pytest.mark.slow
 def test_population_null_counts(project, run, tmp_path) -> None:
     project.write_parquet(with_counts(project, {2: None}, pa.int64()), "census.parquet")
     spec = project.spec(population="census.parquet")
@@ -353,6 +361,7 @@ def test_non_utf8_qi_value_past_the_sniffed_rows(project, run, tmp_path) -> None
             commands=("validate", "materialize"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["materialize", "materialize-duckdb"])
 def test_non_utf8_other_column_past_the_sniffed_rows(project, run, tmp_path, target: str) -> None:
     """A column outside the QIs is first read in full when writing: still one line, nothing written."""

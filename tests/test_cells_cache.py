@@ -84,6 +84,7 @@ def test_a_library_load_caches_only_when_asked(project, scans, own_cache: Path, 
     assert any((tmp_path / "elsewhere").rglob("meta.json"))
 
 
+@pytest.mark.slow
 def test_a_load_of_files_from_the_cache_connects_no_engine_until_a_query_runs(
         project, run, own_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Spark starts a JVM to connect: a command that only evaluates needs none when its cells are

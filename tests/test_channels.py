@@ -297,6 +297,7 @@ def test_section_5_2_worked_examples(job: ChannelJob) -> None:
     assert not Exact(exact.counts, exact.u, Fraction("0.45"), exact.c).safe_block({2: 4, 3: 2})
 
 
+@pytest.mark.slow
 def test_section_5_2_four_five_breaks_eq_7_when_u1_is_lower(tmp_path: Path) -> None:
     """The paper says {4, 5} with all subjects breaks (7) for k = 1; with u_1 = 0.25 and P = 1/4 it sits
     exactly on the bound (and Figure 5 uses it), so any u_1 below 1/4 breaks it."""
@@ -463,6 +464,7 @@ def test_lp_optimum_is_187_over_3_and_splits_subjects(job: ChannelJob) -> None:
     assert job.lp.objective <= job.whole.objective
 
 
+@pytest.mark.slow
 def test_exhaustive_search_confirms_65_on_table1() -> None:
     assert exhaustive_optimum(table1_exact()) == 65
 
@@ -492,6 +494,7 @@ def test_figure_5_is_unsafe_under_the_higher_weights(heavy_job: ChannelJob) -> N
     assert fig5.sums()[w, 0] == pytest.approx(7 * (4.75 / 7 - 0.6))
 
 
+@pytest.mark.slow
 def test_exhaustive_search_confirms_79_under_the_higher_weights() -> None:
     exact = table1_exact(Fraction("1.25"))
     assert exact.safe_block({0: 3, 1: 2, 2: 2, 5: 2})  # Figure 6's first output channel, independently
@@ -586,6 +589,7 @@ def tiny_problems(draw: st.DrawFn) -> Tiny:
     return Tiny(channels, n_values, u, b, c)
 
 
+@pytest.mark.slow
 @given(tiny_problems())
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_milp_over_all_candidates_equals_exhaustive_search(tiny: Tiny) -> None:

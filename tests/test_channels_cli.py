@@ -265,6 +265,7 @@ def test_every_row_lands_in_an_output_channel_with_its_input_channel(run: Run, t
     assert checked.psi == 79
 
 
+@pytest.mark.slow
 def test_duckdb_output_holds_release_and_composition(run: Run, study: Path) -> None:
     out = study / "release.duckdb"
     run("channels", study / "table1.toml", "--out", out, "--table", "rel")
@@ -284,6 +285,7 @@ def test_duckdb_output_holds_release_and_composition(run: Run, study: Path) -> N
     no_temp_files(study)
 
 
+@pytest.mark.slow
 def test_view_and_its_composition_view(run: Run, study: Path, tmp_path: Path) -> None:
     db = tmp_path / "analysts.duckdb"
     out = study / "release.parquet"
@@ -304,6 +306,7 @@ def test_view_and_its_composition_view(run: Run, study: Path, tmp_path: Path) ->
     run("channels", study / "table1.toml", "--view", "v", "--db", db, "--seed", 4, "--overwrite")
 
 
+@pytest.mark.slow
 def test_existing_view_is_refused_with_this_commands_flags(run: Run, study: Path, tmp_path: Path) -> None:
     """The hint must name options that ``channels`` has (--view, --overwrite), not ``view``'s --name/--replace."""
     db = tmp_path / "analysts.duckdb"
@@ -345,6 +348,7 @@ def test_view_clash_leaves_no_composition_view(run: Run, study: Path, tmp_path: 
     assert names == {"v"}
 
 
+@pytest.mark.slow
 def test_same_seed_same_release(run: Run, tmp_path: Path) -> None:
     """Input channels split across output channels (Figure 6 weights), so the seeded hash order matters."""
     spec = write_table1(tmp_path / "heavy", c34=1.25)
@@ -366,6 +370,7 @@ def test_same_seed_same_release_on_simulated_data(tmp_path: Path) -> None:
     assert (folder / "a.channels.csv").read_bytes() == (folder / "b.channels.csv").read_bytes()
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_an_existing_release(run: Run, study: Path) -> None:
     out = study / "release.parquet"
     out.write_bytes(b"keep me")
@@ -443,6 +448,7 @@ candidates = "all"
     return spec
 
 
+@pytest.mark.slow
 def test_quotes_unicode_and_sql_keywords_round_trip(run: Run, tmp_path: Path) -> None:
     spec = odd_study(tmp_path / "odd")
     out = tmp_path / "odd" / "release.parquet"
@@ -510,6 +516,7 @@ def simulated_study(tmp_path: Path, rt: float, at_risk: float, seed: int, extra:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("rt", "at_risk", "seed", "extra"), [
     (1.0, 0.15, 0, 'integer = "never"'),  # u = P(v), b = Σ c P(v): the tightest case, repairs merge into d_0
     (1.2, 0.3, 1, 'integer = "never"'),
@@ -546,6 +553,7 @@ def test_nulls_in_related_columns_are_refused(run: Run, study: Path) -> None:
             "rows with NULL in related column(s) 'crp'")
 
 
+@pytest.mark.slow
 def test_nulls_as_a_category_are_released(run: Run, study: Path) -> None:
     with_null_crp(study)
     edit(study / "table1.toml", 'candidates = "all"', 'candidates = "all"\nnulls = "category"\nnull_label = "?"')
@@ -559,6 +567,7 @@ def test_nulls_as_a_category_are_released(run: Run, study: Path) -> None:
         assert job.whole.violations() == []
 
 
+@pytest.mark.slow
 def test_null_confidential_values_are_refused_or_read_as_none(run: Run, study: Path, tmp_path: Path) -> None:
     rows = [list(r) for r in TABLE1]
     rows[3][7] = ""  # W. F.'s diagnosis is missing

@@ -164,6 +164,7 @@ def test_evaluate_policy_from_file(project, run) -> None:
     assert "cannot read policy file" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("population", ["population.parquet", None])
 def test_evaluate_sql_path_equals_fast_path(project, run, population) -> None:
     spec = project.spec(population=population)
@@ -236,6 +237,7 @@ def test_materialize_format_option(project, run) -> None:
     assert_policy_labels(project, pq.read_table(out))
 
 
+@pytest.mark.slow
 def test_materialize_duckdb_table(project, run) -> None:
     db = project.dir / "release.duckdb"
     result = run("materialize", project.spec_path, "-p", POLICY, "--out", db, "--table", "released")
@@ -277,6 +279,7 @@ def test_materialize_refuses_an_input_as_output(project, run, target: str, overw
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_materialize_refuses_the_source_duckdb_file(project, run) -> None:
     db = project.dir / "warehouse.duckdb"
     con = duckdb.connect(str(db))
@@ -330,6 +333,7 @@ def test_materialize_failing_engine_leaves_no_temp_file(project, run, monkeypatc
 
 # -- view ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_view(project, run, tmp_path: Path) -> None:
     db = tmp_path / "analysts.duckdb"
     assert not db.exists()
@@ -354,6 +358,7 @@ def test_view_refuses_an_input_as_database(project, run) -> None:
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_view_over_a_duckdb_source(project, run) -> None:
     db = project.dir / "warehouse.duckdb"
     con = duckdb.connect(str(db))
@@ -381,6 +386,7 @@ def check_suppressed(table: pa.Table, k: int) -> int:
     return len(suppressed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 5])
 def test_suppress_below(project, run, tmp_path: Path, k: int) -> None:
     policy = "age:cuts=10,20,30,40,50,60,70,80,90|zip:cuts=37215,37301"
@@ -420,6 +426,7 @@ def test_demo_runs_with_no_arguments(run) -> None:
     assert "without a census (demo-no-census.toml" in result.stdout and "Dankar's rule takes" in result.stdout
 
 
+@pytest.mark.slow
 def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
     folder = tmp_path / "demo-out"
     result = run("demo", "--dir", folder, "--seed", "1")

@@ -37,6 +37,7 @@ def test_output_is_k_anonymous_and_within_the_limit(tmp_path, k, limit):
     assert len(rows) == len(source) and [r["dx"] for r in rows] == [r["dx"] for r in source]
 
 
+@pytest.mark.slow
 def test_adult_nine_attributes(tmp_path):
     spec = adult_spec(tmp_path, release="min_k = 5")
     out = tmp_path / "adult.parquet"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 
 def _roles(project):
     qis = [q.replace('name = "age"', 'name = "age"\nrole = "age"').replace('name = "zip"', 'name = "zip"\nrole = "zip"')
@@ -11,6 +13,7 @@ def _roles(project):
     return project.spec(name="roles.toml", qis=qis)
 
 
+@pytest.mark.slow
 def test_frontier_writes_every_output(project, run):
     out = project.dir / "run"
     result = run("frontier", _roles(project), "--budget", 400, "--seed", 1, "--out", out)
@@ -35,6 +38,7 @@ def test_frontier_bad_input(project, run):
                                                  expect=2).stderr
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_problems_checkpoint(project, run):
     out = project.dir / "shared-out"
     run("frontier", project.spec_path, "--budget", 200, "--out", out)

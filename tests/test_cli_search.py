@@ -17,6 +17,7 @@ def _with_roles(project) -> object:
     return project.spec(name="roles.toml", qis=qis)
 
 
+@pytest.mark.slow
 def test_safe_harbor_prints_risk_and_writes_release(project, run):
     spec = _with_roles(project)
     out = project.dir / "sh.parquet"
@@ -32,6 +33,7 @@ def test_safe_harbor_without_roles_says_which_is_missing(project, run):
     assert "role 'zip' or 'age'" in result.stderr and "Safe Harbor cannot be built" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["bps", "directed"])
 def test_alternatives_writes_boundary_policies(project, run, method):
     spec = _with_roles(project)

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from deid_sql.cli import cli
@@ -40,6 +41,7 @@ def test_root_help_and_import_load_nothing_heavy() -> None:
         assert not heavy, (code, heavy)
 
 
+@pytest.mark.slow
 def test_root_help_lists_every_command_and_a_command_loads_when_it_runs() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0

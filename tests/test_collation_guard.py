@@ -46,6 +46,7 @@ def _append_spellings(db, collation: str = "NOCASE") -> None:
     con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
 def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collation):
     spec, db = _collated_source(tmp_path, collation)
@@ -60,6 +61,7 @@ def test_validate_counts_other_spellings_as_outside_the_domain(tmp_path, collati
     assert result.exit_code == 2 and not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collation", ["NOCASE", "NOCASE.NOACCENT"])
 def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
     spec, db = _collated_source(tmp_path, collation)
@@ -74,6 +76,7 @@ def test_view_shows_the_outside_label_for_other_spellings(tmp_path, collation):
     assert races <= {"White", "Black", "Asian", "Other", "*"} and "*" in races
 
 
+@pytest.mark.slow
 def test_compiled_sql_on_a_collated_table_releases_only_domain_spellings(tmp_path):
     spec, db = _collated_source(tmp_path, "NOCASE.NOACCENT")
     with Problem.from_spec(spec) as problem:
@@ -109,6 +112,7 @@ def _postgres(tmp_path):
     return open_engine("postgres", tmp_path)
 
 
+@pytest.mark.engine
 def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
     """A case-insensitive ICU collation (sex) and a blank-padded CHAR(8) (race) in PostgreSQL: validate
     names both, a view shows the outside label for other spellings, and no padding leaves."""
@@ -147,6 +151,7 @@ def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
         engine.close()
 
 
+@pytest.mark.engine
 def test_spark_utf8_lcase_collation(tmp_path):
     """Spark 4's case-insensitive ``UTF8_LCASE``: validate names it, and compiled SQL run on the table
     after other spellings arrive shows the outside label for them."""

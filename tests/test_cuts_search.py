@@ -146,6 +146,7 @@ def _check_rules(problem: Problem, text: str) -> None:
             assert pos and zips.text(pos - 1)[:3] != v[:3]
 
 
+@pytest.mark.slow
 def test_alternatives_and_frontier_print_only_publishable_bands(demo_cuts, run, tmp_path):
     out = tmp_path / "alt.json"
     run("alternatives", demo_cuts, "--threshold", "0.002", "--iterations", "6", "--seed", "1", "--out", out)
@@ -203,6 +204,7 @@ def test_named_boundary_sets():
     assert z.tolist() == [False, True, True, True] and not problems
 
 
+@pytest.mark.slow
 def test_publishable_policies_are_viewed_and_saved_through_the_gate(project, run):
     import duckdb
 
@@ -229,6 +231,7 @@ def test_publishable_policies_are_viewed_and_saved_through_the_gate(project, run
     run("apply", out, "--source", project.source_csv, "--out", project.dir / "again.csv")  # the file reads back
 
 
+@pytest.mark.slow
 def test_searches_on_random_constraints_return_only_allowed_cuts(project):
     """Any allowed set (drawn by hypothesis): BPS, Directed, RCS and SHS return only its policies."""
     from hypothesis import HealthCheck, given, settings

@@ -78,6 +78,7 @@ def policy_labels(spec: Path, policy: str = POLICY) -> dict[str, list[str]]:
 
 # -- the files -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> None:
     out = tmp_path / "warehouse"
     result = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 1)
@@ -265,6 +266,7 @@ def test_bad_input_is_one_line_and_writes_nothing(db_project, run, tmp_path, ext
     assert not out.exists() and files_under(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_refuses_to_overwrite_without_overwrite(db_project, run, tmp_path) -> None:
     out = tmp_path / "warehouse"
     run("dbt", db_project.spec_path, "-p", POLICY, "--project", out)
@@ -373,6 +375,7 @@ def dbt_project(db_project, run, tmp_path):
     return tmp_path / "warehouse", profiles, db
 
 
+@pytest.mark.slow
 def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_project) -> None:
     out, profiles, db = dbt_project
     with Problem.from_spec(db_project.spec_path) as problem:

@@ -33,14 +33,17 @@ from tests.docs_runner import (
 )
 
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+pytestmark = pytest.mark.docs  # the pages' examples and their conventions (tests/markers.py)
 
 
-def groups() -> list[tuple[Path, str]]:
-    """(page, need) for every page with examples to run, one group per need."""
-    found: list[tuple[Path, str]] = []
+def groups() -> list[object]:
+    """(page, need) for every page with examples to run, one group per need; the groups that need
+    PostgreSQL or Spark are marked engine too."""
+    found: list[object] = []
     for page in pages():
         for need in dict.fromkeys(b.need for b in blocks(page) if b.lang in RUN):
-            found.append((page, need))
+            marks = pytest.mark.engine if need.startswith("engine=") else ()
+            found.append(pytest.param(page, need, marks=marks, id=f"{page.name}-{need or 'plain'}"))
     return found
 
 
@@ -71,7 +74,7 @@ def demo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "demo"
 
 
-@pytest.mark.parametrize("page, need", groups(), ids=lambda v: v.name if isinstance(v, Path) else (v or "plain"))
+@pytest.mark.parametrize("page, need", groups())
 def test_examples_run(page: Path, need: str, demo_folder: Path, tmp_path: Path) -> None:
     reason = missing(need)
     if reason is not None:

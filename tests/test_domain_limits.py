@@ -61,6 +61,7 @@ def _risk(output: str) -> float:
     return float((printed[0] if isinstance(printed, list) else printed)["risk"])
 
 
+@pytest.mark.slow
 def test_huge_integer_domain_is_refused_in_one_line_under_a_memory_cap(project):
     spec = project.spec(qis=(HUGE,) + DEFAULT_QIS[1:])
     result, seconds, _ = _capped("validate", spec, cwd=project.dir)
@@ -126,6 +127,7 @@ def test_api_structures_refuse_huge_domains_before_allocating():
         FastEvaluator(cells, None, [10**9])
 
 
+@pytest.mark.slow
 def test_a_domain_at_the_limit_validates_and_evaluates_within_the_cap(project, run):
     """Age 0..999,999 with the census: the prefix cube (over 16 M entries) gives way to a scan,
     and both paths agree; under a 2 GB address-space cap nothing fails."""

@@ -30,7 +30,7 @@ from deid_sql.policyfile import (
 from deid_sql.policyfile.drift import judge
 from deid_sql.policyfile.tolerance import PERMUTATIONS, permutation_limit
 from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 from .test_policy_file import POLICY, batch, one_error_line, save, with_column
 
@@ -46,6 +46,7 @@ def kids(n: int = 300, seed: int = 8) -> pa.Table:
 
 # -- the rates ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("population", ["census", "sample"])
 def test_false_alarm_and_detection_rates(population: str) -> None:
     rates = fixture.drift_rates(n_batches=100, seed=0, population=population)
@@ -55,6 +56,7 @@ def test_false_alarm_and_detection_rates(population: str) -> None:
     assert rates.effect > (4.0 if population == "census" else 0.5), rates.describe()
 
 
+@pytest.mark.slow
 def test_the_rates_go_through_check_exactly() -> None:
     """``drift_rates`` counts groups itself; on the same batches ``check_policy`` (the SQL path)
     gives the same figures and the same limits, so the rates are those of ``check``."""
@@ -95,6 +97,7 @@ def test_permutation_limit_is_the_largest_permuted_figure(tmp_path: Path) -> Non
 
 # -- apply runs the check --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_apply_refuses_a_drifted_batch_and_writes_nothing(project, run, tmp_path: Path) -> None:
     policy = save(project, run)
     source = project.write_parquet(kids(), "kids.parquet")
@@ -118,6 +121,7 @@ def test_apply_refuses_a_drifted_batch_and_writes_nothing(project, run, tmp_path
     assert not (project.dir / "views.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_apply_accept_drift_releases_and_says_why(project, run) -> None:
     policy = save(project, run)
     source = project.write_parquet(kids(), "kids.parquet")
@@ -141,6 +145,7 @@ def test_apply_accept_drift_releases_and_says_why(project, run) -> None:
     assert not (project.dir / "x.parquet").exists()
 
 
+@pytest.mark.slow
 def test_apply_passes_a_batch_from_the_same_population(project, run) -> None:
     policy = save(project, run)
     for seed, n in ((8, 500), (9, 700), (10, 60)):
@@ -151,6 +156,7 @@ def test_apply_passes_a_batch_from_the_same_population(project, run) -> None:
         assert not done.drift.exceeded and done.accepted_drift == "not needed"  # the reason is kept as given
 
 
+@pytest.mark.slow
 def test_apply_with_an_exact_threshold(project, run) -> None:
     policy = save(project, run, "--threshold", "6e-5")
     source = project.write_parquet(kids(), "kids.parquet")
@@ -161,6 +167,7 @@ def test_apply_with_an_exact_threshold(project, run) -> None:
 
 # -- check says what moved -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_check_names_the_label_shares_that_moved(project, run) -> None:
     policy = save(project, run)
     source = project.write_parquet(kids(), "kids.parquet")
@@ -196,6 +203,7 @@ def test_check_help_states_the_rule() -> None:
 
 # -- policy files without the rule, or with a broken one ------------------------------------------------
 
+@pytest.mark.slow
 def test_a_policy_file_saved_before_the_rule_keeps_the_exact_limit(project, run) -> None:
     policy = save(project, run)
     data = json.loads(policy.read_text(encoding="utf-8"))
@@ -213,6 +221,7 @@ def test_a_policy_file_saved_before_the_rule_keeps_the_exact_limit(project, run)
     assert report["exceeded"] == (report["new"]["mean_record_risk"] > report["threshold"])
 
 
+@pytest.mark.slow
 def test_broken_rule_fields_are_refused(project, run) -> None:
     policy = save(project, run)
     data = json.loads(policy.read_text(encoding="utf-8"))
@@ -236,6 +245,7 @@ def test_broken_rule_fields_are_refused(project, run) -> None:
 
 # -- where the batch comes from ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_batch_arguments(project, run) -> None:
     policy = save(project, run)
     before = project.files()
@@ -260,7 +270,7 @@ def test_batch_arguments(project, run) -> None:
 
 # -- PostgreSQL and Spark: batches that are tables of the engine -------------------------------------------
 
-@pytest.fixture(scope="module", params=["postgres", "spark"])
+@pytest.fixture(scope="module", params=engine_params("postgres", "spark"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 

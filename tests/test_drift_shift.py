@@ -64,6 +64,7 @@ def test_the_test_is_symmetric(a: dict[str, int], b: dict[str, int]) -> None:
     assert 0.0 <= one[2] <= 1.0
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(counts, st.integers(2, 20))
 def test_proportional_counts_do_not_move(a: dict[str, int], factor: int) -> None:
@@ -101,6 +102,7 @@ def test_no_saved_records_say_the_test_cannot_run() -> None:
 
 # -- check and apply on the demo ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_same_population_batches_pass(demo: tuple[Path, Path], run) -> None:
     folder, policy = demo
     for i in range(3):
@@ -111,6 +113,7 @@ def test_same_population_batches_pass(demo: tuple[Path, Path], run) -> None:
     assert "ok: no QI's label shares moved (smallest Holm-corrected p = " in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "qi", "label"), [("older", "age", "0-17"), ("race", "race", "Black")])
 def test_shifted_batches_are_refused_naming_the_qi(demo: tuple[Path, Path], run, kind: str, qi: str,
                                                    label: str) -> None:
@@ -133,6 +136,7 @@ def test_shifted_batches_are_refused_naming_the_qi(demo: tuple[Path, Path], run,
     assert as_json["drifted"] and as_json["shift"]["drifted"][0] == qi and as_json["shift"]["alpha"] == ALPHA
 
 
+@pytest.mark.slow
 def test_shift_alpha_is_saved_and_an_old_file_still_loads(demo: tuple[Path, Path], run, tmp_path: Path) -> None:
     folder, policy = demo
     data = json.loads(policy.read_text())

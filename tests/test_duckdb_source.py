@@ -26,6 +26,7 @@ def db_spec(tmp_path):
     return spec, db
 
 
+@pytest.mark.slow
 def test_duckdb_table_source_evaluates_like_the_parquet_file(db_spec, tmp_path):
     spec, db = db_spec
     with Problem.from_spec(spec) as p:

@@ -19,6 +19,8 @@ from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
 from tests.engines import Engine, opened
 
+pytestmark = pytest.mark.engine  # every test runs on Spark
+
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:

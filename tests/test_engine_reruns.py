@@ -15,10 +15,10 @@ import pytest
 from deid_sql.cellcache import CellsCache
 from deid_sql.problem import Problem
 from tests.conftest import _source_table
-from tests.engines import ENGINES, Engine, default_spec, engine_fixture
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -48,6 +48,7 @@ def _change_one_age(engine: Engine, spec: Path) -> None:
             f"INSERT OVERWRITE TABLE {engine.qualified('patients')} SELECT * FROM changed_patients")
 
 
+@pytest.mark.slow
 def test_a_second_load_takes_the_cells_from_the_cache_until_the_data_changes(
         spec_on: Path, engine: Engine, tmp_path: Path, scans: list[str]) -> None:
     cache = CellsCache(tmp_path / "cache")

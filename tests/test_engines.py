@@ -20,13 +20,13 @@ from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
-from tests.engines import ENGINES, Engine, default_spec, engine_fixture
+from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params
 
 POLICIES = ("bottom", "top", "age:cuts=18,65|zip:top", "age:cuts=10,20,30,40,50,60,70,80,90|race:top",
             "sex:top|zip:cuts=37301")
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -54,6 +54,7 @@ def _sorted_rows(table: pa.Table) -> list[tuple[object, ...]]:
     return sorted(zip(*(table.column(c).to_pylist() for c in cols)), key=repr)
 
 
+@pytest.mark.slow
 def test_cells_are_the_same(spec_on: Path, reference: Problem) -> None:
     with Problem.from_spec(spec_on) as problem:
         assert problem.sample.total == reference.sample.total
@@ -63,6 +64,7 @@ def test_cells_are_the_same(spec_on: Path, reference: Problem) -> None:
             np.testing.assert_array_equal(mine.counts, theirs.counts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["fast", "sql"])
 def test_metrics_agree_to_1e9(spec_on: Path, reference: Problem, path: str) -> None:
     rng = np.random.default_rng(3)
@@ -120,6 +122,7 @@ def test_view_in_the_engine(spec_on: Path, reference: Problem, engine: Engine, t
             create_view(problem, plan_of(problem, policy), tmp_path / "x.duckdb", name)
 
 
+@pytest.mark.slow
 def test_channel_release_is_the_same(engine: Engine, tmp_path: Path) -> None:
     """Table 1 released on each engine: same program, same rows (md5 order is engine-independent)."""
     names = ["name", "postal_code", "gender", "crp", "cholesterol", "bp", "glucose", "diagnosis"]
@@ -154,6 +157,7 @@ def test_channel_release_is_the_same(engine: Engine, tmp_path: Path) -> None:
     assert rows == _sorted_rows(pq.read_table(tmp_path / "ref.parquet"))
 
 
+@pytest.mark.slow
 def test_suppressed_groups_are_the_same_rows_on_every_engine(spec_on: Path, reference: Problem,
                                                             tmp_path: Path) -> None:
     """Suppressed label tuples (an anonymization's) compile to a joined VALUES table in every dialect and

@@ -68,6 +68,7 @@ settings.register_profile("evaluate", max_examples=25, deadline=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @settings(settings.get_profile("evaluate"))
 @given(seed=st.integers(0, 2**32 - 1), density=st.floats(0.0, 1.0))
 def test_fast_equals_sql_equals_reference_on_policies(problem, seed, density):
@@ -80,6 +81,7 @@ def test_fast_equals_sql_equals_reference_on_policies(problem, seed, density):
     assert _close(fast.risk, sql.risk) and _close(fast.loss, sql.loss)
 
 
+@pytest.mark.slow
 @settings(settings.get_profile("evaluate"))
 @given(seed=st.integers(0, 2**32 - 1))
 def test_fast_equals_sql_equals_reference_on_recodings(problem, seed):

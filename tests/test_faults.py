@@ -36,6 +36,7 @@ def _adversary_spec(folder: Path, lines: list[str]) -> Path:
 
 # -- 1. one normalization: a zero normalizer gives 0, on every path ------------------------------------------
 
+@pytest.mark.slow
 def test_frontier_rcs_with_an_adversary_who_never_attacks(tmp_path, run):
     spec = _adversary_spec(tmp_path / "never", ["gain = 0"])  # nothing to gain: no record is ever at risk
     out = tmp_path / "out"
@@ -86,6 +87,7 @@ def _search(problem, cls, budget, seed):
     return run_search(cls(problem.lattice, problem.fast, chains, state, np.random.default_rng(seed)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [RandomChainSearch, SublatticeHeuristicSearch])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16))
@@ -99,6 +101,7 @@ def test_no_policy_is_evaluated_twice_nor_twice_on_the_frontier(small, cls, seed
     assert [(p.risk, p.loss) for p in state.frontier if p.key == bottom] == [(1.0, 0.0)]
 
 
+@pytest.mark.slow
 def test_an_exhausted_lattice_ends_the_search(tmp_path):
     """With repeats free, a budget larger than the lattice must still end (here 2^6 policies)."""
     spec = write_small_problem(tmp_path, seed=3, max_age=3, rows=120)
@@ -190,6 +193,7 @@ def test_help_lists_the_exit_codes(run):
 
 # -- 5. the channels' MILP route does no rounding ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_milp_route_does_not_claim_a_rounding(run, tmp_path):
     milp = run("channels", write_table1(tmp_path / "milp"))
     assert "release (MILP, proven optimal)" in milp.stdout
@@ -202,6 +206,7 @@ def test_milp_route_does_not_claim_a_rounding(run, tmp_path):
 
 # -- 6. the exploits past k′ assume the external data is bought --------------------------------------------
 
+@pytest.mark.slow
 def test_exploits_past_k_prime_say_the_data_is_already_bought(tmp_path, run):
     spec = _adversary_spec(tmp_path, ["gain = 8000"])
     t = thresholds(AdversaryParams())

@@ -327,6 +327,7 @@ def test_load_adult(adult_csv: Path) -> None:
     assert set(pc.unique(adult.column("race")).to_pylist()) == set(RACES)
 
 
+@pytest.mark.slow
 def test_adult_with_zip(adult_csv: Path, population: pa.Table) -> None:
     adult = load_adult(adult_csv)
     result = adult_with_zip(adult_csv, seed=0, population=population)

@@ -24,6 +24,7 @@ from .problems import write_small_problem
 points = st.lists(st.tuples(st.sampled_from([0.1, 0.2, 0.3, 0.5, 0.8]), st.floats(0, 1)), max_size=30)
 
 
+@pytest.mark.slow
 @given(points)
 def test_frontier_equals_brute_force(pts):
     ps = [Point(r, u, str(i)) for i, (r, u) in enumerate(pts)]
@@ -97,6 +98,7 @@ def _search(problem, cls, budget, seed, th=0.1):
     return run(cls(problem.lattice, problem.fast, chains, state, np.random.default_rng(seed)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [RandomChainSearch, SublatticeHeuristicSearch])
 def test_searches_converge_to_the_exact_frontier(tmp_path, cls):
     with _tiny(tmp_path) as p:
@@ -115,6 +117,7 @@ def test_searches_converge_to_the_exact_frontier(tmp_path, cls):
                 {(round(q.risk, 12), round(q.loss, 12)) for q in exact}
 
 
+@pytest.mark.slow
 def test_same_seed_same_frontier_and_shs_prunes(problem):
     a = _search(problem, SublatticeHeuristicSearch, 800, 3)
     b = _search(problem, SublatticeHeuristicSearch, 800, 3)

@@ -286,6 +286,7 @@ def test_kanonymity_small_every_transformation(small: Problem, small_ref: Refere
     assert ev.evaluations == ev.space.size
 
 
+@pytest.mark.slow
 def test_kanonymity_adult_four_attributes(adult4: Problem) -> None:
     ref = adult_reference(ADULT4)
     ev = TransformEvaluator(adult4, KAnonymity(5), Loss(), 0.05)
@@ -353,6 +354,7 @@ def _same_groups(a: TransformEvaluator, b: TransformEvaluator, x: tuple[int, ...
     assert a.apply(x) == b.apply(x)
 
 
+@pytest.mark.slow
 def test_rollup_equals_grouping_from_cells_adult(adult9: Problem) -> None:
     rolled = TransformEvaluator(adult9, KAnonymity(5), Loss(), 0.05)
     scratch = TransformEvaluator(adult9, KAnonymity(5), Loss(), 0.05, rollup=False)

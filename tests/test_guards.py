@@ -34,7 +34,7 @@ from deid_sql.spec import QISpec
 from tests.engines import read_duckdb
 
 from .conftest import Project
-from .engines import PostgresEngine, open_engine
+from .engines import PostgresEngine, engine_params, open_engine
 from .test_dialects import same_tree
 
 # -- the problem: one QI of every kind, a ZIP domain large enough for the VALUES form ----------
@@ -163,6 +163,7 @@ def assert_guarded(got: list[tuple[str, ...]], expected: list[tuple[str, ...]], 
 
 # -- DuckDB views over a file replaced later ------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("outside", [None, "other"])
 def test_a_view_over_a_replaced_parquet_file_shows_no_raw_value(project: Project, run, tmp_path: Path,
                                                                  outside: str | None) -> None:
@@ -201,6 +202,7 @@ def test_a_view_over_a_csv_that_changes_type(project: Project, run, tmp_path: Pa
     ]
 
 
+@pytest.mark.slow
 def test_compiled_sql_run_by_hand_on_an_altered_file(project: Project, run) -> None:
     source = project.write_parquet(source_table(), "cohort.parquet")
     spec = project.write_spec(spec_text(f'path = "{source.name}"'), "guards.toml")
@@ -218,9 +220,9 @@ def test_compiled_sql_run_by_hand_on_an_altered_file(project: Project, run) -> N
 
 # -- PostgreSQL: a view over a table refilled later ------------------------------------------------
 
-@pytest.fixture
-def postgres(tmp_path: Path):
-    engine = open_engine("postgres", tmp_path / "pg")
+@pytest.fixture(params=engine_params("postgres"))  # its tests are marked engine
+def postgres(request: pytest.FixtureRequest, tmp_path: Path):
+    engine = open_engine(request.param, tmp_path / "pg")
     assert isinstance(engine, PostgresEngine)
     try:
         yield engine
@@ -305,6 +307,7 @@ def cases(draw: st.DrawFn) -> tuple[str, QIRecoding, list[object]]:
     return kind, QIRecoding.from_groups(domain, group_of), values
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(case=cases(), outside=st.sampled_from([SUPPRESSED, "other"]))
 def test_compiled_labels_equal_the_reference(case: tuple[str, QIRecoding, list[object]], outside: str) -> None:

@@ -29,6 +29,7 @@ def _category_problem(folder: Path, size: int) -> Problem:
 
 # -- 1. compile time: no deep copy of the query, no quadratic label loop ---------------------------
 
+@pytest.mark.slow
 def test_compiling_a_large_category_domain_copies_no_whole_query(tmp_path: Path, monkeypatch) -> None:
     """Each sqlglot builder that copies its argument (``Case.when``, ``Select.from_``, the generator,
     the roles) copies every node of a large domain's CASE again: the number of nodes deep-copied while
@@ -50,6 +51,7 @@ def test_compiling_a_large_category_domain_copies_no_whole_query(tmp_path: Path,
     assert copied < size // 2, f"{copied} nodes copied for a query of {size}"  # before: 6 x size
 
 
+@pytest.mark.slow
 def test_fifty_thousand_categories_compile_to_one_joined_table(tmp_path: Path) -> None:
     """The issue's case: 50,000 categories under a random policy (109 s at 8 K before; the time is
     measured in bench/compile.py, not here): every value once, in the joined (value, group) table."""
@@ -120,6 +122,7 @@ def test_outputs_refuse_a_table_that_is_not_a_name(project, run, tmp_path: Path,
 
 # -- 3. schema.name for views and tables ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_schema_qualified_view_lands_in_its_schema(project, run, tmp_path: Path) -> None:
     import duckdb
 
@@ -268,6 +271,7 @@ def _leftovers(folder: Path, out: Path) -> list[str]:
     return found + sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{out.name}."))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("suffix", "slow"), [(".parquet", SLOW_PARQUET), (".duckdb", SLOW_DUCKDB)])
 def test_sigterm_during_a_write_leaves_nothing(project, tmp_path: Path, suffix: str, slow: str) -> None:
     import signal
@@ -282,6 +286,7 @@ def test_sigterm_during_a_write_leaves_nothing(project, tmp_path: Path, suffix: 
     assert not (project.dir / f"release{suffix}.release.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("suffix", "slow", "command"), [(".parquet", SLOW_PARQUET, "materialize"),
                                                        (".duckdb", SLOW_DUCKDB, "materialize"),
                                                        (".duckdb", SLOW_DUCKDB, "view")])
@@ -299,6 +304,7 @@ def test_kill_9_leaves_no_target_and_the_next_run_cleans_up(project, run, tmp_pa
     assert out.exists() and _leftovers(project.dir, out) == []
 
 
+@pytest.mark.slow
 def test_a_quoted_name_with_a_dot_is_one_view_with_its_sidecar(project, run, tmp_path: Path) -> None:
     import duckdb
 

@@ -126,6 +126,7 @@ def policies(problem: Problem) -> st.SearchStrategy[dict[str, list[int]]]:
                                   for q, n in sizes.items()})
 
 
+@pytest.mark.slow
 def test_random_policies_on_hostile_values(hostile: tuple[Data, Problem]) -> None:
     data, problem = hostile
 

@@ -116,6 +116,7 @@ def test_qi_names_that_break_policy_text_refused(project: Project, run: Run, nam
     assert why in err and "column = 'age'" in err, err
 
 
+@pytest.mark.slow
 def test_hostile_but_valid_qi_name_round_trips_through_the_cli(project: Project, run: Run) -> None:
     name = "it's \"a\" SELECT, x=1; -- é 名"
     toml_name = name.replace('"', '\\"')
@@ -130,6 +131,7 @@ HOSTILE = st.lists(st.sampled_from([*"ab'\"` ;=,-#é名ßΩ\u00a0\t()*", "SELECT
                                      "level=1", "cuts="]), min_size=1, max_size=8).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(names=st.lists(HOSTILE.filter(lambda n: qi_name_problem(n) is None), min_size=1, max_size=3, unique=True),
        data=st.data())
@@ -233,6 +235,7 @@ def test_repeated_population_cells_refused_with_examples(project: Project, run: 
     assert 'duplicates = "sum"' in err
 
 
+@pytest.mark.slow
 def test_repeated_population_cells_summed_when_declared(project: Project, run: Run) -> None:
     people = _population_with_repeats(project)
     project.spec(population_extra='duplicates = "sum"')

@@ -73,6 +73,7 @@ def _temporaries(folder: Path) -> list[Path]:
         return []
 
 
+@pytest.mark.slow
 def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
     """Watched the whole run: no temporary folder, no temporary file, no target, at any moment."""
     spec = _big_project(tmp_path / "study", REFUSING)
@@ -93,6 +94,7 @@ def test_a_refused_release_never_creates_a_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in spec.parent.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_a_killed_write_leaves_an_owner_only_temporary_the_next_command_removes(tmp_path: Path) -> None:
     spec = _big_project(tmp_path / "study", ACCEPTING)
     out = spec.parent / "release.parquet"
@@ -224,6 +226,7 @@ def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, targ
     assert project.files() == before and not (project.dir / TMP_FOLDER).exists()
 
 
+@pytest.mark.engine
 def test_a_refused_engine_table_creates_nothing(tmp_path: Path, untouched) -> None:
     from deid_sql.output import materialize
     from deid_sql.problem import Problem

@@ -149,6 +149,7 @@ def test_date_levels(tmp_path: Path) -> None:
 # -- k-anonymity ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 5, 20])
 def test_members_are_exactly_the_k_anonymous_generalizations(small: Problem, k: int) -> None:
     result = kanonymity_frontier(small, k)
@@ -247,6 +248,7 @@ def adult(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Problem]:
         yield p
 
 
+@pytest.mark.slow
 def test_adult_frontiers(adult: Problem) -> None:
     five, ten = kanonymity_frontier(adult, 5), kanonymity_frontier(adult, 10)
     assert five.generalizations == ten.generalizations == math.prod(len(lv) for lv in standard_levels(adult))

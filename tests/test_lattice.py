@@ -24,6 +24,7 @@ ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult"
 bits = st.lists(st.integers(0, 1), min_size=LATTICE.nbits, max_size=LATTICE.nbits).map(LATTICE.policy)
 
 
+@pytest.mark.slow
 @given(bits, bits, bits)
 def test_order_is_a_partial_order(a, b, c):
     assert LATTICE.leq(a, a) and not LATTICE.precedes(a, a)
@@ -34,6 +35,7 @@ def test_order_is_a_partial_order(a, b, c):
     assert LATTICE.leq(LATTICE.top(), a) and LATTICE.leq(a, LATTICE.bottom())
 
 
+@pytest.mark.slow
 @given(bits, bits, bits)
 def test_meet_and_join_are_bounds(a, b, c):
     m, j = LATTICE.meet(a, b), LATTICE.join(a, b)
@@ -61,6 +63,7 @@ def test_text_round_trips(p):
     assert LATTICE.parse(str(p)).bits == p.bits
 
 
+@pytest.mark.slow
 @given(bits, bits, st.integers(0, 2**32 - 1))
 def test_halfway_lies_halfway(a, b, seed):
     upper, lower = LATTICE.meet(a, b), LATTICE.join(a, b)
@@ -72,6 +75,7 @@ def test_halfway_lies_halfway(a, b, seed):
     assert LATTICE.levels_between(upper, h) == d // 2
 
 
+@pytest.mark.slow
 @given(bits, bits, st.integers(0, 2**32 - 1))
 def test_random_chain_is_a_maximal_chain(a, b, seed):
     upper, lower = LATTICE.meet(a, b), LATTICE.join(a, b)

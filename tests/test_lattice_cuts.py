@@ -42,6 +42,7 @@ def inside(lattice: Lattice, p) -> bool:
     return not np.any(p.array & ~lattice.allowed)
 
 
+@pytest.mark.slow
 @given(masks, raw_bits, raw_bits, raw_bits)
 def test_a_constrained_lattice_is_a_sublattice(mask, ra, rb, rc):
     lat = constrained(mask)
@@ -55,6 +56,7 @@ def test_a_constrained_lattice_is_a_sublattice(mask, ra, rb, rc):
     assert lat.bottom().bits == lat.allowed.astype(np.uint8).tobytes() and lat.bottom().level == lat.free_bits
 
 
+@pytest.mark.slow
 @given(masks, raw_bits)
 def test_covers_stay_inside(mask, raw):
     lat = constrained(mask)
@@ -67,6 +69,7 @@ def test_covers_stay_inside(mask, raw):
         assert inside(lat, q) and lat.is_cover(p, q)
 
 
+@pytest.mark.slow
 @given(masks, raw_bits, raw_bits, st.integers(0, 2**32 - 1), st.booleans())
 def test_halfway_points_and_chains_stay_inside(mask, ra, rb, seed, generalize):
     lat = constrained(mask)
@@ -84,6 +87,7 @@ def test_halfway_points_and_chains_stay_inside(mask, ra, rb, seed, generalize):
     assert inside(lat, lat.random_policy(rng, rng.random()))
 
 
+@pytest.mark.slow
 @given(masks, raw_bits)
 def test_text_round_trips_and_disallowed_cuts_are_refused(mask, raw):
     lat = constrained(mask)
@@ -98,12 +102,14 @@ def test_text_round_trips_and_disallowed_cuts_are_refused(mask, raw):
             lat.policy(free.bits)
 
 
+@pytest.mark.slow
 @given(raw_bits)
 def test_unconstrained_text_round_trips(raw):
     p = FULL.policy(raw)
     assert FULL.parse(p.text()) == p and FULL.parse(p.bit_text()) == p
 
 
+@pytest.mark.slow
 @settings(max_examples=50)
 @given(raw_bits, raw_bits, st.integers(0, 2**32 - 1))
 def test_an_all_allowed_mask_is_the_unconstrained_lattice(ra, rb, seed):

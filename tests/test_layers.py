@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
 PYPROJECT = ROOT / "pyproject.toml"
@@ -272,16 +274,19 @@ def test_the_feature_check_sees_import_strings() -> None:
     assert not IMPORT_STRING.match("see deid_sql.adversary for the model")
 
 
+@pytest.mark.slow
 def test_every_module_has_a_layer() -> None:
     unplaced, _ = violations()
     assert not unplaced, f"modules missing from the layer table of {DOC.name}: {', '.join(unplaced)}"
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_layer_above_it() -> None:
     _, upward = violations()
     assert not upward, "upward imports (move the code, or reorder the table):\n" + "\n".join(upward)
 
 
+@pytest.mark.slow
 def test_the_check_finds_an_upward_import() -> None:
     """The same check on the table with two rows swapped must fail: the check can see."""
     text = DOC.read_text(encoding="utf-8")

@@ -57,6 +57,7 @@ def test_every_release_path_refuses_a_spec_without_criteria(tmp_path: Path) -> N
     assert not out.exists() and not (tmp_path / "a.duckdb").exists() and not (tmp_path / "r.sql").exists()
 
 
+@pytest.mark.slow
 def test_accept_risk_overrides_and_is_recorded(tmp_path: Path) -> None:
     spec = _spec(tmp_path, None)
     out = tmp_path / "r.parquet"
@@ -84,6 +85,7 @@ def test_a_release_table_with_only_outside_label_counts_as_none(tmp_path: Path, 
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_near_identity_policy_is_the_original_data(tmp_path: Path) -> None:
     spec, policy = _near_identity(tmp_path)
     out = tmp_path / "r.parquet"

@@ -47,6 +47,7 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("risk", NO_CENSUS_RISKS)
 def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> None:
     spec = skewed(project)
@@ -71,6 +72,7 @@ def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> 
         assert out["risk_sum"] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_model_that_cannot_fit_says_so_in_one_line(project, run) -> None:
     # 427 of the 462 classes of the original data are unique: Pitman's likelihood runs to alpha = 0
     line = one_line_error(run("evaluate", no_census(project), "--risk", "pitman", "--policy", "top", expect=2))
@@ -89,6 +91,7 @@ def test_zayatz_risk_by_hand(project) -> None:
         assert problem.evaluate("bottom").risk_sum == pytest.approx(min((m == 1).sum(), 500 / SIZE * u), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_region_preset(project, run) -> None:
     spec = no_census(project, size='population = { region = "canada" }')
     out = json.loads(run("evaluate", spec, "--risk", "dankar", "--policy", "top", "--format", "json").stdout)
@@ -96,6 +99,7 @@ def test_region_preset(project, run) -> None:
     assert "canada" in run("validate", spec).stdout
 
 
+@pytest.mark.slow
 def test_benedetti_franconi_with_weights_by_hand(project, run) -> None:
     weights = np.where(np.arange(project.source.num_rows) % 3 == 0, 40.0, 120.5)
     project.write_csv(project.source.append_column("w", pa.array(weights)), "weighted.csv")
@@ -175,6 +179,7 @@ def test_every_command_with_risk_lists_the_models(run) -> None:
     assert "is not one of" in run("evaluate", "x.toml", "--risk", "pitmann", "--policy", "top", expect=2).stderr
 
 
+@pytest.mark.slow
 def test_pruning_searches_refuse_dataset_level_models(project, run) -> None:
     spec = no_census(project)
     line = one_line_error(run("alternatives", spec, "--risk", "dankar", "--threshold", "0.5", expect=2))

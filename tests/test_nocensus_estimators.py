@@ -185,6 +185,7 @@ histograms = st.lists(st.integers(min_value=1, max_value=12), min_size=3, max_si
     lambda sizes: sorted(sizes))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(histograms, st.floats(min_value=1.0, max_value=1000.0))
 def test_estimates_are_between_zero_and_the_population(classes: list[int], scale: float) -> None:
@@ -212,6 +213,7 @@ def test_equal_to_the_sample_when_the_sample_is_the_population(classes: list[int
         assert est.population_uniques(model, h, h.n).uniques == h.of_size(1)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(histograms, st.floats(min_value=1.5, max_value=100.0))
 def test_monotone_in_the_population_size(classes: list[int], scale: float) -> None:

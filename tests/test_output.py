@@ -136,6 +136,7 @@ def test_generalized_labels_round_trip(weird, run, tmp_path: Path) -> None:
         assert (g["id"], g["a;b"], g["from"]) == (r["id"], r["a;b"], r["from"])
 
 
+@pytest.mark.slow
 def test_view_with_awkward_name(weird, run, tmp_path: Path) -> None:
     spec, table = weird
     db = tmp_path / "views.duckdb"
@@ -233,6 +234,7 @@ def test_outputs_have_no_flag_without_suppression(project, run) -> None:
     assert flags == [False] * 500  # everything in one group of 500
 
 
+@pytest.mark.slow
 def test_materialize_duckdb_from_a_duckdb_source(project, run, tmp_path: Path) -> None:
     db = project.dir / "warehouse.duckdb"
     con = duckdb.connect(str(db))

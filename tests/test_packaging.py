@@ -49,6 +49,7 @@ def test_no_generic_top_level_modules():
     assert all(r.startswith(("deid_sql", "__editable__")) for r in roots), roots
 
 
+@pytest.mark.slow
 def test_editable_install_adds_only_deid_sql(tmp_path):
     """``pip install -e`` in a fresh virtual environment: from outside the repository only
     ``deid_sql`` imports (its sql/udfs/fixtures mapped inside it), as with the wheel.  Dependencies

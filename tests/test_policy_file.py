@@ -66,6 +66,7 @@ def one_error_line(result) -> str:
 
 # -- save ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_save_writes_the_policy_file(project, run) -> None:
     path = save(project, run)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -113,6 +114,7 @@ def test_save_refuses_a_fallback_equal_to_a_label(project, run, fallback: str) -
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_save_threshold_and_fallback(project, run) -> None:
     path = save(project, run, "--threshold", "0.01", "--fallback", "other")
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -125,6 +127,7 @@ def test_save_threshold_and_fallback(project, run) -> None:
     assert not (project.dir / "low.json").exists()
 
 
+@pytest.mark.slow
 def test_save_refuses_to_overwrite_and_to_replace_inputs(project, run) -> None:
     path = save(project, run)
     before = project.files()
@@ -147,6 +150,7 @@ def test_save_bad_policy_text(project, run) -> None:
 
 # -- apply -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["release.parquet", "release.csv", "release.duckdb"])
 @pytest.mark.parametrize("fallback", [False, True])
 def test_apply_on_the_same_data_equals_materialize(project, run, name: str, fallback: bool) -> None:
@@ -161,6 +165,7 @@ def test_apply_on_the_same_data_equals_materialize(project, run, name: str, fall
         assert read_output(ours).equals(read_output(theirs))
 
 
+@pytest.mark.slow
 def test_apply_view_equals_materialize(project, run, tmp_path: Path) -> None:
     policy = save(project, run)
     db = tmp_path / "analysts.duckdb"
@@ -172,6 +177,7 @@ def test_apply_view_equals_materialize(project, run, tmp_path: Path) -> None:
     run("apply", policy, "--source", project.source_parquet, "--view", "released", "--db", db, "--overwrite")
 
 
+@pytest.mark.slow
 def test_apply_a_new_batch_without_the_original_data(project, run) -> None:
     policy = save(project, run)
     project.source_csv.unlink()  # the data the policy was chosen on is gone
@@ -190,6 +196,7 @@ def test_apply_a_new_batch_without_the_original_data(project, run) -> None:
     assert report["new"]["records"] == 700 and report["saved"]["records"] == 500  # no original data needed
 
 
+@pytest.mark.slow
 def test_apply_a_duckdb_batch(project, run) -> None:
     policy = save(project, run)
     db = project.dir / "warehouse.duckdb"
@@ -211,6 +218,7 @@ def test_apply_a_duckdb_batch(project, run) -> None:
     assert read_duckdb(db, "v").equals(read_duckdb(out, "released"))
 
 
+@pytest.mark.slow
 def test_apply_value_outside_the_domain(project, run) -> None:
     policy = save(project, run)
     zips = batch(seed=8, n=200).column("zip").to_pylist()
@@ -227,6 +235,7 @@ def test_apply_value_outside_the_domain(project, run) -> None:
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_apply_value_outside_the_domain_gets_the_fallback_label(project, run) -> None:
     policy = save(project, run, "--fallback", "other")
     new = batch(seed=8, n=200)
@@ -247,6 +256,7 @@ def test_apply_value_outside_the_domain_gets_the_fallback_label(project, run) ->
     assert report["fallback_records"] == 3
 
 
+@pytest.mark.slow
 def test_apply_schema_mismatch(project, run) -> None:
     policy = save(project, run)
     new = batch(seed=8, n=100)
@@ -267,6 +277,7 @@ def test_apply_schema_mismatch(project, run) -> None:
         assert project.files() == before
 
 
+@pytest.mark.slow
 def test_apply_spec_hash_mismatch(project, run) -> None:
     policy = save(project, run)
     source = project.write_parquet(batch(seed=8, n=100), "b.parquet")
@@ -291,6 +302,7 @@ def test_apply_spec_hash_mismatch(project, run) -> None:
     assert project.files() == files
 
 
+@pytest.mark.slow
 def test_apply_refuses_bad_targets(project, run) -> None:
     policy = save(project, run)
     source = project.write_parquet(batch(seed=8, n=100), "b.parquet")
@@ -317,6 +329,7 @@ def test_apply_refuses_bad_targets(project, run) -> None:
         assert fragment in line
 
 
+@pytest.mark.slow
 def test_apply_failing_guard_writes_nothing(project, run, monkeypatch) -> None:
     """A value outside the domain that slips past the scan (here: the scan is blinded) fails the
     query itself, so nothing is written and no raw value is released."""
@@ -336,6 +349,7 @@ def test_apply_failing_guard_writes_nothing(project, run, monkeypatch) -> None:
 
 # -- check -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_check_on_the_same_data_is_within_the_threshold(project, run) -> None:
     policy = save(project, run)
     result = run("check", policy, "--source", project.source_parquet)
@@ -344,6 +358,7 @@ def test_check_on_the_same_data_is_within_the_threshold(project, run) -> None:
     assert data["exceeded"] is False and data["saved"] == data["new"]
 
 
+@pytest.mark.slow
 def test_check_figures_are_what_evaluate_gives_on_the_batch(project, run) -> None:
     policy = save(project, run)
     new = batch(seed=8, n=400)
@@ -357,6 +372,7 @@ def test_check_figures_are_what_evaluate_gives_on_the_batch(project, run) -> Non
         assert data["new"][key] == evaluated[key], key
 
 
+@pytest.mark.slow
 def test_check_new_batch_within_an_explicit_threshold(project, run) -> None:
     policy = save(project, run, "--threshold", "0.001")
     source = project.write_parquet(batch(seed=8, n=500), "b.parquet")
@@ -364,6 +380,7 @@ def test_check_new_batch_within_an_explicit_threshold(project, run) -> None:
     assert "limit 0.001 (set at save, exact)" in result.stdout and "ok:" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_drift_on_a_much_smaller_batch(project, run) -> None:
     """Sample-based risk: a batch of 40 instead of 500 shrinks every group, so record risks rise.
     The default limit compares it with batches of its own size (it passes); an exact threshold at
@@ -394,6 +411,7 @@ def test_check_drift_on_a_much_smaller_batch(project, run) -> None:
     assert all(m["records_after"] < m["records_before"] for m in moved)
 
 
+@pytest.mark.slow
 def test_check_drift_when_a_batch_moves_to_thinly_populated_groups(project, run) -> None:
     """Population risk does not grow as a batch shrinks; it grows when records move to groups
     with fewer people: a batch of children only (the age band with the smallest census)."""
@@ -415,6 +433,7 @@ def test_check_drift_when_a_batch_moves_to_thinly_populated_groups(project, run)
     assert "(below the saved k)" in out.stdout  # the batch of 40: its groups are small, its census is not
 
 
+@pytest.mark.slow
 def test_check_bad_policy_files(project, run) -> None:
     policy = save(project, run)
     source = project.source_parquet
@@ -455,6 +474,7 @@ def test_missing_spec(project, run) -> None:
 
 # -- other kinds of QIs, awkward values --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dates_and_null_categories(tmp_path: Path, run) -> None:
     rng = np.random.default_rng(3)
     n = 300
@@ -488,6 +508,7 @@ def test_dates_and_null_categories(tmp_path: Path, run) -> None:
     assert "1 record(s) in 1 distinct value(s) of column 'admitted' (e.g. '2022-05-01')" in line
 
 
+@pytest.mark.slow
 def test_large_domains_in_files_and_views(tmp_path: Path, run) -> None:
     """A 100-value ZIP domain (tested by a join, inline in views); a view re-reads its file, so a
     value outside the domain that arrives later gets the fallback label, or fails the query."""
@@ -521,6 +542,7 @@ def test_large_domains_in_files_and_views(tmp_path: Path, run) -> None:
 
 # -- the library and the file format -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_library_round_trip(project) -> None:
     saved = save_policy(project.spec_path, POLICY, project.dir / "p.json", fallback="n/a")
     again = PolicyFile.read(project.dir / "p.json")
@@ -539,6 +561,7 @@ def loaded(project):
         yield problem, saved
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), density=st.floats(0.0, 1.0))
 def test_any_policy_round_trips_through_the_file(loaded, tmp_path_factory, seed: int, density: float) -> None:
@@ -557,6 +580,7 @@ def test_any_policy_round_trips_through_the_file(loaded, tmp_path_factory, seed:
         assert np.array_equal(mine.group_of, theirs.group_of) and mine.labels == theirs.labels
 
 
+@pytest.mark.slow
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_apply_equals_materialize_for_random_policies(loaded, project, tmp_path_factory, seed: int) -> None:

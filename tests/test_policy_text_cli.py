@@ -22,6 +22,7 @@ def _digest(items: list[bytes]) -> str:
     return hashlib.sha256(b"".join(items)).hexdigest()[:16]
 
 
+@pytest.mark.slow
 def test_unconstrained_searches_give_the_results_of_the_code_before_cut_points(project):
     """Figures computed by the code before allowed cut points and readable texts existed (commit
     2db985d, same seeds): the policies found, in order, and the frontier areas are bit for bit equal."""
@@ -65,6 +66,7 @@ def test_evaluate_prints_json_when_piped_and_a_table_on_request(project, run):
     assert "zip: [372**], [373**]" in table and "bits" not in table
 
 
+@pytest.mark.slow
 def test_a_checkpoint_with_bit_keys_resumes_under_readable_keys(project, run, tmp_path):
     folder = tmp_path / "run"
     run("frontier", project.spec_path, "--budget", "40", "--seed", "4", "--out", folder)
@@ -83,6 +85,7 @@ def test_a_checkpoint_with_bit_keys_resumes_under_readable_keys(project, run, tm
         assert len({problem.lattice.parse(k).bits for k in keys}) == 80  # no policy counted twice
 
 
+@pytest.mark.slow
 def test_the_demo_prints_policies_a_user_can_type(run, tmp_path):
     out = run("demo", "--dir", tmp_path / "demo", "--budget", "60").stdout
     text = out.split("policy text: ", 1)[1].split("\n", 1)[0]
@@ -91,6 +94,7 @@ def test_the_demo_prints_policies_a_user_can_type(run, tmp_path):
     assert text in view
 
 
+@pytest.mark.slow
 def test_frontier_writes_the_bit_string_only_on_request(project, run, tmp_path):
     run("frontier", project.spec_path, "--budget", "30", "--out", tmp_path / "plain")
     with open(tmp_path / "plain" / "frontier.csv", newline="") as f:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
-from tests.engines import PostgresEngine, open_engine
+from tests.engines import PostgresEngine, engine_params, open_engine
 
 pytest.importorskip("psycopg")
 
@@ -48,9 +48,9 @@ def test_missing_dsn_and_files_as_sources_are_refused(run, tmp_path: Path) -> No
     assert "dsn_env = 'DEID_NO_SUCH_VARIABLE' names no set environment variable" in one_line(run, "validate", path)
 
 
-@pytest.fixture(scope="module")
-def pg(tmp_path_factory: pytest.TempPathFactory):
-    engine = open_engine("postgres", tmp_path_factory.mktemp("pg"))
+@pytest.fixture(scope="module", params=engine_params("postgres"))  # its tests are marked engine
+def pg(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    engine = open_engine(request.param, tmp_path_factory.mktemp("pg"))
     assert isinstance(engine, PostgresEngine)
     engine.load("patients", _source_table())
     yield engine

@@ -23,6 +23,8 @@ from tests.engines import PostgresEngine, default_spec, opened
 POLICY = "age:cuts=18,65|zip:top"
 FINER = "age:cuts=18,30,45,65,90|zip:top"
 
+pytestmark = pytest.mark.engine  # every test runs on PostgreSQL
+
 
 @pytest.fixture
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresEngine]:

@@ -116,6 +116,7 @@ def test_materialize_draws_its_write_on_stderr_only(project, run, instant) -> No
     assert "writing release.parquet" not in result.stdout and "wrote" in result.stdout
 
 
+@pytest.mark.slow
 def test_loads_and_searches_draw_their_lines(project, run, instant, tmp_path) -> None:  # noqa: ANN001
     spec = project.spec()
     assert "reading the source" in run("evaluate", spec, "--policy", "age:top").stderr
@@ -124,6 +125,7 @@ def test_loads_and_searches_draw_their_lines(project, run, instant, tmp_path) ->
     assert "searching" in anonymizing and "checked" in anonymizing
 
 
+@pytest.mark.slow
 def test_without_a_terminal_the_cli_draws_nothing(project, run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(progress, "DELAY", 0.0)
     result = run("materialize", project.spec(), "--policy", "age:top", "--out", "release.parquet",

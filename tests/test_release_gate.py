@@ -116,6 +116,7 @@ def test_accept_risk_needs_a_reason(project, run) -> None:
     assert not (project.dir / "r.parquet").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("criterion, figure", [
     ("max_risk = 1e-9", "risk"),
     ("max_expected_reidentifications = 0.001", "expected_reidentifications"),
@@ -138,6 +139,7 @@ def test_each_failed_criterion_names_the_figure_and_limit(project, run, criterio
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_no_riskier_than_safe_harbor(project, run) -> None:
     spec = with_release(project, 'no_riskier_than = "safe-harbor"')
     with Problem.from_spec(spec) as problem:
@@ -155,6 +157,7 @@ def test_no_riskier_than_safe_harbor(project, run) -> None:
     assert gate["verdict"] == "passed" and gate["reference_risk"] == pytest.approx(reference)
 
 
+@pytest.mark.slow
 def test_compile_prints_only_sql_and_judges_it(project, run) -> None:
     spec = with_release(project, "min_k = 1", name="gated.toml")
     result = run("compile", spec, "--policy", POLICY, "--dialect", "postgres")
@@ -179,6 +182,7 @@ def test_stale_sidecar_blocks_the_write(project, run) -> None:
 
 # -- the sidecar -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sidecar_records_hashes_roles_figures_and_command(project, run) -> None:
     spec = with_release(project, "max_risk = 0.5\nmin_k = 1")
     out = project.dir / "r.parquet"
@@ -210,6 +214,7 @@ def test_sidecar_records_hashes_roles_figures_and_command(project, run) -> None:
     assert record["software"]["name"] == "deid-sql" and record["created_at"].endswith("Z")
 
 
+@pytest.mark.slow
 def test_suppression_is_measured_on_what_is_written(project, run) -> None:
     spec = with_release(project, "min_k = 5")
     out = project.dir / "r.csv"
@@ -224,6 +229,7 @@ def test_suppression_is_measured_on_what_is_written(project, run) -> None:
     assert "k " in line and "min_k" in line
 
 
+@pytest.mark.slow
 def test_table_and_view_sidecars_land_in_the_database(project, run) -> None:
     db = project.dir / "out.duckdb"
     run("materialize", project.spec_path, "--policy", POLICY, "--out", db, "--table", "released")
@@ -295,6 +301,7 @@ def test_a_source_swapped_between_load_and_write_releases_no_raw_value(project) 
 
 # -- apply: the drift gate first, then the release gate -----------------------------------------------
 
+@pytest.mark.slow
 def test_apply_writes_the_sidecar_with_the_drift_check(project, run) -> None:
     spec = with_release(project, "max_record_risk = 0.5")
     policy = project.dir / "policy.json"
@@ -313,6 +320,7 @@ def test_apply_writes_the_sidecar_with_the_drift_check(project, run) -> None:
     assert record["figures"]["k"] == m.k and record["figures"]["records"] == 500
 
 
+@pytest.mark.slow
 def test_apply_is_refused_by_the_release_criteria(project, run) -> None:
     policy = project.dir / "policy.json"
     run("policy", "save", project.spec_path, "--policy", POLICY, "--out", policy)

@@ -17,13 +17,13 @@ from deid_sql import Problem
 from deid_sql.errors import ReleaseRefused
 from deid_sql.output import create_view, materialize
 from deid_sql.release.plan import plan_of
-from tests.engines import ENGINES, Engine, engine_fixture, read_duckdb
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params, read_duckdb
 
 CATEGORIES = ["O'Brien", 'say "hi"', "a;b", "--x", "DROP TABLE t; --", "two\nlines", "naïve ✓", "SELECT"]
 AGE, CAT, NOTE, ID = "it's \"age\"; --", "select", "from", "patient id"
 
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -61,6 +61,7 @@ def sidecar_of(engine: Engine, problem: Problem, name: str, database: Path | Non
     return json.loads(text)
 
 
+@pytest.mark.slow
 def test_hostile_release_through_the_gate(engine: Engine, tmp_path: Path) -> None:
     table = hostile_table()
     body = engine.load("hostile_src", table)

@@ -32,6 +32,7 @@ def spec(tmp_path: Path) -> Path:
 
 # -- a hierarchy level that groups values that are not adjacent ------------------------------------------
 
+@pytest.mark.slow
 def test_a_scattered_level_is_a_recoding_every_release_path_takes(run, spec: Path, tmp_path: Path) -> None:
     policy = "race:level=1|age:cuts=10,20"
     with Problem.from_spec(spec) as problem:
@@ -69,6 +70,7 @@ def test_a_scattered_level_is_a_recoding_every_release_path_takes(run, spec: Pat
 
 # -- --levels -------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_levels_release_the_hierarchies_labels_everywhere(run, spec: Path, tmp_path: Path) -> None:
     levels = "age:2|race:1|zip:1"
     out = tmp_path / "levels.parquet"
@@ -115,6 +117,7 @@ def test_policy_and_levels_are_one_or_the_other(run, spec: Path, tmp_path: Path)
 
 # -- anonymize's optimum through every path ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_anonymize_releases_as_file_view_and_policy_file_with_the_same_rows(run, spec: Path, tmp_path: Path) -> None:
     args = ("anonymize", spec, "--k", "10", "--suppression", "0.05")
     out, db, saved = tmp_path / "anon.parquet", tmp_path / "views.duckdb", tmp_path / "anon-policy.json"
@@ -158,6 +161,7 @@ def test_anonymize_refuses_two_targets_and_a_lone_db(run, spec: Path, tmp_path: 
 
 # -- suppressed groups compile to a joined VALUES table -----------------------------------------------------
 
+@pytest.mark.slow
 def test_ten_thousand_suppressed_groups_are_a_values_join_not_a_literal_list(tmp_path: Path) -> None:
     """Scattered label tuples (most of them never released) flag exactly the rows of the listed groups."""
     spec = small_spec(tmp_path, rows=2000)
@@ -183,6 +187,7 @@ def test_ten_thousand_suppressed_groups_are_a_values_join_not_a_literal_list(tmp
 
 # -- an Adult hierarchy-level result through the gate -------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_adult_anonymization_becomes_a_view_a_dbt_model_and_a_policy_file(run, tmp_path: Path) -> None:
     from .test_fulldomain import adult_spec
 

@@ -33,6 +33,7 @@ def spec(project) -> Path:
 
 # -- compile --out -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_compile_out_writes_the_sql_with_its_record(run, project, spec) -> None:
     out = project.dir / "release.sql"
     result = run("compile", spec, "-p", POLICY, "--dialect", "postgres", "--table", "patients", "--out", out)
@@ -77,6 +78,7 @@ def test_compile_to_stdout_says_that_no_record_was_written(run, spec) -> None:
 
 # -- report --from-release checks the release against its record ---------------------------------
 
+@pytest.mark.slow
 def test_report_from_release_refuses_a_file_changed_after_it_was_released(run, project, spec) -> None:
     release = project.dir / "release.parquet"
     run("materialize", spec, "-p", POLICY, "--out", release)
@@ -98,6 +100,7 @@ def test_report_from_release_checks_compiled_sql(run, project, spec) -> None:
     one_line_error(result, "does not match its record")
 
 
+@pytest.mark.slow
 def test_a_table_release_records_its_row_hash_and_report_checks_it(run, project, spec) -> None:
     db = project.dir / "out.duckdb"
     run("materialize", spec, "-p", POLICY, "--out", db, "--table", "released")
@@ -165,6 +168,7 @@ def _append_rows(csv_path: Path, rows: list[list[str]]) -> None:
         csv.writer(f).writerows(rows)
 
 
+@pytest.mark.slow
 def test_a_channel_view_withholds_rows_of_channels_the_program_never_saw(run, tmp_path) -> None:
     from deid_sql.fixtures.channels import write_table1
 
@@ -191,6 +195,7 @@ def test_a_channel_view_withholds_rows_of_channels_the_program_never_saw(run, tm
     assert sorted(after) == [r for r in before if r[0] not in grown_channel] and grown_channel
 
 
+@pytest.mark.slow
 def test_a_channel_release_gets_the_gates_verdict_and_a_failed_check_is_refused(tmp_path, monkeypatch) -> None:
     from deid_sql.channels import write as channel_write
     from deid_sql.channels.job import solve

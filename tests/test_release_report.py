@@ -123,6 +123,7 @@ def test_same_digits_as_evaluate_on_the_project(project, run) -> None:
         "patient_id": "dropped", "age": "QI", "sex": "QI", "race": "QI", "zip": "QI", "diagnosis": "sensitive"}
 
 
+@pytest.mark.slow
 def test_same_digits_as_evaluate_on_the_demo(tmp_path, run) -> None:
     spec = build_demo(tmp_path / "demo")
     with Problem.from_spec(spec) as problem:
@@ -176,6 +177,7 @@ def test_marginals_cap_at_30_labels(project) -> None:
 
 # -- verdicts --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_verdict_states(project) -> None:
     with Problem.from_spec(project.spec("none.toml", release=None)) as problem:
         none = build_report(problem, plan_of(problem, POLICY))
@@ -248,6 +250,7 @@ def one_line(e: pytest.ExceptionInfo[DeidError]) -> str:
     return text
 
 
+@pytest.mark.slow
 def test_sidecar_of_this_spec_and_of_another(project, run) -> None:
     out = project.dir / "r.parquet"
     run("materialize", project.spec_path, "--policy", POLICY, "--out", out)
@@ -271,6 +274,7 @@ def test_sidecar_of_this_spec_and_of_another(project, run) -> None:
     assert "junk.json" in one_line(e)
 
 
+@pytest.mark.slow
 def test_policy_file_of_this_spec_and_of_another(project, run) -> None:
     out = project.dir / "policy.json"
     run("policy", "save", project.spec_path, "-p", POLICY, "--out", out)
@@ -284,6 +288,7 @@ def test_policy_file_of_this_spec_and_of_another(project, run) -> None:
     assert "another spec" in one_line(e) and "policy.json" in str(e.value)
 
 
+@pytest.mark.slow
 def test_frontier_placement_and_a_folder_of_another_problem(project) -> None:
     spec = with_roles(project, name="roles.toml")
     folder = project.dir / "frontier"
@@ -308,6 +313,7 @@ def test_frontier_placement_and_a_folder_of_another_problem(project) -> None:
         assert "not a frontier run folder" in one_line(e)
 
 
+@pytest.mark.slow
 def test_sample_as_population_and_a_recoding(project) -> None:
     """``population = "sample"``: g = m, so both size histograms agree; Safe Harbor (a recoding, not a
     lattice policy) is reported like a policy, under its name."""
@@ -334,6 +340,7 @@ def test_the_report_names_the_account_and_machine_that_ran_it(project) -> None:
     assert report["summary"]["operator"] == f"{getpass.getuser()} on {socket.gethostname()}"
 
 
+@pytest.mark.slow
 def test_sample_rows_of_a_release_the_gate_refuses_never_leave(project) -> None:
     """Rows in a report are released rows: a release failing the gate shows none, unless accepted."""
     with Problem.from_spec(project.spec_path) as problem:

@@ -78,6 +78,7 @@ def big() -> FrontierReport:
     return synthetic(15_000, 2_000)
 
 
+@pytest.mark.slow
 def test_png(big, tmp_path):
     from matplotlib.image import imread
 
@@ -89,6 +90,7 @@ def test_png(big, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["frontier.png"]  # no temp file left behind
 
 
+@pytest.mark.slow
 def test_png_linear_and_sparse(tmp_path):
     """Linear risk axis; no Safe Harbor, no baselines, even nothing at all, still draws."""
     report = synthetic(300, 20)
@@ -127,6 +129,7 @@ def test_html(big, tmp_path):
     assert text.count("<tr") == len(big.frontier) + 1
 
 
+@pytest.mark.slow
 def test_html_small_is_not_thinned(tmp_path):
     report = synthetic(MAX_SEARCHED, 50)
     html_frontier(report, tmp_path / "f.html")
@@ -161,6 +164,7 @@ def test_stair_matches_frontier_step():
     assert corners[:-1] == front.step() and corners[-1] == (1.0, front.step()[-1][1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", [plot_frontier, html_frontier])
 def test_no_overwrite(writer, tmp_path: Path):
     report = synthetic(200, 10)

@@ -11,12 +11,14 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from .test_policy_file import POLICY, batch, one_error_line, save, with_column
 from .test_report_cli import report_files
 from .test_report_suppression import _agrees
 
 
+@pytest.mark.slow
 def test_apply_writes_the_report_of_the_batch_it_released(project, run) -> None:
     policy = save(project, run)
     # a batch with only part of the ZIPs: the report keeps the saved domain, not the batch's own values
@@ -46,6 +48,7 @@ def test_apply_writes_the_report_of_the_batch_it_released(project, run) -> None:
     assert 'id="batch"' in html and "june.parquet" in html and "within the limit" in html
 
 
+@pytest.mark.slow
 def test_a_batch_outside_the_saved_domains_is_refused_with_nothing_written(project, run) -> None:
     policy = save(project, run, "--fallback", "other", name="fallback.json")
     table = batch(seed=12, n=300)

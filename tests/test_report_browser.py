@@ -25,6 +25,8 @@ import pytest
 
 from deid_sql.report.svg_charts import readable_number
 
+pytestmark = pytest.mark.browser  # headless chromium and pdftotext (tests/markers.py)
+
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 PDFTOTEXT = shutil.which("pdftotext")
 # the deid-sql of this interpreter's environment, also when it is not activated

@@ -85,6 +85,7 @@ def test_the_policy_is_given_exactly_one_way(run, project, given: tuple[str, ...
     assert report_files(project.dir) == []
 
 
+@pytest.mark.slow
 def test_from_release_reports_the_released_policy_and_refuses_another_specs_sidecar(run, project) -> None:
     release = project.dir / "release.parquet"
     run("materialize", project.spec_path, "--policy", POLICY, "--out", release)
@@ -100,6 +101,7 @@ def test_from_release_reports_the_released_policy_and_refuses_another_specs_side
     assert not (project.dir / "other.html").exists() and not (project.dir / "other.json").exists()
 
 
+@pytest.mark.slow
 def test_from_policy_reports_a_saved_policy_and_refuses_one_of_another_spec(run, project) -> None:
     saved = project.dir / "policy.json"
     run("policy", "save", project.spec_path, "--policy", POLICY, "--out", saved)
@@ -112,6 +114,7 @@ def test_from_policy_reports_a_saved_policy_and_refuses_one_of_another_spec(run,
     assert not (project.dir / "other.html").exists() and not (project.dir / "other.json").exists()
 
 
+@pytest.mark.slow
 def test_a_frontier_folder_of_another_problem_is_refused(run, project) -> None:
     other = project.write_spec(project.spec_text().replace("max = 120", "max = 130"), "other.toml")
     run("frontier", other, "--budget", "40", "--out", project.dir / "other-frontier")
@@ -235,6 +238,7 @@ def test_a_report_named_like_the_releases_sidecar_is_refused(run, project) -> No
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_a_report_that_fails_after_the_release_removes_the_release(run, project, monkeypatch) -> None:
     """The report is written after the release; if it then fails (here: a full disk), the release file
     and its sidecar go too, so no release is left without its report."""
@@ -251,6 +255,7 @@ def test_a_report_that_fails_after_the_release_removes_the_release(run, project,
     assert project.files() == before
 
 
+@pytest.mark.slow
 def test_view_with_report(run, project) -> None:
     db, page = project.dir / "analysts.duckdb", project.dir / "view.html"
     result = run("view", project.spec_path, "--policy", POLICY, "--db", db, "--name", "patients_deid",
@@ -273,6 +278,7 @@ def test_report_is_a_listed_command_with_an_example() -> None:
     assert "Example: deid-sql report demo/demo.toml" in (report.help or "")
 
 
+@pytest.mark.slow
 def test_demo_ends_by_writing_the_report_of_its_policy(run, tmp_path: Path) -> None:
     folder = tmp_path / "demo-out"
     result = run("demo", "--dir", folder, "--budget", "200")
@@ -286,6 +292,7 @@ def test_demo_ends_by_writing_the_report_of_its_policy(run, tmp_path: Path) -> N
     assert page.stat().st_size < 1_000_000
 
 
+@pytest.mark.slow
 def test_with_release_criteria_the_verdict_follows_the_gate(run, project) -> None:
     """min_k = 5: a policy with small groups is refused with its report; released anyway with --accept-risk,
     its report says "accepted"; a general enough policy "passed"."""
@@ -315,6 +322,7 @@ def _with_safe_harbor_roles(project) -> Path:
     return project.spec(name="roles.toml", qis=qis)
 
 
+@pytest.mark.slow
 def test_safe_harbor_release_writes_its_report_and_report_names_safe_harbor(run, project) -> None:
     spec = _with_safe_harbor_roles(project)
     out, page = project.dir / "sh.parquet", project.dir / "sh.html"

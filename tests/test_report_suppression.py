@@ -41,6 +41,7 @@ def _read(path: Path) -> dict:
 
 # -- --suppress-below ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_release_with_suppress_below_gets_a_report_of_what_it_released(run, project) -> None:
     release, page = project.dir / "release.parquet", project.dir / "release-report.html"
     result = run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "5", "--out", release,
@@ -82,6 +83,7 @@ def _read_report(run, project, policy: str, out: Path) -> dict:
     return _read(out.with_suffix(".json"))
 
 
+@pytest.mark.slow
 def test_from_release_rebuilds_the_report_of_a_suppressing_release(run, project) -> None:
     release = project.dir / "release.parquet"
     run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "5", "--out", release,
@@ -93,6 +95,7 @@ def test_from_release_rebuilds_the_report_of_a_suppressing_release(run, project)
     assert later["policy"]["suppression"] == first["policy"]["suppression"]
 
 
+@pytest.mark.slow
 def test_a_sidecar_whose_figures_differ_is_refused_with_nothing_written(run, project) -> None:
     release = project.dir / "release.parquet"
     run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "5", "--out", release)
@@ -105,6 +108,7 @@ def test_a_sidecar_whose_figures_differ_is_refused_with_nothing_written(run, pro
     assert report_files(project.dir) == ["release.parquet.release.json"]
 
 
+@pytest.mark.slow
 def test_a_view_with_suppression_gets_its_report_too(run, project) -> None:
     db, page = project.dir / "views.duckdb", project.dir / "view.html"
     run("view", project.spec_path, "--policy", POLICY, "--suppress-below", "3", "--db", db, "--name", "released",
@@ -116,6 +120,7 @@ def test_a_view_with_suppression_gets_its_report_too(run, project) -> None:
 
 # -- anonymize --report ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_anonymize_writes_the_report_of_its_optimum_with_the_groups_it_suppressed(run, tmp_path) -> None:
     spec = small_spec(tmp_path, release="min_k = 10")  # the gate judges the release by the same k
     out, page = tmp_path / "release.parquet", tmp_path / "release-report.html"
@@ -169,6 +174,7 @@ def loaded(tmp_path_factory):
         yield problem
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), below=st.integers(1, 12))
 def test_losses_and_information_equal_their_definitions(loaded: Problem, seed: int, below: int) -> None:

@@ -28,7 +28,7 @@ from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
 from deid_sql.spec import Spec
 from tests.conftest import AGE_QI, DEFAULT_COLUMNS, RACE_QI, SEX_QI, ZIP_QI
-from tests.engines import ENGINES, Engine, engine_fixture
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 SECRET_ENV = "DEID_TEST_ROLES_SECRET"
 SECRET = "roles-test-key-0123456789abcdef"  # 31 bytes
@@ -129,6 +129,7 @@ def test_roles_api() -> None:
 
 # -- validate -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_validate_prints_the_released_columns_in_order(project, run, secret) -> None:
     spec = project.spec(columns=PSEUDONYMIZE)
     out = run("validate", spec).stdout
@@ -167,6 +168,7 @@ def test_validate_reports_a_missing_secret(project, run, monkeypatch) -> None:
     assert f"secret_env = '{SECRET_ENV}' names no set environment variable" in line
 
 
+@pytest.mark.slow
 def test_evaluation_needs_no_roles(project, run) -> None:
     spec = project.spec(columns=None)
     data = json.loads(run("evaluate", spec, "-p", POLICY).stdout)
@@ -350,7 +352,7 @@ def test_anonymize_releases_the_roles(tmp_path, secret) -> None:
 
 # -- every engine -------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module", params=ENGINES)
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -406,6 +408,7 @@ def duck() -> Iterator:
     backend.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(values=st.lists(st.one_of(st.text(), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.none()),
                        min_size=1, max_size=8),
@@ -424,6 +427,7 @@ def test_duckdb_sql_equals_the_reference(duck, values: list[object], key: bytes)
         assert got == [pseudonym(key, v, form) for v in ints]
 
 
+@pytest.mark.engine
 def test_postgres_pgcrypto_fallback_agrees(tmp_path) -> None:
     """PostgreSQL before 11 has no sha256(): pgcrypto's hmac() gives the same pseudonyms (checked
     here inside a transaction that is rolled back, so the database keeps no extension)."""

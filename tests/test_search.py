@@ -90,6 +90,7 @@ def test_every_result_is_a_boundary_policy(small, method, seed) -> None:
     assert len({b.policy.bits for b in result.found}) == len(result.found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 def test_results_lie_in_the_exact_boundary_set(tiny, method) -> None:
     problem, risks, threshold = tiny
@@ -165,6 +166,7 @@ def test_evaluations_count_distinct_policies(small, method, monkeypatch) -> None
     assert result.evaluations == distinct == recorder.computed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("density", [0.2, 0.8])
 def test_bps_needs_fewer_evaluations_per_boundary(small, density) -> None:
     threshold = _quantile_threshold(small, density)

@@ -28,7 +28,7 @@ from deid_sql.backends import spark_home
 from deid_sql.errors import BackendError
 from deid_sql.spec import Spec, SpecError
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, PERMISSIVE_RELEASE, _population_table, _source_table
-from tests.engines import Engine, opened
+from tests.engines import Engine, engine_fixture, engine_params
 from tests.spark_engine import parquet_study
 
 # what Spark's JVM prints when it starts, at its default log level
@@ -87,9 +87,9 @@ def test_spark_files_go_into_the_folder_and_conf_wins(tmp_path: Path) -> None:
 
 
 # -- Spark in this process: the catalog paths -------------------------------------------------------
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    yield from opened("spark", tmp_path_factory)
+@pytest.fixture(scope="module", params=engine_params("spark"))  # its tests are marked engine
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

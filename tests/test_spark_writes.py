@@ -25,6 +25,7 @@ from deid_sql.backends.spark_writes import spark_output_name, staging_name, swee
 from deid_sql.errors import OutputError
 from deid_sql.release.plan import plan_of
 from tests.conftest import N_SOURCE
+from tests.engines import engine_fixture, engine_params
 from tests.spark_engine import parquet_study
 
 
@@ -82,6 +83,7 @@ def _refused(spec: Path, *args: str) -> str:
     return lines[0]
 
 
+@pytest.mark.engine  # no JVM, but the spark extra (pyspark): the CLI refuses engine "spark" without it
 def test_bad_names_are_refused_before_spark_and_nothing_lands(study: Path) -> None:
     """Case 2: ``--table '"my tbl"'`` left ``warehouse/"my tbl"__release/part-….parquet``."""
     warehouse = study.parent / "spark-home" / "warehouse"
@@ -91,6 +93,7 @@ def test_bad_names_are_refused_before_spark_and_nothing_lands(study: Path) -> No
     assert not warehouse.exists() or not list(warehouse.rglob("*"))  # no release, no sidecar, no folder
 
 
+@pytest.mark.engine  # no JVM, but pyspark
 def test_existing_folders_and_views_are_refused_before_spark_with_the_commands_flag(study: Path) -> None:
     warehouse = study.parent / "spark-home" / "warehouse"
     (warehouse / "released__release").mkdir(parents=True)
@@ -103,11 +106,9 @@ def test_existing_folders_and_views_are_refused_before_spark_with_the_commands_f
 
 
 # -- Spark: round trips in this process, kills in fresh ones ---------------------------------------
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory):
-    from tests.engines import opened
-
-    yield from opened("spark", tmp_path_factory)
+@pytest.fixture(scope="module", params=engine_params("spark"))  # its tests are marked engine
+def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    yield from engine_fixture(request, tmp_path_factory)
 
 
 def test_quoted_names_round_trip_and_refresh_in_place(spark, tmp_path: Path) -> None:

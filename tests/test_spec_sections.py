@@ -210,6 +210,7 @@ def test_core_imports_no_feature_and_sits_in_no_cycle(core: str) -> None:
     assert core not in reached  # nothing it imports imports it back
 
 
+@pytest.mark.slow
 def test_a_fresh_interpreter_parsing_a_spec_sees_every_section(project: Project) -> None:
     """The section parsers are found by the table, not by a registration that only runs when a
     feature happens to be imported: importing the spec loads no channel module, yet its problems show."""

@@ -22,7 +22,7 @@ from deid_sql.guards import IN_LIST
 from deid_sql.problem import Problem
 from deid_sql.recoding import QIRecoding, Recoding
 from deid_sql.release.plan import plan_of
-from tests.engines import Engine, engine_fixture
+from tests.engines import Engine, engine_fixture, engine_params
 
 SIZE = 12_000
 GROUPS = 40
@@ -34,7 +34,7 @@ def _source() -> pa.Table:
     return pa.table({"code": codes, "id": np.arange(len(codes), dtype=np.int64)})
 
 
-@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+@pytest.fixture(scope="module", params=engine_params("duckdb", "postgres"))
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     yield from engine_fixture(request, tmp_path_factory)
 
@@ -75,6 +75,7 @@ def test_scattered_groups_are_a_joined_values_table_with_the_reference_labels(pr
     assert sorted(released) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["top", "random"])
 def test_lattice_policies_over_a_large_category_list_no_long_literal_list(problem: Problem, policy: str) -> None:
     text = (problem.lattice.random_policy(np.random.default_rng(4), 0.5).text() if policy == "random" else policy)
@@ -86,6 +87,7 @@ def test_lattice_policies_over_a_large_category_list_no_long_literal_list(proble
     assert released == 3_000
 
 
+@pytest.mark.slow
 def test_a_value_outside_the_domain_shows_the_outside_label(problem: Problem, engine: Engine) -> None:
     """The join is the guard: a value no row of the table holds is '*', never itself."""
     if engine.name != "duckdb":
