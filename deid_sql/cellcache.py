@@ -170,11 +170,13 @@ def _identity(spec: Spec) -> dict[str, Any]:
     hierarchies = {q.name: _file_sha256(q.hierarchy) for q in spec.qis if q.hierarchy is not None}
     return {"format": FORMAT, "version": __version__, "qis": repr(spec.qis), "source": repr(spec.source),
             "population": repr(spec.population), "count": spec.count_column, "backend": repr(spec.backend),
+            "person": repr(spec.person),
             "hierarchies": hierarchies, "value_cap": value_cap()}
 
 
 def _source_columns(spec: Spec) -> list[str]:
-    return sorted({q.column for q in spec.qis})
+    persons = spec.person.columns() if spec.person is not None else []
+    return sorted({q.column for q in spec.qis if q.derived is None} | set(persons))
 
 
 def _population_columns(spec: Spec) -> list[str]:

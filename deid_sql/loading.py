@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from . import progress
@@ -22,6 +23,7 @@ from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
+from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, example_query, person_cells_query
 from .spec import QISpec, Spec, TableRef
 from .sqltext import exact_text
 
@@ -43,7 +45,8 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     ref = spec.source if which == "source" else spec.population
     assert ref is not None
     attr = "column" if which == "source" else "population_column"
-    text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in spec.qis}
+    qis = [q for q in spec.qis if which == "population" or q.derived is None]  # derived QIs have no source column
+    text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in qis}
     view = SOURCE_VIEW if which == "source" else POPULATION_VIEW
     try:
         columns = _open_view(backend, view, ref, text_cols)
@@ -56,11 +59,20 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
         if columns is None:
             problems.append(read_problem(which, ref.describe(), str(e)))
             return None
-    misread = _misread_csv(ref, columns, [getattr(q, attr) for q in spec.qis])
+    misread = _misread_csv(ref, columns, [getattr(q, attr) for q in qis])
     if misread:
         problems.append(f"{which} {ref.describe()} {misread}")
         return None
-    for q in spec.qis:
+    if which == "source" and spec.person is not None:
+        for what, name in (("person", spec.person.column), ("order", spec.person.order)):
+            if name is not None and name not in columns:
+                problems.append(f"[person] {what} = {name!r}: the source {ref.describe()} has no such column; its "
+                                f"columns are {', '.join(list(columns)[:12])}{'…' if len(columns) > 12 else ''}")
+        for q in spec.qis:
+            if q.derived is not None and q.column in columns:
+                problems.append(f"QI {q.name!r} is derived from the rows, but the source has a column {q.column!r} "
+                                f"too; name the QI differently (its released column takes the QI's name)")
+    for q in qis:
         name = getattr(q, attr)
         if name not in columns:
             problems.append(
@@ -216,6 +228,9 @@ def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], tab
     select = exp.select().from_(exp.alias_(exp.to_table(table.view), "t", table=True))
     for i, (q, d) in enumerate(zip(spec.qis, domains)):
         name = getattr(q, attr)
+        if q.derived is not None and attr == "column":  # computed per person (``person_cells``), not read
+            select = select.select(exp.alias_(exp.null(), f"p{i}"))
+            continue
         key = source_key(q, d, col(name, "t"), table.columns.get(name))
         if isinstance(d, CategoryDomain):
             dom = f"deid_dom_{i}"
@@ -243,8 +258,11 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
             problems.append(f"population count column {spec.count_column!r} has type {ctype}; it must hold numbers")
             return None
         measure = exp.func("sum", exp.cast(count, "DOUBLE"))
-    query = pos.select(exp.alias_(measure, "n"))
-    query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
+    if table.label == "source" and spec.person is not None:
+        query = person_cells_query(pos, spec.qis, spec.person)
+    else:
+        query = pos.select(exp.alias_(measure, "n"))
+        query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
     ref = spec.source if table.label == "source" else spec.population
     assert ref is not None
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
@@ -256,6 +274,9 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
         problems.append(read_problem(table.label, ref.describe(), str(e)))
         return None
     if result is None:
+        return None
+    if table.label == "source" and spec.person is not None and not _person_problems(backend, spec, domains, pos,
+                                                                                     result, problems):
         return None
     has_null = np.zeros(result.num_rows, dtype=bool)
     for i in range(n):
@@ -394,11 +415,47 @@ def _check_duplicates(backend: Backend, table: Table, count: str, problems: list
                     f"duplicates = \"sum\" to [population] if the rows are parts of one cell")
 
 
+def _person_problems(backend: Backend, spec: Spec, domains: Sequence[Domain], rows: exp.Select, result: pa.Table,
+                     problems: list[str]) -> bool:
+    """The load's person checks (``person_cells``): rows without a person key, QIs that vary within
+    a person without a ``per_person`` rule (with one example), persons with more rows than a
+    derived QI's domain.  False when any was found."""
+    assert spec.person is not None
+    found = len(problems)
+
+    def total(name: str) -> int:
+        return int(pc.sum(result.column(name)).as_py() or 0) if name in result.column_names else 0
+
+    nulls = total(NULL_ROWS)
+    if nulls:
+        problems.append(f"[person] column {spec.person.column!r} is NULL in {nulls:,} row(s); every row must name its "
+                        f"person: fill the key or filter those rows out of the source")
+    for i, q in enumerate(spec.qis):
+        varying = total(VARYING.format(i))
+        if q.derived is None and varying:
+            example = backend.execute(example_query(rows, spec.person, i)).to_pylist()
+            shown = ""
+            if example:
+                e, d = example[0], domains[i]
+                shown = f" (e.g. person {e['person']!r} has {d.text(int(e['lo']))!r} and {d.text(int(e['hi']))!r})"
+            problems.append(f"QI {q.name!r} varies within {varying:,} person(s){shown}; a QI must be a property of "
+                            f"the person: add per_person = \"first\", \"last\", \"min\" or \"max\" to its [[qi]] "
+                            f"(first and last by [person] order)")
+    out = total(ROWS_OUT)
+    if out:
+        derived = next(q for q in spec.qis if q.derived == "rows")
+        problems.append(f"QI {derived.name!r}: {out:,} person(s) have a number of rows outside {derived.min}..."
+                        f"{derived.max}; widen its min/max")
+    return len(problems) == found
+
+
 def _describe_bad(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
                   problems: list[str]) -> None:
     """One problem per QI with values outside its domain (≤ 5 shown) or NULLs."""
     pos = positions_query(backend, spec, domains, table, "column")
     for i, q in enumerate(spec.qis):
+        if q.derived is not None:
+            continue  # computed per person: its problems are the person checks'
         raw = col(q.column, "t")
         bad = exp.and_(exp.Is(this=exp.column(f"p{i}"), expression=exp.null()))
         shown_as = exp.cast(exact_text(exp.cast(raw, "VARCHAR")), "VARCHAR")  # each spelling apart

@@ -44,6 +44,7 @@ from .loading import (
     resolve_domains,
     spelling_notes,
 )
+from .persons import refuse_release
 from .policy import Policy
 from .policytext import parse_release
 from .recoding import Recoding
@@ -294,6 +295,7 @@ class Problem:
         and applies the roles to its own outer select (``contract.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
+        refuse_release(self.spec.person)
         recoding, suppression = plan.recoding, plan.suppression
         outside = self.spec.columns.outside_label
         for q, r in zip(self.spec.qis, recoding.qis):

@@ -30,6 +30,7 @@ from .cuts import CutRule, parse_rule
 from .domain import KINDS, parse_date
 from .errors import Problems, SpecError
 from .limits import domain_problems
+from .persons import PersonSpec, check_person, parse_person, parse_qi_rules
 from .population_size import parse_size, parse_weights
 from .registry import ENGINES, RISK_MODELS
 from .spec_sections import parse_sections, qis_required, section_keys
@@ -38,13 +39,14 @@ from .tableref import TableRef
 # TableRef lives in ``tableref`` (below the backends); it is re-exported here for the spec's readers
 __all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml", "top_keys"]
 
-CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights", "risk", "release", "columns"}
+CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights", "risk", "release", "columns",
+             "person"}
 SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
 DUPLICATES = ("error", "sum")
 GLOB_CHARS = "*?[]{}"  # pattern characters of DuckDB's and Hadoop's (Spark's) file globs
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
-           "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts"}
+           "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts", "per_person", "derived"}
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
 BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf", "home"}
@@ -86,6 +88,8 @@ class QISpec:
     null_label: str = "NULL"
     role: str | None = None
     cuts: CutRule | None = None  # where a policy may cut this QI (``cuts.py``); None: anywhere
+    per_person: str | None = None  # which of a person's values stands for them (``persons.PER_PERSON``)
+    derived: str | None = None  # computed from a person's rows ("rows"), not read from a column
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class Spec:
     population_size: int | None = None
     population_region: str | None = None
     weights: str | None = None
+    # persons, not rows: the column that names a person (``persons.py``); None: a row is a person
+    person: PersonSpec | None = None
 
     def feature(self, name: str) -> Any:
         """A feature section's value (its default when the spec lacks the section)."""
@@ -178,6 +184,8 @@ class Spec:
             gamma = 1.0
         # a feature section (channel expansion) may need no quasi-identifiers; every other job does
         qis = _qis(data.get("qi"), base, population is not None, problems) if qis_required(data) else []
+        person = parse_person(data.get("person"), problems)
+        check_person(person, qis, weights, problems)
         problems.extend(domain_problems(qis))  # refused before any structure is sized by a domain
         qi_columns = tuple(q.column for q in qis)
         risk = data.get("risk", "population")
@@ -191,8 +199,8 @@ class Spec:
         return cls(path=path or base / "spec.toml", source=source, population=population,
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, backend=backend, population_size=size,
-                   population_region=region, weights=weights, risk=str(risk), release=release, columns=columns,
-                   features=features)
+                   population_region=region, weights=weights, person=person, risk=str(risk), release=release,
+                   columns=columns, features=features)
 
 
 def top_keys() -> frozenset[str]:
@@ -413,7 +421,11 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
     if kind not in KINDS:
         problems.add(where, f"kind = {kind!r} is not one of {', '.join(KINDS)}")
         return None
-    column = q.get("column", name)
+    per_person, derived = parse_qi_rules(q, kind, where, problems)
+    column = name if derived is not None else q.get("column", name)
+    if derived is not None and has_population and "population_column" not in q:
+        problems.add(where, f"derived = {derived!r} with a census table: the census must count people by it too; "
+                            f"give population_column = \"<its census column>\", or use population = \"sample\"")
     lo, hi = q.get("min"), q.get("max")
     values = q.get("values")
     values_from = q.get("values_from")
@@ -488,4 +500,4 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
     return QISpec(name=name, column=str(column), population_column=str(q.get("population_column", column)),
                   kind=kind, min=lo, max=hi, values=tuple(values) if values else None,
                   values_from=values_from, hierarchy=hpath, nulls=nulls, null_label=str(null_label),
-                  role=role, cuts=cuts)
+                  role=role, cuts=cuts, per_person=per_person, derived=derived)

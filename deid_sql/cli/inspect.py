@@ -55,7 +55,8 @@ def validate(spec: Path) -> None:
 def _report_problem(problem: Problem) -> None:
     s = problem.spec
     click.echo(f"ok: {s.path}")
-    click.echo(f"  source     {s.source.describe()}: {problem.sample.total:,} records in "
+    unit = f"persons ([person] {s.person.column})" if s.person is not None else "records"
+    click.echo(f"  source     {s.source.describe()}: {problem.sample.total:,} {unit} in "
                f"{len(problem.sample):,} cells")
     if problem.population is not None and s.population is not None:
         click.echo(f"  population {s.population.describe()}: {problem.population.total:,} people in "

@@ -1,0 +1,225 @@
+"""Persons, not rows (issue 29): with ``[person]`` every figure counts persons.
+
+The figures of a multi-row table equal a pure-Python reference that reduces the rows to one
+tuple per person by the same rules; a table with one row per person gives the same figures with
+and without ``[person]``; the bad inputs are one line each.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deid_sql import Problem
+from deid_sql.cli import cli
+from deid_sql.errors import DataError, PolicyError, SpecError
+from deid_sql.release.plan import plan_of
+
+QIS = '''
+[[qi]]
+name = "age"
+kind = "integer"
+min = 0
+max = 99
+{age_rule}
+[[qi]]
+name = "sex"
+kind = "category"
+values = ["F", "M"]
+{visits}
+[columns]
+drop = ["patient_id", "seen", "dx"]
+[release]
+min_k = 2
+'''
+VISITS = '''[[qi]]
+name = "visits"
+kind = "integer"
+derived = "rows"
+min = 1
+max = 20
+'''
+
+
+def write(folder: Path, rows: list[dict[str, Any]], person: str | None = '[person]\ncolumn = "patient_id"\n'
+          'order = "seen"\n', age_rule: str = 'per_person = "first"', visits: bool = True) -> Path:
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(
+        [("patient_id", pa.string()), ("age", pa.int64()), ("sex", pa.string()), ("seen", pa.int64()),
+         ("dx", pa.string())])), folder / "enc.parquet")
+    spec = folder / "enc.toml"
+    spec.write_text('[source]\npath = "enc.parquet"\n' + (person or "")
+                    + QIS.format(age_rule=age_rule, visits=VISITS if visits else ""), encoding="utf-8")
+    return spec
+
+
+def reference(rows: list[dict[str, Any]], width: int, rule: str = "first", visits: bool = True
+              ) -> dict[str, float]:
+    """Per-person figures by hand: each person's age by ``rule`` (first by seen, ties by age), their
+    sex, their row count; ages in bands of ``width``; the population is the sample."""
+    by: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in rows:
+        by[r["patient_id"]].append(r)
+    groups: collections.Counter[tuple[Any, ...]] = collections.Counter()
+    for person_rows in by.values():
+        if rule == "first":
+            age = min(person_rows, key=lambda r: (r["seen"], r["age"]))["age"]
+        elif rule == "last":
+            age = max(person_rows, key=lambda r: (r["seen"], r["age"]))["age"]
+        else:
+            age = (min if rule == "min" else max)(r["age"] for r in person_rows)
+        key = (age // width, person_rows[0]["sex"]) + ((len(person_rows),) if visits else ())
+        groups[key] += 1
+    m = list(groups.values())
+    return {"records": float(len(by)), "groups": float(len(groups)), "k": float(min(m)),
+            "sample_uniques": float(sum(1 for x in m if x == 1)), "risk_sum": float(len(groups))}
+
+
+def encounters(draw: st.DrawFn) -> list[dict[str, Any]]:
+    n = draw(st.integers(1, 25))
+    rows = []
+    for p in range(n):
+        sex = draw(st.sampled_from(["F", "M"]))
+        for _ in range(draw(st.integers(1, 6))):
+            rows.append({"patient_id": f"P{p:03d}", "age": draw(st.integers(0, 99)), "sex": sex,
+                         "seen": draw(st.integers(0, 9)), "dx": "x"})
+    return rows
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.composite(encounters)(), rule=st.sampled_from(["first", "last", "min", "max"]),
+       width=st.sampled_from([1, 10, 50]))
+def test_figures_count_persons_like_the_reference(tmp_path_factory: pytest.TempPathFactory,
+                                                  rows: list[dict[str, Any]], rule: str, width: int) -> None:
+    folder = tmp_path_factory.mktemp("persons")
+    spec = write(folder, rows, age_rule=f'per_person = "{rule}"')
+    want = reference(rows, width, rule)
+    policy = f"age:every={width}" if width > 1 else "age:bottom"
+    with Problem.from_spec(spec, cache=False) as problem:
+        for path in ("fast", "sql"):
+            m = problem.evaluate(policy, path=path)
+            got = {"records": float(problem.sample.total), "groups": float(m.groups), "k": float(m.k),
+                   "sample_uniques": float(m.sample_unique_records), "risk_sum": m.risk_sum}
+            assert got == pytest.approx(want, rel=1e-12), (path, got, want)
+
+
+def test_a_person_with_fifty_rows_counts_once_in_one_group(tmp_path: Path) -> None:
+    rows = [{"patient_id": "A", "age": 40 + v % 3, "sex": "F", "seen": v, "dx": "x"} for v in range(50)]
+    rows += [{"patient_id": f"B{i}", "age": 70, "sex": "M", "seen": 0, "dx": "x"} for i in range(3)]
+    spec = write(tmp_path, rows, age_rule='per_person = "max"', visits=False)
+    with Problem.from_spec(spec, cache=False) as problem:
+        assert problem.sample.total == 4 and len(problem.sample) == 2
+        m = problem.evaluate("bottom")
+        assert m.groups == 2 and m.k == 1 and m.sample_unique_records == 1
+
+
+def test_one_row_per_person_gives_the_same_figures_with_and_without_person(tmp_path: Path) -> None:
+    rows = [{"patient_id": f"P{i}", "age": (i * 7) % 100, "sex": "FM"[i % 2], "seen": 0, "dx": "x"}
+            for i in range(200)]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with_person = write(tmp_path / "a", rows, age_rule="", visits=False)
+    without = write(tmp_path / "b", rows, person=None, age_rule="", visits=False)
+    with Problem.from_spec(with_person, cache=False) as a, Problem.from_spec(without, cache=False) as b:
+        for policy in ("bottom", "age:every=10", "age:every=25|sex:top", "top"):
+            assert a.evaluate(policy).to_dict() == b.evaluate(policy).to_dict()
+
+
+def test_the_row_count_is_a_qi(tmp_path: Path) -> None:
+    rows = [{"patient_id": "A", "age": 30, "sex": "F", "seen": v, "dx": "x"} for v in range(7)]
+    rows += [{"patient_id": f"B{i}", "age": 30, "sex": "F", "seen": 0, "dx": "x"} for i in range(4)]
+    spec = write(tmp_path, rows, age_rule="")
+    with Problem.from_spec(spec, cache=False) as problem:
+        kept = problem.evaluate("bottom")  # seven admissions single out A
+        assert kept.groups == 2 and kept.sample_unique_records == 1
+        merged = problem.evaluate("visits:top")
+        assert merged.groups == 1 and merged.k == 5
+
+
+def _error(tmp_path: Path, rows: list[dict[str, Any]], **kw: Any) -> str:
+    spec = write(tmp_path, rows, **kw)
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert lines, result.output
+    return "\n".join(lines)
+
+
+ROWS = [{"patient_id": "A", "age": 30, "sex": "F", "seen": 1, "dx": "x"},
+        {"patient_id": "A", "age": 31, "sex": "F", "seen": 2, "dx": "x"},
+        {"patient_id": "B", "age": 50, "sex": "M", "seen": 1, "dx": "x"}]
+
+
+def test_a_varying_qi_without_a_rule_is_refused_with_a_count_and_an_example(tmp_path: Path) -> None:
+    err = _error(tmp_path, ROWS, age_rule="")
+    assert "QI 'age' varies within 1 person(s) (e.g. person 'A' has '30' and '31')" in err
+    assert 'per_person = "first"' in err
+
+
+@pytest.mark.parametrize(("person", "age_rule", "visits", "expected"), [
+    ('[person]\ncolumn = "nobody"\n', "", False, "[person] person = 'nobody': the source"),
+    ('[person]\ncolumn = "patient_id"\norder = "when"\n', 'per_person = "first"', False,
+     "[person] order = 'when': the source"),
+    ('[person]\ncolumn = "patient_id"\n', 'per_person = "first"', False, "needs [person] order"),
+    ('[person]\ncolumn = "age"\n', "", False, "is also the QI 'age'"),
+    (None, 'per_person = "max"', False, "needs [person] column"),
+    ('[person]\ncolumn = "patient_id"\n', 'per_person = "oldest"', False, "per_person = 'oldest' must be one of"),
+    ('[person]\ncolumn = "patient_id"\n', 'derived = "visits"', False, "derived = 'visits' is unknown"),
+])
+def test_bad_person_declarations_are_one_line_each(tmp_path: Path, person: str | None, age_rule: str,
+                                                   visits: bool, expected: str) -> None:
+    assert expected in _error(tmp_path, ROWS, person=person, age_rule=age_rule, visits=visits)
+
+
+def test_a_derived_qi_needs_an_integer_domain(tmp_path: Path) -> None:
+    spec = write(tmp_path, ROWS, age_rule='per_person = "first"', visits=False)
+    text = spec.read_text(encoding="utf-8") + '[[qi]]\nname = "visits"\nkind = "integer"\nderived = "rows"\n'
+    spec.write_text(text.replace("[columns]", "[columnsX]").replace("[columnsX]", "[columns]"), encoding="utf-8")
+    with pytest.raises(SpecError, match='derived = "rows" needs an integer domain'):
+        Problem.from_spec(spec, cache=False)
+
+
+def test_null_person_keys_are_refused_with_a_count(tmp_path: Path) -> None:
+    rows = [*ROWS, {"patient_id": None, "age": 20, "sex": "F", "seen": 1, "dx": "x"},
+            {"patient_id": None, "age": 21, "sex": "F", "seen": 2, "dx": "x"}]
+    with pytest.raises(DataError, match=r"\[person\] column 'patient_id' is NULL in 2 row\(s\)"):
+        Problem.from_spec(write(tmp_path, rows), cache=False)
+
+
+def test_more_rows_than_the_derived_domain_is_refused(tmp_path: Path) -> None:
+    rows = [{"patient_id": "A", "age": 30, "sex": "F", "seen": v, "dx": "x"} for v in range(25)]
+    with pytest.raises(DataError, match=r"QI 'visits': 1 person\(s\) have a number of rows outside 1\.\.\.20"):
+        Problem.from_spec(write(tmp_path, rows), cache=False)
+
+
+def test_releases_are_refused_until_they_count_persons(tmp_path: Path) -> None:
+    spec = write(tmp_path, ROWS * 3)
+    with Problem.from_spec(spec, cache=False) as problem:
+        with pytest.raises(PolicyError, match="releases counted in persons are not built yet"):
+            problem.query(plan_of(problem, "age:every=10"))
+    result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:every=10", "--out",
+                                      str(tmp_path / "r.parquet")])
+    assert result.exit_code == 2 and not (tmp_path / "r.parquet").exists()
+
+
+def test_the_cells_cache_keys_on_the_person_declaration(tmp_path: Path) -> None:
+    rows = [{"patient_id": "A", "age": 30, "sex": "F", "seen": 1, "dx": "x"},
+            {"patient_id": "A", "age": 60, "sex": "F", "seen": 2, "dx": "x"}]
+    spec = write(tmp_path, rows, age_rule='per_person = "first"', visits=False)
+    cache = tmp_path / "cache"
+    from deid_sql.cellcache import CellsCache
+
+    with Problem.from_spec(spec, cache=CellsCache(cache)) as first:
+        assert first.evaluate("bottom").groups == 1
+        first_age = int(first.sample.positions[0, 0])
+    spec.write_text(spec.read_text(encoding="utf-8").replace('per_person = "first"', 'per_person = "last"'),
+                    encoding="utf-8")
+    with Problem.from_spec(spec, cache=CellsCache(cache)) as last:
+        assert int(last.sample.positions[0, 0]) != first_age  # 60, not the cached 30
