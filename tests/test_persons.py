@@ -8,6 +8,7 @@ and without ``[person]``; the bad inputs are one line each.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.errors import DataError, PolicyError, SpecError
 from deid_sql.release.plan import plan_of
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 QIS = '''
 [[qi]]
@@ -93,6 +95,7 @@ def encounters(draw: st.DrawFn) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.composite(encounters)(), rule=st.sampled_from(["first", "last", "min", "max"]),
        width=st.sampled_from([1, 10, 50]))
@@ -223,3 +226,33 @@ def test_the_cells_cache_keys_on_the_person_declaration(tmp_path: Path) -> None:
                     encoding="utf-8")
     with Problem.from_spec(spec, cache=CellsCache(cache)) as last:
         assert int(last.sample.positions[0, 0]) != first_age  # 60, not the cached 30
+
+
+# -- every engine -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def test_every_engine_builds_the_same_cells_of_persons(engine: Engine, tmp_path: Path) -> None:
+    """The person query (windows for first/last, per-person aggregates, flags) runs where the
+    data is and gives the DuckDB file's cells, and the pure-Python reference's figures."""
+    import random
+
+    rng = random.Random(29)
+    rows = [{"patient_id": f"P{p:03d}", "age": rng.randint(0, 99), "sex": sex, "seen": rng.randint(0, 5),
+             "dx": "x"}
+            for p in range(120) for sex in [rng.choice("FM")] for _ in range(rng.randint(1, 5))]
+    local = write(tmp_path, rows)
+    table = pa.Table.from_pylist(rows)
+    source = engine.load("encounters", table)
+    spec = engine.folder / "persons.toml"
+    text = local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
+                                                     engine.header() + f"\n[source]\n{source}\n")
+    spec.write_text(text, encoding="utf-8")
+    with Problem.from_spec(local, cache=False) as want, Problem.from_spec(spec, cache=False) as got:
+        assert (got.sample.positions == want.sample.positions).all()
+        assert (got.sample.counts == want.sample.counts).all()
+        m = got.evaluate("age:every=10")
+    ref = reference(rows, 10, "first")
+    assert (m.groups, m.k, m.sample_unique_records) == (ref["groups"], ref["k"], ref["sample_uniques"])
