@@ -90,6 +90,46 @@ def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
     return spec
 
 
+# the encounters demo (``deid-sql demo --ehr``): one row per visit, the person named by patient_id, and
+# the age at the first visit standing for the patient (a patient's age grows across visits)
+EHR_PERSON = """
+[person]
+column = "patient_id"
+order = "admitted"
+"""
+EHR_COLUMNS = """
+[columns]
+drop = ["patient_id", "admitted"]
+sensitive = ["diagnosis"]
+"""
+EHR_POLICIES = ("age:cuts=18,30,45,65,90|zip:digits=3", "age:every=10")
+
+
+def ehr_specs() -> tuple[str, str]:
+    """(the spec counting persons, the same spec counting rows) over ``encounters.parquet``."""
+    base = census_spec("encounters.parquet", name="ehr") + EHR_COLUMNS + DEMO_RELEASE
+    persons = base.replace('role = "age"\n', 'role = "age"\nper_person = "first"\n', 1) + EHR_PERSON
+    return persons, base
+
+
+def build_ehr(folder: str | Path, seed: int = 0, patients: int = 20_000,
+              people: int = 2_000_000) -> tuple[Path, Path]:
+    """Write the encounters demo into ``folder``: the census, ``encounters.parquet`` (several rows
+    per patient), ``ehr.toml`` (persons) and ``ehr-rows.toml`` (the same, a row as a person)."""
+    from .fixtures import synthetic_population
+    from .fixtures.encounters import synthetic_encounters
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    population = synthetic_population(seed, total=people)
+    pq.write_table(population, out / "population.parquet")
+    pq.write_table(synthetic_encounters(population, patients, seed), out / "encounters.parquet")
+    persons, rows = ehr_specs()
+    (out / "ehr.toml").write_text(persons, encoding="utf-8")
+    (out / "ehr-rows.toml").write_text(rows, encoding="utf-8")
+    return out / "ehr.toml", out / "ehr-rows.toml"
+
+
 def no_census_spec(people: int) -> str:
     """The demo's problem as if no census existed: only the population's size is known, so risk is
     estimated from the cohort's class sizes (Dankar's rule; docs/no-census.md)."""

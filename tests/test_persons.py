@@ -256,3 +256,24 @@ def test_every_engine_builds_the_same_cells_of_persons(engine: Engine, tmp_path:
         m = got.evaluate("age:every=10")
     ref = reference(rows, 10, "first")
     assert (m.groups, m.k, m.sample_unique_records) == (ref["groups"], ref["k"], ref["sample_uniques"])
+
+
+def test_the_ehr_demo_counts_rows_and_persons(tmp_path: Path) -> None:
+    """``demo --ehr``: several rows per patient, the age varying within a patient, and the figures
+    of the persons' spec equal a reduction by hand (first visit's age)."""
+    from deid_sql.demo import build_ehr
+
+    persons, rows = build_ehr(tmp_path, seed=3, patients=400, people=40_000)
+    table = pq.read_table(tmp_path / "encounters.parquet").to_pylist()
+    assert len(table) > 400 and len({r["patient_id"] for r in table}) <= 400
+    with Problem.from_spec(persons, cache=False) as p, Problem.from_spec(rows, cache=False) as r:
+        assert r.sample.total == len(table) and p.sample.total == len({x["patient_id"] for x in table})
+        by: dict[Any, list[dict[str, Any]]] = collections.defaultdict(list)
+        for x in table:
+            by[x["patient_id"]].append(x)
+        assert any(len({x["age"] for x in v}) > 1 for v in by.values())  # ages vary within patients
+        groups = collections.Counter(
+            (min(v, key=lambda x: (x["admitted"], x["age"]))["age"] // 10, v[0]["sex"], v[0]["race"],
+             str(v[0]["zip"]).zfill(5)) for v in by.values())
+        m = p.evaluate("age:every=10")
+        assert (m.groups, m.sample_unique_records) == (len(groups), sum(1 for c in groups.values() if c == 1))

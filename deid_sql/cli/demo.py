@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..demo import build_adult, build_demo, showcase_policies
+from ..demo import EHR_POLICIES, build_adult, build_demo, build_ehr, showcase_policies
 from ..frontier_job import run_frontier
 from ..output import create_view, preview
 from ..policy import Policy
@@ -30,12 +30,16 @@ from .options import handles_errors
               help="Instead of the demo, write the Adult problems of the docs into --dir: adult.toml (Adult with "
                    "ZIP codes from the synthetic census) and adult-hierarchies.toml (ARX's hierarchies), reading "
                    "ARX's adult.csv and adult_hierarchy_*.csv from this folder in place.")
+@click.option("--ehr", is_flag=True,
+              help="Instead of the demo, write an encounters table (several rows per patient) and its specs into "
+                   "--dir, and compare its figures counted by rows with those counted by persons.")
 @handles_errors
-def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None) -> None:
+def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None, ehr: bool) -> None:
     """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier,
     and the report a reviewer signs for the chosen policy (DIR/report.html).
 
-    With --adult, write the Adult example problems instead (nothing else runs).
+    With --adult, write the Adult example problems instead (nothing else runs); with --ehr, the
+    encounters example (one row per visit, counted in persons).
 
     Example: deid-sql demo --dir demo-out --budget 200
     """
@@ -46,7 +50,29 @@ def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None) -> None:
                    f"population.parquet) and {hierarchies} (every attribute with ARX's hierarchies, reading "
                    f"{adult_dir} in place) ({time.perf_counter() - t0:.1f} s)")
         return
+    if ehr:
+        _ehr(folder, seed)
+        return
     _run(folder, seed, budget)
+
+
+def _ehr(folder: Path, seed: int) -> None:
+    """The encounters demo: the same policies' figures counted by rows and by persons."""
+    t0 = time.perf_counter()
+    persons, rows = build_ehr(folder, seed)
+    click.echo(f"wrote {persons} (a person per patient_id) and {rows} (a row as a person) over "
+               f"{folder / 'encounters.parquet'} ({time.perf_counter() - t0:.1f} s)")
+    with Problem.from_spec(rows) as by_rows, Problem.from_spec(persons) as by_persons:
+        click.echo(f"\n{by_rows.sample.total:,} encounters of {by_persons.sample.total:,} patients\n")
+        click.echo(f"{'policy':<40}{'counted by':<12}{'k':>5}{'uniques':>9}{'exp. re-ids':>13}")
+        for policy in EHR_POLICIES:
+            for label, problem in (("rows", by_rows), ("persons", by_persons)):
+                m = problem.evaluate(policy)
+                click.echo(f"{policy:<40}{label:<12}{m.k:>5}{m.sample_unique_records:>9}"
+                           f"{m.expected_reidentifications:>13.1f}")
+    click.echo("\nCounted by rows, a patient's visits form a group of their own, so unique patients are missed (k and "
+               "the uniques are too kind), and the expected re-identifications count visits, not people. The "
+               "persons' figures are the right ones ([person] in ehr.toml; docs/persons.md).")
 
 
 def _run(folder: Path, seed: int, budget: int) -> None:
