@@ -277,3 +277,23 @@ def test_the_ehr_demo_counts_rows_and_persons(tmp_path: Path) -> None:
              str(v[0]["zip"]).zfill(5)) for v in by.values())
         m = p.evaluate("age:every=10")
         assert (m.groups, m.sample_unique_records) == (len(groups), sum(1 for c in groups.values() if c == 1))
+
+
+@pytest.mark.parametrize("k,limit", [(2, 0.0), (5, 0.04), (20, 0.1)])
+def test_anonymize_finds_the_exhaustive_optimum_in_persons(tmp_path: Path, k: int, limit: float) -> None:
+    """Full-domain search works on cells, so it counts persons: its optimum on the encounters demo
+    equals exhaustive enumeration, and what it suppresses is at most ``limit`` of the persons."""
+    from deid_sql.demo import build_ehr
+    from deid_sql.fulldomain import KAnonymity, Loss, TransformationSpace, TransformEvaluator
+    from deid_sql.search.bfs import best_first_search
+    from tests.baselines.fulldomain import exhaustive
+
+    persons, _ = build_ehr(tmp_path, seed=5, patients=600, people=60_000)
+    with Problem.from_spec(persons, cache=False) as p:
+        space = TransformationSpace(p)
+        truth = exhaustive(space, TransformEvaluator(p, KAnonymity(k), Loss(), limit, space=space))
+        found = best_first_search(space, TransformEvaluator(p, KAnonymity(k), Loss(), limit, space=space)).optimum
+        assert (found is None) == (truth is None)
+        if truth is not None and found is not None:
+            assert found.quality == pytest.approx(truth.quality, rel=1e-12)
+            assert found.suppressed <= int(limit * p.sample.total)  # persons, not rows
