@@ -11,7 +11,8 @@ A person's value of a QI (positions in the domain's order):
   person whose minimum and maximum differ is counted as varying (the load refuses it);
 - ``min``/``max``: the least/greatest position;
 - ``first``/``last``: the position on the earliest/latest row by ``[person] order`` (NULL orders
-  last), ties broken by the least/greatest position, so the choice is the same on every engine;
+  last), ties broken by the least/greatest source value, so the choice is the same on every
+  engine and in the release query (``person_rows``);
 - ``derived = "rows"``: the person's row count, as a position of the QI's integer domain.
 A person with a row outside a QI's domain gets NULL for that QI, so the row is reported as for
 a source without persons.
@@ -19,7 +20,7 @@ a source without persons.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
 
@@ -35,13 +36,16 @@ VARYING = "deid_vary_{}"  # persons whose QI i varies
 ROWS_OUT = "deid_rows_out"  # persons whose row count is outside the derived QI's domain
 
 
-def _window(position: exp.Expression, person: exp.Expression, order: exp.Expression, last: bool) -> exp.Expression:
-    """The position on a person's first (last) row by order, ties by the least (greatest) position."""
+def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expression, tie: exp.Expression,
+                  last: bool) -> exp.Expression:
+    """``value`` on a person's first (last) row by ``order`` (NULL orders last), ties broken by the
+    least (greatest) ``tie`` — the row's own source value, so the load (which takes the row's
+    position) and the release (which takes its value) pick the same row on every engine."""
     return exp.Window(
-        this=exp.func("first_value", position.copy()),
+        this=exp.func("first_value", value.copy()),
         partition_by=[person.copy()],
         order=exp.Order(expressions=[exp.Ordered(this=order.copy(), desc=last, nulls_first=False),
-                                     exp.Ordered(this=position.copy(), desc=last, nulls_first=False)]),
+                                     exp.Ordered(this=tie.copy(), desc=last, nulls_first=False)]),
         spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
                             end_side="FOLLOWING"))
 
@@ -50,14 +54,16 @@ def _count_if(condition: exp.Expression) -> exp.Expression:
     return exp.func("sum", exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0)))
 
 
-def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec) -> exp.Select:
+def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec,
+                       ties: Mapping[int, exp.Expression]) -> exp.Select:
     """``SELECT p0…, n (persons), flags`` from ``rows`` (the positions query over the source, alias
-    ``t``, one ``p{i}`` per QI; derived QIs' ``p{i}`` are ignored), grouped by the persons' positions."""
+    ``t``, one ``p{i}`` per QI; derived QIs' ``p{i}`` are ignored), grouped by the persons' positions;
+    ``ties[i]`` is QI i's source value (its key), which breaks ties of ``first``/``last``."""
     key, order = col(person.column, "t"), col(person.order, "t") if person.order else exp.null()
     inner = rows.copy().select(exp.alias_(key, PERSON), exp.alias_(order, ORDER))
     for i, q in enumerate(qis):
         if q.per_person in ("first", "last"):
-            window = _window(_pos_ref(rows, i), key, order, q.per_person == "last")
+            window = person_window(_pos_ref(rows, i), key, order, ties[i], q.per_person == "last")
             inner = inner.select(exp.alias_(window, f"w{i}"))
     sub = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("r")))
     p_key = exp.column(PERSON, table="r")
@@ -126,4 +132,4 @@ def example_query(rows: exp.Select, person: PersonSpec, i: int) -> exp.Select:
             .order_by(exp.column(PERSON)).limit(1))
 
 
-__all__ = ["NULL_ROWS", "ROWS_OUT", "VARYING", "example_query", "person_cells_query"]
+__all__ = ["NULL_ROWS", "ROWS_OUT", "VARYING", "example_query", "person_cells_query", "person_window"]
