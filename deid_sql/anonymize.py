@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -31,12 +31,14 @@ from .fulldomain import (
     TransformationSpace,
     TransformEvaluator,
 )
-from .output import Written, materialize
 from .problem import Problem
 from .release.plan import ReleasePlan, plan_of
 from .search.bfs import STORES, BFSResult
 from .search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from .suppression import Suppression
+
+if TYPE_CHECKING:
+    from .output import Written
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
 FLAG = "deid_suppressed"
@@ -181,6 +183,8 @@ def write_release(problem: Problem, run: Anonymization, out: str | Path | None, 
                   accept_risk: str | None = None, table: str | None = None) -> Written:
     """Write the optimum's release through the release gate (figures measured on the written rows,
     the suppressed records flagged), with its sidecar: a file, or (``out`` None) table ``table`` of
-    the engine."""
+    the engine.  The writers are imported here: a search alone does not load them."""
+    from .output import materialize
+
     return materialize(problem, release_plan(problem, run), out, table=table, overwrite=overwrite,
                        accept_risk=accept_risk)

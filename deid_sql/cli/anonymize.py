@@ -8,9 +8,6 @@ import click
 
 from ..anonymize import METRICS, anonymize, privacy_models, release_plan
 from ..errors import OutputError
-from ..output import create_view, materialize
-from ..policyfile.format import MEASURE
-from ..policyfile.save import save_policy_file
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..search.bfs import STORES
@@ -119,13 +116,19 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
         if targets:
             _release(problem, plan, out, table, view, db, overwrite, accept_risk, report)
         if save_policy is not None:
+            from ..policyfile.format import MEASURE  # only here: a run without --save-policy skips their import
+            from ..policyfile.save import save_policy_file
+
             saved = save_policy_file(problem, plan, save_policy, overwrite=overwrite)
             click.echo(f"saved policy {saved.path} (drift limit {saved.threshold:.6g} on {MEASURE})")
 
 
 def _release(problem: Problem, plan: ReleasePlan, out: Path | None, table: str | None, view: str | None,
              db: Path | None, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
-    """The optimum through the release path every policy takes: a file, an engine table or a view."""
+    """The optimum through the release path every policy takes: a file, an engine table or a view
+    (the writers are imported here: a run that only searches does not load them)."""
+    from ..output import create_view, materialize
+
     if view is not None:
         where = f"view {view} in {db if db is not None else 'the database'}"
         pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, where)
