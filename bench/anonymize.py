@@ -261,7 +261,9 @@ def section2(problem: Problem, space: TransformationSpace, res: dict[Config, Row
             recording = Recording(ev)
             result = TRAVERSALS[traversal](space, ev)
             states[traversal] = classify(row.tables, recording.checked, result.stores)
-            out(f"    {traversal:<11} {states[traversal].row()}")
+            counted = "" if result.checked == len(states[traversal].checked) else (
+                f"  (it counts {result.checked:,}: a transformation its probe checked is counted again when reached)")
+            out(f"    {traversal:<11} {states[traversal].row()}{counted}")
         skipped = states[OTHER].checked - states[DEFAULT_TRAVERSAL].checked
         extra = states[DEFAULT_TRAVERSAL].checked - states[OTHER].checked
         acc = int(sum(bool(row.tables.accepted[_index(x, space.heights)]) for x in skipped))

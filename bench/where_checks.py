@@ -75,9 +75,10 @@ class States:
     checked: frozenset[tuple[int, ...]]
 
     def row(self) -> str:
-        return (f"checked {self.checked_accepted + self.checked_rejected:>5,} ({self.checked_accepted:,} accepted, "
-                f"{self.checked_rejected:,} rejected); unchecked: {self.known_rejected:>6,} known rejected (↓), "
-                f"{self.excluded:>6,} excluded by their bound")
+        checked = self.checked_accepted + self.checked_rejected
+        return (f"checked {checked:>5,} distinct ({self.checked_accepted:,} accepted, {self.checked_rejected:,} "
+                f"rejected); unchecked: {self.known_rejected:>6,} known rejected (↓), {self.excluded:>6,} excluded "
+                f"by their bound")
 
 
 def classify(tables: Tables, checked: Sequence[tuple[int, ...]], stores: dict[str, PropertyStore]) -> States:
