@@ -188,17 +188,21 @@ class _PathSearch:
         heights = np.asarray(self.heights, dtype=np.int64)
         bounds, done, exact, monotone = self.bounds, self.done, self.exact, self.monotone
         rejected_at, accepted_at = self.rejected.query_at, self.accepted.query_at
+        excluded = 0  # never examined: their bound was no better than the best solution
+        stop = None  # where an exact bound ended the scan
         for first in range(0, self.space.size, _CHUNK):
             chunk = self.order[first:first + _CHUNK]
             levels = ((chunk[:, None] // strides) % heights).tolist()
-            for i, row in zip(chunk.tolist(), levels):
+            for offset, (i, row) in enumerate(zip(chunk.tolist(), levels)):
                 if time_limit is not None and self.checked and time.perf_counter() - start > time_limit:
                     timed_out = True
                     break
                 best = self.best
                 if best is not None and bounds.item(i) >= best.quality:
                     if exact:
-                        break  # the bounds ascend: nothing later can beat the best
+                        stop = first + offset  # the bounds ascend: nothing later can beat the best
+                        break
+                    excluded += not done[i]
                     continue
                 if done[i]:
                     continue
@@ -214,16 +218,12 @@ class _PathSearch:
             else:
                 continue
             break
+        if stop is not None:
+            checked = np.frombuffer(bytes(done), dtype=np.uint8)[self.order[stop:]]
+            excluded += int(np.count_nonzero(checked == 0))
         return BFSResult(self.best, self.checked, self.space.size, time.perf_counter() - start, timed_out,
                          {"insufficient protection ↓": self.rejected, "sufficient protection ↑": self.accepted},
-                         self.excluded(), traversal="paths")
-
-    def excluded(self) -> int:
-        """Transformations excluded by the quality bound without a check."""
-        if self.best is None:
-            return 0
-        unchecked = np.frombuffer(bytes(self.done), dtype=np.uint8) == 0
-        return int(np.count_nonzero((self.bounds >= self.best.quality) & unchecked))
+                         excluded, traversal="paths")
 
 
 def guide_bounds(evaluator: TransformEvaluator) -> np.ndarray:
