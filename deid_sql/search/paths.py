@@ -85,7 +85,6 @@ class _PathSearch:
         self.rejected = make_store(store, Direction.DOWN, heights)  # insufficient protection, ↓
         self.accepted = make_store(store, Direction.UP, heights)  # sufficient protection, ↑
         self.monotone = {"up", "down"} <= evaluator.predictive
-        rank = _outer_sums([np.arange(h, dtype=np.float64) for h in heights])
         self.exact = evaluator.quality.bound_from_levels
         if self.exact:
             # the exact bound of every transformation, known before any check
@@ -96,6 +95,7 @@ class _PathSearch:
             # the largest bound of a checked specialization, raised box by box after each check
             self.bounds = np.full(space.size, -np.inf)
             key = guide_bounds(evaluator)
+            rank = _outer_sums([np.arange(h, dtype=np.float64) for h in heights])
             self.order = np.lexsort((key, rank))
         self.key = key.tolist()
         self.done = bytearray(space.size)  # checked
@@ -113,10 +113,10 @@ class _PathSearch:
         self.done[i] = 1
         if self.counter is not None:
             self.counter.advance()
-        if out.accepted:
+        if out.accepted and (self.best is None or out.quality < self.best.quality):
+            self.best = out
+        if self.monotone and out.accepted:
             self.accepted.insert(x)  # every generalization is accepted too
-            if self.best is None or out.quality < self.best.quality:
-                self.best = out
         elif self.monotone:
             self.rejected.insert(x)  # no specialization can meet the privacy model either
         if not self.exact:
