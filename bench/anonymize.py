@@ -4,7 +4,7 @@ deid-sql finds the optimal full-domain generalization with record suppression (s
 with one of two traversals: ``paths`` (the default since issue 32: candidates in order of their
 quality bound, each unknown one settled by a bisection along a path to the top) and ``best-first``
 (seed 004's best-first branch and bound, the default before).  This script runs both on the UCI
-Adult sample with ARX's hierarchies (/work/shared/data/adult, 9 QIs, 12,960 transformations) and
+Adult sample with ARX's hierarchies (../shared/data/adult beside the checkout, 9 QIs, 12,960 transformations) and
 reports:
 
 1. the six configurations of issue 32 (k=5/0 %/Loss, k=5/4 %/Loss, k=100/0 %/Loss, k=5/4 %/NUE,
