@@ -1,35 +1,35 @@
-"""Full-domain anonymization benchmark of deid-sql: best-first branch and bound (seed 004) on Adult.
+"""Full-domain anonymization benchmark of deid-sql on Adult: the path search against ARX and best-first.
 
-Seed 004 (Prasser, Kohlmayer, Kuhn 2016) finds the optimal full-domain generalization with
-record suppression by a best-first search whose predictive properties live in an antichain
-prefix tree.  This script runs deid-sql's implementation on the UCI Adult sample with the
-ARX hierarchies (/work/shared/data/adult, 9 QIs, ages as ARX's hierarchy, 12,960
-transformations) and reports:
+deid-sql finds the optimal full-domain generalization with record suppression (seed 004's problem)
+with one of two traversals: ``paths`` (the default since issue 32: candidates in order of their
+quality bound, each unknown one settled by a bisection along a path to the top) and ``best-first``
+(seed 004's best-first branch and bound, the default before).  This script runs both on the UCI
+Adult sample with ARX's hierarchies (../shared/data/adult beside the checkout, 9 QIs, 12,960 transformations) and
+reports:
 
-1. the six configurations of issue 21 (k=5/0 %/Loss, k=5/4 %/Loss, k=100/0 %/Loss,
-   k=5/4 %/NUE, k=5/0 %/DM, k=5/0 %/KL): optimum, checked transformations and search time
-   (min of REPEATS runs, wall and CPU), each beside a baseline measured in the same run —
-   the search before issue 21 (the prefix tree's recursive walk, and DM/KL bounded only after
-   their check; the checks themselves are today's in both) — and each optimum re-checked by
-   exhaustive enumeration;
-2. the store options of seed 004 Table 1: a k=5 BFS's operation logs (with and without
-   suppression) replayed on the plain list, the antichain list, the prefix tree without and
-   with rank bounds (recursive walk as before, iterative walk), the tree with its bit-sliced
-   query and the tree with its materialized closure (the default on Adult); answers, counters
-   and final antichains must agree;
-3. scaling over the first 3..9 attributes (Table 4 style), k = 5, 4 % suppression;
-4. for every configuration that misses a target: by how much, what its checks were (accepted
-   or rejected) and where its time goes (checks against traversal, cProfile's top entries);
-5. a PASS/FAIL summary;
-6. the headline figures as ``figure: NAME = VALUE s`` lines (bench/figures.py), which
-   bench/compare.py reads: the problem's load and each configuration's search time.
+1. the six configurations of issue 32 (k=5/0 %/Loss, k=5/4 %/Loss, k=100/0 %/Loss, k=5/4 %/NUE,
+   k=5/0 %/DM, k=5/0 %/KL): the optimum, the transformations checked by the path search, by
+   best-first and by ARX (its counts as measured for the issue: ARX built from source on this
+   machine), and the search times of both traversals measured in the same run, interleaved (min of
+   REPEATS, wall and CPU), with their ratio; each optimum re-checked by exhaustive enumeration;
+2. where the checks go, per configuration and traversal: checked (accepted, rejected), known
+   rejected without a check, excluded by the bound; the best-first checks the path search skips;
+   and what a search knowing every verdict in advance would still check (``where_checks.py``);
+3. the store options of seed 004 Table 1: the operation logs of k=5 Loss searches of both
+   traversals (with and without suppression) replayed on every store; answers, counters and final
+   antichains must agree;
+4. scaling over the first 3..9 attributes (Table 4 style), k = 5, 4 % suppression, both traversals;
+5. for every configuration that misses a target: by how much, and where its time goes (cProfile);
+6. the whole command: ``deid-sql anonymize`` on Adult as a fresh process, with and without the cells
+   cache, and where its time goes (``cold_process.py``);
+7. a PASS/FAIL summary, and the headline figures as ``figure: NAME = VALUE s`` lines
+   (bench/figures.py) for bench/compare.py: the load, each configuration's search by the default
+   traversal (``search k=…``) and by best-first (``search best-first k=…``), the cold process.
 
-``--quick`` (about 10 s) runs section 1 alone, without the search before issue 21 and without the
-exhaustive re-check: the figures of a before/after comparison (bench/compare.py).
+``--quick`` (about 20 s) runs sections 1 (without the exhaustive re-check) and 6 with fewer runs.
 
-Targets (issue 21): checked <= 2x ARX's count (181 without suppression, as measured for the
-issue; 1,180 with suppression, seed 004 Table 2, Adult), search <= 0.1 s without and <= 0.5 s
-with 4 % suppression on this machine (ARX here: 0.05-0.26 s and 0.8-1.5 s).
+Targets (issue 32): checked <= ARX's count on every configuration; search <= 0.1 s without and
+<= 0.4 s with 4 % suppression on a quiet machine; the cold process <= 1 s with and without the cache.
 
     python bench/anonymize.py [--quick]
 """
@@ -49,8 +49,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from baselines import exhaustive, search_without_inherited_bounds
+import cold_process
+from baselines import exhaustive
 from figures import figure
+from where_checks import Recording, Tables, classify, enumerate_all, oracle
 
 from deid_sql import Problem
 from deid_sql.fixtures import adult_hierarchy_spec
@@ -66,15 +68,21 @@ from deid_sql.fulldomain import (
     TransformEvaluator,
 )
 from deid_sql.search.antichain import AntichainTree, Direction, ListAntichainStore, ListStore, Node, replay
-from deid_sql.search.bfs import BFSResult, StoreFactory, best_first_search
+from deid_sql.search.bfs import BFSResult, StoreFactory
+from deid_sql.search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
 ADULT_ATTRIBUTES = ("sex", "age", "race", "marital-status", "education", "native-country", "workclass",
                     "occupation", "salary-class")
 METRICS: dict[str, type[QualityModel]] = {"Loss": Loss, "NUE": NonUniformEntropy, "DM": Discernibility, "KL": KL}
-CONFIGS = [(5, 0.0, "Loss"), (5, 0.04, "Loss"), (100, 0.0, "Loss"), (5, 0.04, "NUE"), (5, 0.0, "DM"), (5, 0.0, "KL")]
-ARX_CHECKED = {0.0: 181, 0.04: 1180}  # ARX on Adult: measured for issue 21 / seed 004 Table 2 (Flash)
-TIME_TARGETS = {0.0: 0.1, 0.04: 0.5}  # seconds of search
+Config = tuple[int, float, str]
+CONFIGS: list[Config] = [(5, 0.0, "Loss"), (5, 0.04, "Loss"), (100, 0.0, "Loss"), (5, 0.04, "NUE"),
+                         (5, 0.0, "DM"), (5, 0.0, "KL")]
+# ARX's checked transformations on Adult, measured for issue 32 (ARX built from source, this machine)
+ARX_CHECKED: dict[Config, int] = {(5, 0.0, "Loss"): 181, (5, 0.04, "Loss"): 1466, (100, 0.0, "Loss"): 63,
+                                  (5, 0.04, "NUE"): 2766, (5, 0.0, "DM"): 181, (5, 0.0, "KL"): 181}
+TIME_TARGETS = {0.0: 0.1, 0.04: 0.4}  # seconds of search
+OTHER = "best-first"
 REPEATS = 5
 PROFILE_LINES = 12
 Op = tuple[str, tuple[int, ...]]
@@ -94,8 +102,8 @@ def adult_spec(folder: Path, attributes: Sequence[str] = ADULT_ATTRIBUTES) -> Pa
 
 
 class RecursiveWalkTree(AntichainTree):
-    """The prefix tree as it was before issue 21 (the baseline): the paper's range query as a
-    recursive walk over every child, and the paper's removal search on inserts."""
+    """The prefix tree as it was before issue 21: the paper's range query as a recursive walk over
+    every child, and the paper's removal search on inserts (an option of the Table 1 replay)."""
 
     def __init__(self, direction: Direction, heights: Sequence[int], *, rank_pruning: bool = True) -> None:
         super().__init__(direction, heights, rank_pruning=rank_pruning, sliced=False, closure=False)
@@ -153,31 +161,45 @@ OLD_OPTION, NEW_OPTION = "4 tree, recursive (old)", "4 tree, closure"
 
 @dataclass
 class Timed:
-    """Min wall and CPU seconds of REPEATS searches (fewer past 3 s), with the last search's result."""
+    """Min wall and CPU seconds of a traversal's searches, with the last search's result."""
 
     result: BFSResult
     wall: float
     cpu: float
 
 
+@dataclass
+class Row:
+    """One configuration: the default traversal, best-first, and the exhaustive check (None: skipped)."""
+
+    now: Timed
+    other: Timed
+    equal: bool | None
+    tables: Tables | None = None
+
+
+def evaluator(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str) -> TransformEvaluator:
+    """A fresh evaluator: no group tables carried over from another search."""
+    return TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
+
+
 def search(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str,
-           store: StoreFactory = AntichainTree, inherit_bounds: bool = True) -> BFSResult:
-    """One BFS on a fresh evaluator (no group tables carried over); ``inherit_bounds=False``: the
-    search before inherited bounds (``tests/baselines/fulldomain.py``)."""
-    evaluator = TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
-    bfs = best_first_search if inherit_bounds else search_without_inherited_bounds
-    return bfs(space, evaluator, store=store)
+           traversal: str = DEFAULT_TRAVERSAL, store: StoreFactory = AntichainTree) -> BFSResult:
+    return TRAVERSALS[traversal](space, evaluator(problem, space, k, limit, metric), store)
 
 
-def timed(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str,
-          **kwargs: object) -> Timed:
-    walls, cpus = [], []
-    while len(walls) < REPEATS and (not walls or sum(walls) < 3.0):  # slow baselines: fewer runs
-        cpu = time.process_time()
-        r = search(problem, space, k, limit, metric, **kwargs)  # type: ignore[arg-type]
-        cpus.append(time.process_time() - cpu)
-        walls.append(r.seconds)
-    return Timed(r, min(walls), min(cpus))
+def timed_pair(problem: Problem, space: TransformationSpace, k: int, limit: float, metric: str) -> tuple[Timed, Timed]:
+    """Both traversals, interleaved (a busy spell of the machine hits both), REPEATS runs each."""
+    walls: dict[str, list[float]] = {DEFAULT_TRAVERSAL: [], OTHER: []}
+    cpus: dict[str, list[float]] = {DEFAULT_TRAVERSAL: [], OTHER: []}
+    last: dict[str, BFSResult] = {}
+    for _ in range(REPEATS):
+        for traversal in (DEFAULT_TRAVERSAL, OTHER):
+            cpu = time.process_time()
+            last[traversal] = r = search(problem, space, k, limit, metric, traversal)
+            cpus[traversal].append(time.process_time() - cpu)
+            walls[traversal].append(r.seconds)
+    return tuple(Timed(last[t], min(walls[t]), min(cpus[t])) for t in (DEFAULT_TRAVERSAL, OTHER))  # type: ignore
 
 
 def same(a: Outcome | None, b: Outcome | None) -> bool:
@@ -191,46 +213,74 @@ def label(k: int, limit: float, metric: str) -> str:
     return f"k={k}/{limit:.0%}/{metric}"
 
 
-def section1(problem: Problem, space: TransformationSpace, quick: bool = False) -> dict[str, tuple[Timed, Timed, bool]]:
-    """Each configuration's search; ``quick``: today's search alone (no baseline, no exhaustive check)."""
+def section1(problem: Problem, space: TransformationSpace, quick: bool = False) -> dict[Config, Row]:
+    """Each configuration with both traversals; ``quick``: without the exhaustive re-check."""
     out(f"== 1. Adult, {len(space.names)} QIs ({', '.join(space.names)}), heights {space.heights}, "
         f"lattice {space.size:,} transformations ==")
-    if quick:
-        out(f"  --quick: today's search alone (no baseline, no exhaustive check); times = min of {REPEATS} runs, "
-            f"wall (CPU)")
-    else:
-        out(f"  now = tree with its closure, table of level bounds, inherited bounds; before = the tree's recursive "
-            f"walk, DM/KL bounded after their check (the search before issue 21); times = min of {REPEATS} runs, "
-            f"wall (CPU)")
-    res: dict[str, tuple[Timed, Timed, bool]] = {}
-    for k, limit, metric in CONFIGS:
-        now = timed(problem, space, k, limit, metric)
+    out(f"  {DEFAULT_TRAVERSAL} (the default) against {OTHER} (the default before issue 32) and ARX's counts; times "
+        f"= min of {REPEATS} runs each, interleaved, wall (CPU)" + ("; --quick: no exhaustive check" if quick else ""))
+    res: dict[Config, Row] = {}
+    for config in CONFIGS:
+        k, limit, metric = config
+        now, other = timed_pair(problem, space, k, limit, metric)
         o, r = now.result.optimum, now.result
-        if quick:
-            out(f"  {label(k, limit, metric)}: optimum {space.text(o.levels) if o else 'none'}; checked {r.checked:,}; "
-                f"search {now.wall:.3f} s ({now.cpu:.3f} s CPU)")
-            res[label(k, limit, metric)] = (now, now, True)
-            continue
-        before = timed(problem, space, k, limit, metric, store=RecursiveWalkTree, inherit_bounds=False)
-        ev = TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
-        start = time.perf_counter()
-        ref = exhaustive(space, ev)
-        ex_s = time.perf_counter() - start
-        eq = same(o, ref) and same(before.result.optimum, ref)
-        out(f"  {label(k, limit, metric)}: optimum {space.text(o.levels) if o else 'none'}")
+        equal, tables = None, None
+        if not quick:
+            start = time.perf_counter()
+            ref, tables = enumerate_all(evaluator(problem, space, k, limit, metric))
+            equal = same(o, ref) and same(other.result.optimum, ref) and same(ref, exhaustive(
+                space, evaluator(problem, space, k, limit, metric)))
+            check = f"; exhaustive ({time.perf_counter() - start:.1f} s) {'equal' if equal else 'DIFFERENT'}"
+        else:
+            check = ""
+        arx = ARX_CHECKED[config]
+        out(f"  {label(*config)}: optimum {space.text(o.levels) if o else 'none'}")
         if o is not None:
-            out(f"    {metric} {o.quality:.6g}, suppressed {o.suppressed:,} of {o.records:,} records; "
-                f"exhaustive ({ex_s:.1f} s) {'equal' if eq else 'DIFFERENT'}")
-        cap = 2 * ARX_CHECKED[limit]
-        out(f"    checked {r.checked:>6,} ({r.checked_share:.1%}); before {before.result.checked:,}; "
-            f"ARX {ARX_CHECKED[limit]:,} -> target <= {cap:,}")
-        out(f"    search  {now.wall:.3f} s ({now.cpu:.3f} s CPU); before {before.wall:.3f} s ({before.cpu:.3f} s); "
-            f"now/before {now.wall / before.wall:.2f}x; target <= {TIME_TARGETS[limit]} s")
-        for name, s in r.stores.items():
-            rate = f"{s.hits}/{s.queries}" if s.queries else "0/0"
-            out(f"    {name:<27} inserts {s.inserts:>5}, hits/queries {rate:<12} max antichain {s.max_size}")
-        res[label(k, limit, metric)] = (now, before, eq)
+            out(f"    {metric} {o.quality:.6g}, suppressed {o.suppressed:,} of {o.records:,} records{check}")
+        out(f"    checked {DEFAULT_TRAVERSAL} {r.checked:,} | {OTHER} {other.result.checked:,} | ARX {arx:,} -> "
+            f"{DEFAULT_TRAVERSAL}/ARX {r.checked / arx:.2f}, {DEFAULT_TRAVERSAL}/{OTHER} "
+            f"{r.checked / other.result.checked:.2f}; target <= ARX: {'PASS' if r.checked <= arx else 'FAIL'}")
+        target = TIME_TARGETS[limit]
+        out(f"    search  {DEFAULT_TRAVERSAL} {now.wall:.3f} s ({now.cpu:.3f} CPU) | {OTHER} {other.wall:.3f} s "
+            f"({other.cpu:.3f}) -> {DEFAULT_TRAVERSAL}/{OTHER} {now.wall / other.wall:.2f}x; target <= {target} s: "
+            f"{'PASS' if now.wall <= target else 'FAIL'}")
+        res[config] = Row(now, other, equal, tables)
     return res
+
+
+def section2(problem: Problem, space: TransformationSpace, res: dict[Config, Row]) -> None:
+    out("== 2. Where the checks go (every transformation ends checked, known rejected below a checked rejected one, "
+        "or excluded by its quality bound) ==")
+    for config in CONFIGS:
+        row = res[config]
+        assert row.tables is not None
+        out(f"  {label(*config)}  (optimum {row.tables.optimum:.6g}; ARX {ARX_CHECKED[config]:,} checked)")
+        states = {}
+        for traversal in (DEFAULT_TRAVERSAL, OTHER):
+            ev = evaluator(problem, space, *config)
+            recording = Recording(ev)
+            result = TRAVERSALS[traversal](space, ev)
+            states[traversal] = classify(row.tables, recording.checked, result.stores)
+            counted = "" if result.checked == len(states[traversal].checked) else (
+                f"  (it counts {result.checked:,}: a transformation its probe checked is counted again when reached)")
+            out(f"    {traversal:<11} {states[traversal].row()}{counted}")
+        skipped = states[OTHER].checked - states[DEFAULT_TRAVERSAL].checked
+        extra = states[DEFAULT_TRAVERSAL].checked - states[OTHER].checked
+        acc = int(sum(bool(row.tables.accepted[_index(x, space.heights)]) for x in skipped))
+        out(f"    {DEFAULT_TRAVERSAL} skips {len(skipped):,} of {OTHER}'s checks ({acc:,} accepted, "
+            f"{len(skipped) - acc:,} rejected: known rejected from higher checks, or bounded) and checks "
+            f"{len(extra):,} it did not")
+        need_value, cover, total = oracle(row.tables)
+        out(f"    knowing every verdict, a search would still check about {total:,}: {need_value:,} accepted whose "
+            f"bound beats the optimum, a cover of the rejected ones by {cover:,} rejected transformations"
+            + ("" if METRICS[config[2]].bound_from_levels else " (and DM/KL learn a bound only by checking)"))
+
+
+def _index(x: tuple[int, ...], heights: Sequence[int]) -> int:
+    i = 0
+    for v, h in zip(x, heights):
+        i = i * h + v
+    return i
 
 
 def replay_row(name: str, heights: tuple[int, ...], direction: Direction, log: list[Op]) -> tuple[float, tuple]:
@@ -247,119 +297,95 @@ def replay_row(name: str, heights: tuple[int, ...], direction: Direction, log: l
     return best, facts
 
 
-def section2(problem: Problem, space: TransformationSpace) -> tuple[float, float, bool]:
-    out("== 2. Store options (seed 004 Table 1): operation logs of k=5 Loss searches replayed ==")
+def section3(problem: Problem, space: TransformationSpace) -> tuple[float, float, bool]:
+    out("== 3. Store options (seed 004 Table 1): operation logs of k=5 Loss searches replayed ==")
     heights = tuple(space.heights)
     totals = dict.fromkeys(OPTIONS, 0.0)
     agree_all = True
     names = list(OPTIONS)
-    out("  " + f"{'log':<36}{'ops':>7}" + "".join(f"{n.split(',')[-1].strip()[:13]:>15}" for n in names))
-    out("  " + " " * 43 + "".join(f"{'opt ' + n.split()[0]:>15}" for n in names))
-    for limit in (0.0, 0.04):
-        r = search(problem, space, 5, limit, "Loss", store=LoggingTree)
-        for name, s in r.stores.items():
-            assert isinstance(s, LoggingTree)
-            times, seen = [], []
-            for option in names:
-                t, facts = replay_row(option, heights, s.direction, s.log)
-                times.append(t)
-                totals[option] += t
-                seen.append(facts)
-            # answers and counters agree for all; max size and antichain for all but the plain list
-            agree = all(f[:4] == seen[0][:4] for f in seen) and len({repr(f[4:]) for f in seen[1:]}) == 1
-            agree_all &= agree
-            out(f"  {f'{limit:.0%}: {name}':<36}{len(s.log):>7}" + "".join(f"{t:>15.4f}" for t in times)
-                + f"   agree {'yes' if agree else 'NO'}")
+    out("  " + f"{'log':<48}{'ops':>7}" + "".join(f"{n.split(',')[-1].strip()[:13]:>15}" for n in names))
+    out("  " + " " * 55 + "".join(f"{'opt ' + n.split()[0]:>15}" for n in names))
+    for traversal in (OTHER, DEFAULT_TRAVERSAL):
+        for limit in (0.0, 0.04):
+            r = search(problem, space, 5, limit, "Loss", traversal, store=LoggingTree)
+            for name, s in r.stores.items():
+                assert isinstance(s, LoggingTree)
+                times, seen = [], []
+                for option in names:
+                    t, facts = replay_row(option, heights, s.direction, s.log)
+                    times.append(t)
+                    totals[option] += t
+                    seen.append(facts)
+                # answers and counters agree for all; max size and antichain for all but the plain list
+                agree = all(f[:4] == seen[0][:4] for f in seen) and len({repr(f[4:]) for f in seen[1:]}) == 1
+                agree_all &= agree
+                out(f"  {f'{traversal} {limit:.0%}: {name}':<48}{len(s.log):>7}" + "".join(f"{t:>15.4f}" for t in times)
+                    + f"   agree {'yes' if agree else 'NO'}")
     old, new = totals[OLD_OPTION], totals[NEW_OPTION]
-    walk, sliced = totals["4 tree, iterative walk"], totals["4 tree, bit-sliced"]
+    sliced = totals["4 tree, bit-sliced"]
     out("  all logs: " + ", ".join(f"{n} {t:.4f} s" for n, t in totals.items()))
-    out(f"  old recursive tree / closure {old / new:.1f}x; old / bit-sliced {old / sliced:.1f}x; old / iterative "
-        f"walk {old / walk:.1f}x; plain list / closure {totals['1 list'] / new:.1f}x  (replay min of {REPEATS} "
-        f"on fresh stores)")
+    out(f"  old recursive tree / closure {old / new:.1f}x; old / bit-sliced {old / sliced:.1f}x; plain list / closure "
+        f"{totals['1 list'] / new:.1f}x  (replay min of {REPEATS} on fresh stores)")
     for name, store in (("tree, closure", AntichainTree),
                         ("tree, bit-sliced", functools.partial(AntichainTree, closure=False)),
-                        ("tree, iterative walk", functools.partial(AntichainTree, sliced=False, closure=False)),
                         ("tree, recursive (old)", RecursiveWalkTree), ("antichain list", ListAntichainStore),
                         ("plain list", ListStore)):
-        w = search(problem, space, 5, 0.04, "Loss", store=store)  # type: ignore[arg-type]
-        o = w.optimum
-        out(f"  whole BFS k=5/4%/Loss with {name:<21} {w.seconds:7.3f} s, checked {w.checked:,}, "
-            f"loss {o.quality if o else float('nan'):.6f}")
+        cells = []
+        for traversal in (DEFAULT_TRAVERSAL, OTHER):
+            w = search(problem, space, 5, 0.04, "Loss", traversal, store=store)  # type: ignore[arg-type]
+            cells.append(f"{traversal} {w.seconds:6.3f} s ({w.checked:,} checked, loss "
+                         f"{w.optimum.quality if w.optimum else float('nan'):.6f})")
+        out(f"  whole search k=5/4%/Loss with {name:<21} " + "; ".join(cells))
     return old / new, old / sliced, agree_all
 
 
-def section3(folder: Path, problem9: Problem, space9: TransformationSpace) -> None:
-    out("== 3. Scaling: first n attributes, k=5, 4 % suppression, Loss (seed 004 Table 4 style) ==")
-    out(f"  {'n':>2}{'transf.':>9}{'checked':>9}{'%':>7}{'ins ↑':>7}{'hit ↑':>7}{'size ↑':>8}"
-        f"{'ins ↓':>7}{'hit ↓':>7}{'size ↓':>8}{'s':>9}")
+def section4(folder: Path, problem9: Problem, space9: TransformationSpace) -> None:
+    out("== 4. Scaling: first n attributes, k=5, 4 % suppression, Loss (seed 004 Table 4 style) ==")
+    out(f"  {'n':>2}{'transf.':>9}   " + "   ".join(f"{t + ' checked':>20}{'%':>7}{'s':>8}"
+                                                  for t in (DEFAULT_TRAVERSAL, OTHER)))
     for n in range(3, len(ADULT_ATTRIBUTES) + 1):
         if n == len(ADULT_ATTRIBUTES):
-            r, size = search(problem9, space9, 5, 0.04, "Loss"), space9.size
+            p, space = problem9, space9
+            rows = [search(p, space, 5, 0.04, "Loss", t) for t in (DEFAULT_TRAVERSAL, OTHER)]
         else:
             with Problem.from_spec(adult_spec(folder / f"n{n}", ADULT_ATTRIBUTES[:n])) as p:
                 space = TransformationSpace(p)
-                r, size = search(p, space, 5, 0.04, "Loss"), space.size
-        cells = ""
-        for s in r.stores.values():
-            rate = f"{s.hits / s.queries:.0%}" if s.queries else "-"
-            cells += f"{s.inserts:>7}{rate:>7}{s.max_size:>8}"
-        out(f"  {n:>2}{size:>9,}{r.checked:>9,}{r.checked_share:>7.1%}{cells}{r.seconds:>9.3f}")
-    out("  (ins = inserts, hit = hit rate of queries, size = max antichain size; ↑ quality, ↓ protection)")
+                rows = [search(p, space, 5, 0.04, "Loss", t) for t in (DEFAULT_TRAVERSAL, OTHER)]
+        out(f"  {n:>2}{space.size:>9,}   " + "   ".join(f"{r.checked:>20,}{r.checked_share:>7.1%}{r.seconds:>8.3f}"
+                                                        for r in rows))
 
 
-def why_checked(limit: float, metric: str, accepted: int, rejected: int) -> str:
-    """Why a configuration checks more than 2x ARX: the part of the search the figures point at."""
-    if limit > 0:
-        return (f"with suppression quality is not monotone, so only the bound before suppression prunes: the "
-                f"{accepted:,} accepted checks are transformations whose {metric} bound was below the optimum "
-                f"found so far (ARX's count is for Loss, whose bound is tighter with suppression)")
-    return (f"without suppression a {metric} bound is inherited from the specialization a transformation was "
-            f"reached from, so {accepted:,} accepted transformations had to be checked to learn their value; "
-            f"the {rejected:,} rejected ones were not yet under a known rejected transformation (P↓) — "
-            f"each starts a probe")
-
-
-def section4(problem: Problem, space: TransformationSpace, res: dict[str, tuple[Timed, Timed, bool]]) -> None:
-    out("== 4. Configurations that miss a target: by how much and why (cProfile by own time) ==")
-    missed = [(k, limit, m) for k, limit, m in CONFIGS
-              if res[label(k, limit, m)][0].wall > TIME_TARGETS[limit]
-              or res[label(k, limit, m)][0].result.checked > 2 * ARX_CHECKED[limit]]
+def section5(problem: Problem, space: TransformationSpace, res: dict[Config, Row]) -> None:
+    out("== 5. Configurations that miss a target: by how much and why (cProfile by own time) ==")
+    missed = [c for c in CONFIGS if res[c].now.wall > TIME_TARGETS[c[1]] or res[c].now.result.checked > ARX_CHECKED[c]]
     if not missed:
         out("  none missed")
-    for k, limit, metric in missed:
-        now = res[label(k, limit, metric)][0]
-        ev = TransformEvaluator(problem, KAnonymity(k), METRICS[metric](), limit, space=space)
+    for config in missed:
+        k, limit, metric = config
+        now = res[config].now
+        ev = evaluator(problem, space, k, limit, metric)
         applied = [0.0]
-        outcomes: list[Outcome] = []
         apply = ev.apply
 
-        def timed_apply(x: Sequence[int] | str, apply=apply, applied=applied,  # type: ignore[no-untyped-def]
-                        outcomes=outcomes) -> Outcome:
+        def timed_apply(x: Sequence[int] | str, apply=apply, applied=applied) -> Outcome:  # type: ignore[no-untyped-def]
             start = time.perf_counter()
             try:
-                o = apply(x)
-                outcomes.append(o)
-                return o
+                return apply(x)
             finally:
                 applied[0] += time.perf_counter() - start
 
         ev.apply = timed_apply  # type: ignore[method-assign]
-        r = best_first_search(space, ev)
-        accepted = sum(o.accepted for o in outcomes)
-        rejected = len(outcomes) - accepted
-        cap, target = 2 * ARX_CHECKED[limit], TIME_TARGETS[limit]
-        out(f"  {label(k, limit, metric)}:")
-        if r.checked > cap:
-            out(f"    checked {r.checked:,} = {r.checked / cap:.2f}x the cap of {cap:,} (2x ARX's "
-                f"{ARX_CHECKED[limit]:,}): {accepted:,} accepted, {rejected:,} rejected; "
-                f"{why_checked(limit, metric, accepted, rejected)}")
+        r = TRAVERSALS[DEFAULT_TRAVERSAL](space, ev)
+        target = TIME_TARGETS[limit]
+        out(f"  {label(*config)}:")
+        if r.checked > ARX_CHECKED[config]:
+            out(f"    checked {r.checked:,} > ARX's {ARX_CHECKED[config]:,} ({r.checked / ARX_CHECKED[config]:.2f}x)")
         if now.wall > target:
             out(f"    search {now.wall:.3f} s = {now.wall / target:.1f}x the {target} s target "
-                f"({now.wall - target:.3f} s over); an unprofiled run: checks (grouping, suppression, quality) "
-                f"{applied[0]:.3f} s for {r.checked:,}, the rest ({r.seconds - applied[0]:.3f} s of {r.seconds:.3f} s) "
-                f"traversal and stores over {len(space):,} transformations")
-        else:
-            continue
+                f"({now.wall - target:.3f} s over; load average {os.getloadavg()[0]:.1f}); an unprofiled run: checks "
+                f"(grouping, suppression, quality) {applied[0]:.3f} s for {r.checked:,} "
+                f"({applied[0] / max(1, r.checked) * 1e3:.2f} ms each), the rest ({r.seconds - applied[0]:.3f} s of "
+                f"{r.seconds:.3f} s) traversal and stores")
         prof = cProfile.Profile()
         prof.enable()
         search(problem, space, k, limit, metric)
@@ -372,12 +398,54 @@ def section4(problem: Problem, space: TransformationSpace, res: dict[str, tuple[
             out("    " + ln.replace(str(Path(__file__).resolve().parents[1]) + os.sep, ""))
 
 
+def summary(res: dict[Config, Row], cold: dict[str, float], replayed: tuple[float, float, bool] | None) -> None:
+    out("== Summary ==")
+    out(f"  {'configuration':<16}{'checked':>8}{'ARX':>7}{'<= ARX':>8}{'search s':>10}{'CPU s':>8}{'target':>12}"
+        f"{OTHER + ' s':>14}{'ratio':>7}{OTHER + ' checked':>20}  exhaustive")
+    verdicts = []
+    for config in CONFIGS:
+        row = res[config]
+        now, arx, target = row.now, ARX_CHECKED[config], TIME_TARGETS[config[1]]
+        ok_checked, ok_time = now.result.checked <= arx, now.wall <= target
+        shown = "skipped" if row.equal is None else ("equal" if row.equal else "DIFFERENT")
+        out(f"  {label(*config):<16}{now.result.checked:>8,}{arx:>7,}{'PASS' if ok_checked else 'FAIL':>8}"
+            f"{now.wall:>10.3f}{now.cpu:>8.3f}{('PASS' if ok_time else 'FAIL') + f' {target}':>12}"
+            f"{row.other.wall:>14.3f}{now.wall / row.other.wall:>6.2f}x{row.other.result.checked:>20,}  {shown}")
+        verdicts += [ok_checked, ok_time] + ([row.equal] if row.equal is not None else [])
+    for name, seconds in cold.items():
+        ok = seconds <= cold_process.TARGET
+        verdicts.append(ok)
+        out(f"  cold process deid-sql anonymize, {name}: median {seconds:.3f} s, target <= {cold_process.TARGET} s: "
+            f"{'PASS' if ok else 'FAIL'}")
+    if replayed is not None:
+        ratio, sliced, agree = replayed
+        verdicts.append(agree)
+        out(f"  Table 1 replay: answers, counters and antichains agree: {'PASS' if agree else 'FAIL'}; "
+            f"old recursive tree / closure {ratio:.1f}x, old / bit-sliced {sliced:.1f}x")
+    missed = sum(not ok for ok in verdicts)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    out(f"  {missed} of {len(verdicts)} checks missed" + (" (by how much and why: section 5)" if missed else "")
+        + f"; load average now {load:.2f} (the time targets are for a quiet machine)")
+
+
+def figures(load_s: float, res: dict[Config, Row], cold: dict[str, float]) -> None:
+    """The headline figures for bench/compare.py: the load, each search by the default traversal
+    (the names it had before issue 32, so a comparison reads old against new) and by best-first,
+    and the cold process."""
+    figure("Problem.from_spec + space", load_s)
+    for config in CONFIGS:
+        figure(f"search {label(*config)}", res[config].now.wall)
+        figure(f"search {OTHER} {label(*config)}", res[config].other.wall)
+    for name, seconds in cold.items():
+        figure(f"cold process anonymize, {name}", seconds)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="section 1 alone, without the baseline and the exhaustive check (about 10 s)")
+                        help="sections 1 (no exhaustive check) and 6 (3 runs) alone, about 20 s")
     args = parser.parse_args(argv)
-    out("deid-sql full-domain anonymization benchmark: best-first search (seed 004) on Adult")
+    out("deid-sql full-domain anonymization benchmark on Adult: the path search against ARX and best-first")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     out(f"  python {sys.version.split()[0]}, data {ADULT}; {os.cpu_count()} CPUs, load average {load:.2f} "
         f"(times are wall clock on a shared machine: CPU times are beside them)")
@@ -385,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         out("  the shared Adult data set is not available: benchmark skipped")
         return 0
     out()
+    replayed = None
     with tempfile.TemporaryDirectory(prefix="deid-anon-") as tmp:
         start = time.perf_counter()
         with Problem.from_spec(adult_spec(Path(tmp) / "n9")) as problem:
@@ -394,47 +463,22 @@ def main(argv: list[str] | None = None) -> int:
             out()
             res = section1(problem, space, args.quick)
             out()
-            if args.quick:
-                out("== Figures (--quick: section 1 alone) ==")
-                figures(load_s, res)
-                return 0
-            ratio, walk_ratio, agree = section2(problem, space)
-            out()
-            section3(Path(tmp), problem, space)
-            out()
-            section4(problem, space, res)
-            out()
-    out("== Summary ==")
-    out(f"  {'configuration':<16}{'checked':>9}{'(<= 2x ARX)':>13}{'search s':>10}{'CPU s':>8}{'target':>8}"
-        f"{'before s':>10}{'now/before':>12}{'before checked':>16}  exhaustive")
-    rows = []
-    for k, limit, metric in CONFIGS:
-        now, before, eq = res[label(k, limit, metric)]
-        cap, target = 2 * ARX_CHECKED[limit], TIME_TARGETS[limit]
-        ok_checked, ok_time = now.result.checked <= cap, now.wall <= target
-        verdict_checked = ("PASS" if ok_checked else "FAIL") + f" {cap}"
-        verdict_time = ("PASS" if ok_time else "FAIL") + f" {target}"
-        out(f"  {label(k, limit, metric):<16}{now.result.checked:>9,}{verdict_checked:>13}"
-            f"{now.wall:>10.3f}{now.cpu:>8.3f}{verdict_time:>10}"
-            f"{before.wall:>10.3f}{now.wall / before.wall:>11.2f}x{before.result.checked:>16,}  "
-            f"{'equal' if eq else 'DIFFERENT'}")
-        rows += [ok_checked, ok_time, eq]
-    out(f"  Table 1 replay: answers, counters and antichains agree: {'PASS' if agree else 'FAIL'}; "
-        f"old recursive tree / closure {ratio:.1f}x, old / bit-sliced {walk_ratio:.1f}x")
-    missed = sum(not ok for ok in rows)
-    out(f"  {missed} of {len(rows)} configuration checks missed"
-        + (" (by how much and why: section 4)" if missed else ""))
+            if not args.quick:
+                section2(problem, space, res)
+                out()
+                replayed = section3(problem, space)
+                out()
+                section4(Path(tmp), problem, space)
+                out()
+                section5(problem, space, res)
+                out()
+    cold = cold_process.measure(3 if args.quick else 5)
+    out()
+    summary(res, cold, replayed)
     out()
     out("== Figures ==")
-    figures(load_s, res)
+    figures(load_s, res, cold)
     return 0
-
-
-def figures(load_s: float, res: dict[str, tuple[Timed, Timed, bool]]) -> None:
-    """The headline figures for bench/compare.py: the load and each search (wall, min of runs)."""
-    figure("Problem.from_spec + space", load_s)
-    for k, limit, metric in CONFIGS:
-        figure(f"search {label(k, limit, metric)}", res[label(k, limit, metric)][0].wall)
 
 
 if __name__ == "__main__":

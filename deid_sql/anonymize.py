@@ -1,6 +1,7 @@
 """Full-domain anonymization as a job: find the optimal transformation, then write it.
 
-The optimum comes from the best-first branch and bound (``search/bfs.py``); the output is
+The optimum comes from a traversal of the lattice of transformations: by default the path search
+(``search/paths.py``), or the best-first branch and bound (``search/bfs.py``); the output is
 the core compiler's generalizing query with every record of a suppressed group turned
 into ``*`` in each QI and flagged in ``deid_suppressed`` — the groups suppressed are
 exactly those the evaluator suppressed, listed as label tuples, so the release matches
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -30,11 +31,14 @@ from .fulldomain import (
     TransformationSpace,
     TransformEvaluator,
 )
-from .output import Written, materialize
 from .problem import Problem
 from .release.plan import ReleasePlan, plan_of
-from .search.bfs import STORES, BFSResult, best_first_search
+from .search.bfs import STORES, BFSResult
+from .search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from .suppression import Suppression
+
+if TYPE_CHECKING:
+    from .output import Written
 
 METRICS = {"loss": Loss, "nue": NonUniformEntropy, "dm": Discernibility, "kl": KL}
 FLAG = "deid_suppressed"
@@ -50,6 +54,7 @@ class Anonymization:
     models: tuple[PrivacyModel, ...] = ()
     limit: float = 0.0  # the share of records that may be suppressed
     metric: str = "loss"
+    traversal: str = DEFAULT_TRAVERSAL
 
     @property
     def levels(self) -> tuple[int, ...] | None:
@@ -73,17 +78,22 @@ def privacy_models(k: int | None = None, l: int | None = None, sensitive: str | 
 
 
 def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float = 0.0, metric: str = "loss",
-              time_limit: float | None = None, store: str = "tree") -> Anonymization:
-    """The globally optimal full-domain transformation (or the best within ``time_limit``)."""
+              time_limit: float | None = None, store: str = "tree",
+              traversal: str = DEFAULT_TRAVERSAL) -> Anonymization:
+    """The globally optimal full-domain transformation (or the best within ``time_limit``), found by
+    ``traversal`` (``search/paths.py``'s TRAVERSALS: the same optimal quality whichever, but among
+    equally good transformations each may pick another, so a rerun uses the recorded one)."""
     if metric not in METRICS:
         raise DeidError(f"unknown quality metric {metric!r}; use {', '.join(METRICS)}")
     if store not in STORES:
         raise DeidError(f"unknown property store {store!r}; use {', '.join(STORES)}")
+    if traversal not in TRAVERSALS:
+        raise DeidError(f"unknown traversal {traversal!r}; use {', '.join(TRAVERSALS)}")
     space = TransformationSpace(problem)
     evaluator = TransformEvaluator(problem, models, METRICS[metric](), suppression, space=space)
     with progress.counting(f"searching {space.size:,} transformations", unit="checked") as checked:
-        result = best_first_search(space, evaluator, STORES[store], time_limit, checked)
-    return Anonymization(result, space, evaluator, tuple(models), float(suppression), metric)
+        result = TRAVERSALS[traversal](space, evaluator, STORES[store], time_limit, checked)
+    return Anonymization(result, space, evaluator, tuple(models), float(suppression), metric, traversal)
 
 
 def model_parameters(models: Sequence[PrivacyModel]) -> dict[str, Any]:
@@ -122,15 +132,22 @@ def release_suppression(run: Anonymization) -> Suppression:
             f"{run.limit:.1%} of the records allowed")
     return Suppression.of_groups(groups, rule, {"anonymize": {
         "models": model_parameters(run.models), "suppression": run.limit, "metric": run.metric,
-        "levels": list(run.levels) if run.levels is not None else None}})
+        "traversal": run.traversal, "levels": list(run.levels) if run.levels is not None else None}})
+
+
+#: the traversal of a sidecar that records none: every release before traversals were a choice
+RECORDED_BEFORE_TRAVERSALS = "best-first"
 
 
 def rerun(problem: Problem, recorded: dict[str, Any]) -> Anonymization:
     """The anonymization a sidecar records (``release_suppression``'s parameters), run again: the
-    search is deterministic, so on the same data it finds the same optimum and suppression."""
+    search is deterministic, so on the same data and with the same traversal it finds the same
+    optimum and suppression (another traversal could pick another of equally good optima)."""
     try:
         models = privacy_models(**recorded["models"])
-        return anonymize(problem, models, float(recorded["suppression"]), str(recorded["metric"]))
+        traversal = str(recorded.get("traversal", RECORDED_BEFORE_TRAVERSALS))
+        return anonymize(problem, models, float(recorded["suppression"]), str(recorded["metric"]),
+                         traversal=traversal)
     except (KeyError, TypeError, ValueError) as e:
         raise DeidError(f"the release records an anonymization this version cannot run again ({e}); "
                         f"report it with --policy") from None
@@ -166,6 +183,8 @@ def write_release(problem: Problem, run: Anonymization, out: str | Path | None, 
                   accept_risk: str | None = None, table: str | None = None) -> Written:
     """Write the optimum's release through the release gate (figures measured on the written rows,
     the suppressed records flagged), with its sidecar: a file, or (``out`` None) table ``table`` of
-    the engine."""
+    the engine.  The writers are imported here: a search alone does not load them."""
+    from .output import materialize
+
     return materialize(problem, release_plan(problem, run), out, table=table, overwrite=overwrite,
                        accept_risk=accept_risk)

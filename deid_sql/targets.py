@@ -60,12 +60,12 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
     """What a release command writes: a file (``out``; a ``.duckdb`` file's ``table``), or a table of
     the engine (``table`` without ``out``), or a ``view`` (in ``db`` or the engine); its report
     page and a policy file."""
-    from .output import output_format
-
     found = file(report, replace, flag=flag) + file(policy_file, replace, flag=flag)
     if view is not None:
         return found + table_target(db, view, replace, "view", flag=flag)
     if out is not None:
+        from .output import output_format  # here: a command that writes nothing does not load the writers
+
         if output_format(out, fmt) == "duckdb":
             return found + table_target(out, table or "deidentified", replace, flag=flag)
         return found + file(out, replace, sidecar=True, flag=flag)
@@ -74,7 +74,10 @@ def release_targets(*, out: Path | None = None, fmt: str | None = None, table: s
 
 def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> None:
     """Refuse (``OutputError``) the first target that is an input of ``spec``, exists and may not
-    be replaced, or whose folder is missing."""
+    be replaced, or whose folder is missing.  No targets, nothing to check: a command that writes
+    nothing (a search that only prints) loads neither the engine's class nor the writers."""
+    if not targets:
+        return
     from .backends import engine_class
     from .output import check_not_input
 

@@ -24,7 +24,7 @@ def test_output_is_k_anonymous_and_within_the_limit(tmp_path, k, limit):
     spec = small_spec(tmp_path, release=f"min_k = {k}")  # the gate judges the release by the same k
     out = tmp_path / "release.parquet"
     result = _run("anonymize", spec, "--k", k, "--suppression", limit, "--out", out, "--store-stats")
-    assert "optimum" in result.stdout and "insufficient quality" in result.stdout
+    assert "optimum" in result.stdout and "insufficient protection" in result.stdout
     rows = pq.read_table(out).to_pylist()
     qis = ["age", "sex", "race", "zip"]
     kept = [r for r in rows if not r["deid_suppressed"]]

@@ -242,12 +242,12 @@ def test_a_report_named_like_the_releases_sidecar_is_refused(run, project) -> No
 def test_a_report_that_fails_after_the_release_removes_the_release(run, project, monkeypatch) -> None:
     """The report is written after the release; if it then fails (here: a full disk), the release file
     and its sidecar go too, so no release is left without its report."""
-    from deid_sql.cli import report as cli_report
+    from deid_sql.report import release_write
 
     def full_disk(*args: object, **kwargs: object) -> list[Path]:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli_report, "write_report", full_disk)
+    monkeypatch.setattr(release_write, "write_report", full_disk)
     before = project.files()
     result = run("materialize", project.spec_path, "--policy", POLICY, "--out", project.dir / "release.parquet",
                  "--report", project.dir / "release.html", expect=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from ..errors import BackendError
-from ..registry import ENGINES
+from ..registry import ENGINES, Entry
 from .base import Backend
 
 _engine_logs = False
@@ -27,6 +27,14 @@ def engine_class(engine: str) -> type[Backend]:
     """The backend class of ``engine`` (its capabilities, without connecting), from the engine
     registry (``registry.ENGINES``: each engine registers itself in ``backends/plugin.py``); an
     engine whose extra is not installed says how to install it, from PyPI and from a clone."""
+    entry = check_engine(engine)
+    backend: type[Backend] = entry.load()
+    return backend
+
+
+def check_engine(engine: str) -> Entry:
+    """``engine``'s registry entry, once it is known to be registered and its extra installed
+    (``BackendError`` otherwise, saying how to install it), without importing the engine."""
     if engine not in ENGINES:
         raise BackendError(ENGINES.unknown(engine))
     entry = ENGINES.entry(engine)
@@ -34,8 +42,7 @@ def engine_class(engine: str) -> type[Backend]:
     if module is not None and importlib.util.find_spec(module) is None:
         raise BackendError(f"engine {engine!r} needs the {module} package: pip install 'deid-sql[{extra}]' "
                            f"(from a clone of the repository: pip install '.[{extra}]')")
-    backend: type[Backend] = entry.load()
-    return backend
+    return entry
 
 
 def connect(engine: str = "duckdb", **options: object) -> Backend:

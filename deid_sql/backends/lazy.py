@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import connect, engine_class
+from . import check_engine, connect
 from .base import Backend
 
 
@@ -23,7 +23,8 @@ class LazyBackend:
     def __init__(self, engine: str, options: Mapping[str, Any]) -> None:
         self._engine = engine
         self._options = dict(options)
-        self._class = engine_class(engine)  # a missing extra is refused now, not at first use
+        self._entry = check_engine(engine)  # a missing extra is refused now, not at first use
+        self._class: type[Backend] | None = None  # imported when a capability is first asked for
         self._real: Backend | None = None
         #: run once on the new connection, before the call that caused it
         self.after_connect: Callable[[Backend], None] | None = None
@@ -47,6 +48,8 @@ class LazyBackend:
 
     def __getattr__(self, name: str) -> Any:
         if self._real is None:
+            if self._class is None:
+                self._class = self._entry.load()  # the engine's module (DuckDB's: 40 ms of imports)
             attribute = getattr(self._class, name, None)
             if attribute is not None and not callable(attribute) and not isinstance(attribute, property):
                 return attribute  # a capability of the engine: no connection needed

@@ -8,12 +8,10 @@ import click
 
 from ..anonymize import METRICS, anonymize, privacy_models, release_plan
 from ..errors import OutputError
-from ..output import create_view, materialize
-from ..policyfile.format import MEASURE
-from ..policyfile.save import save_policy_file
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..search.bfs import STORES
+from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from ..targets import release_targets
 from .options import (
     FiniteFloat,
@@ -41,6 +39,12 @@ from .report import finish_release_report, prepare_release_report, report_option
               help="Quality model to optimize: loss, nue (non-uniform entropy), dm (discernibility), kl.")
 @click.option("--time-limit", type=FiniteFloat(0.0), default=None,
               help="Stop after S seconds with the best found so far.")
+@click.option("--traversal", type=click.Choice(list(TRAVERSALS)), default=DEFAULT_TRAVERSAL, show_default=True,
+              help="How the search walks the transformations; every traversal finds an equally good optimum. "
+                   "'paths' (fastest, fewest checks) takes them in order of the best quality they could have and "
+                   "settles each unknown one by a binary search along a path to the top; 'best-first' climbs from "
+                   "the original data, best bound first, for comparison. "
+                   "Example: --traversal best-first")
 @click.option("--store", type=click.Choice(sorted(STORES)), default="tree", show_default=True,
               help="How predictive properties are kept: a prefix tree (fastest), or a list with or without "
                    "the antichain invariant (for comparison).")
@@ -60,10 +64,11 @@ from .report import finish_release_report, prepare_release_report, report_option
 @report_option
 @handles_errors
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
-               suppression: float, metric: str, time_limit: float | None, store: str, out: Path | None,
-               table: str | None, view: str | None, db: Path | None, save_policy: Path | None, overwrite: bool,
-               store_stats: bool, risk_model: str | None, accept_risk: str | None, report: Path | None) -> None:
-    """Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first search.
+               suppression: float, metric: str, time_limit: float | None, traversal: str, store: str,
+               out: Path | None, table: str | None, view: str | None, db: Path | None, save_policy: Path | None,
+               overwrite: bool, store_stats: bool, risk_model: str | None, accept_risk: str | None,
+               report: Path | None) -> None:
+    """Find the optimal full-domain generalization (hierarchy levels) with suppression.
 
     The optimum is released like any policy: --out writes a file (or --table a table of the engine),
     --view creates a view, --save-policy writes a policy file for new batches; suppressed records show
@@ -71,6 +76,8 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
     --report FILE.html adds the report a reviewer signs, describing the suppression too.
 
     Example: deid-sql anonymize demo/demo.toml --k 2 --suppression 0.05 --metric loss --out demo-2anon.parquet
+
+    Example: deid-sql anonymize demo/demo.toml --k 2 --traversal best-first
     """
     targets = [name for name, given in (("--out", out is not None or (table is not None and view is None)),
                                          ("--view", view is not None)) if given]
@@ -83,7 +90,8 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
     early = release_targets(out=out, table=table if targets else None, view=view, db=db, report=report,
                             policy_file=save_policy, replace=overwrite)
     with open_problem(spec, risk_model, early) as problem:
-        run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store)
+        run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store,
+                        traversal)
         r, best = run.result, run.result.optimum
         if best is None:
             click.echo(f"no transformation meets the privacy model with at most {suppression:.1%} suppressed "
@@ -94,7 +102,7 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
             click.echo(f"suppressed   {best.suppressed:,} records ({best.suppressed_share:.2%}), "
                        f"{best.groups_kept:,} groups kept")
         click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
-                   f"{r.pruned:,} excluded by prediction, {r.seconds:.2f} s"
+                   f"{r.pruned:,} excluded by their quality bound, {r.seconds:.2f} s ({r.traversal})"
                    + (" (time limit reached: best found so far)" if r.timed_out else ""))
         if store_stats:
             for name, s in r.stores.items():
@@ -108,13 +116,19 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
         if targets:
             _release(problem, plan, out, table, view, db, overwrite, accept_risk, report)
         if save_policy is not None:
+            from ..policyfile.format import MEASURE  # only here: a run without --save-policy skips their import
+            from ..policyfile.save import save_policy_file
+
             saved = save_policy_file(problem, plan, save_policy, overwrite=overwrite)
             click.echo(f"saved policy {saved.path} (drift limit {saved.threshold:.6g} on {MEASURE})")
 
 
 def _release(problem: Problem, plan: ReleasePlan, out: Path | None, table: str | None, view: str | None,
              db: Path | None, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
-    """The optimum through the release path every policy takes: a file, an engine table or a view."""
+    """The optimum through the release path every policy takes: a file, an engine table or a view
+    (the writers are imported here: a run that only searches does not load them)."""
+    from ..output import create_view, materialize
+
     if view is not None:
         where = f"view {view} in {db if db is not None else 'the database'}"
         pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, where)

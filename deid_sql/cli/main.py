@@ -35,8 +35,7 @@ COMMANDS.add("alternatives", "deid_sql.cli.search:alternatives",
 COMMANDS.add("frontier", "deid_sql.cli.frontier:frontier",
              summary="Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.")
 COMMANDS.add("anonymize", "deid_sql.cli.anonymize:anonymize_",
-             summary=("Find the optimal full-domain generalization (hierarchy levels) with suppression, by best-first "
-                     "search."))
+             summary="Find the optimal full-domain generalization (hierarchy levels) with suppression.")
 COMMANDS.add("adversary", "deid_sql.cli.adversary:adversary",
              summary=("Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov "
                      "decision process; see docs/adversary.md)."))

@@ -1,5 +1,9 @@
 """``deid-sql report``: the expert-determination report of a policy, and ``--report`` of the release commands.
 
+Every release command imports this module for ``--report``; the report's builder, renderer and
+writer (and the release writers they use) are imported inside the functions that use them, so a
+command run without ``--report`` does not load them (jinja2, pyarrow.compute: about 0.1 s).
+
 The report is the page a privacy reviewer or an IRB signs (``report.release_report`` builds it,
 ``report.release_html`` renders it, ``report.release_write`` writes it with its JSON twin).  Every
 bad input (a sidecar of another spec, a policy file whose hash does not match, a frontier folder of
@@ -18,14 +22,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import OutputError, PolicyError
-from ..output import check_not_input
 from ..problem import Problem
-from ..records import verify_release
 from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
-from ..report.release_report import ReportInputError, build_report, load_sidecar, policy_from_file
-from ..report.release_write import check_report_target, report_paths, write_report
-from ..safe_harbor import safe_harbor
 from .options import handles_errors, open_problem, read_policy, release_plan, spec_argument
 
 if TYPE_CHECKING:
@@ -82,6 +81,12 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
 
     Example: deid-sql report demo/demo.toml --policy 'age:cuts=18,30,45,65,90|zip:top' --out report.html
     """
+    from ..output import check_not_input
+    from ..records import verify_release
+    from ..report.release_report import build_report, load_sidecar, policy_from_file
+    from ..report.release_write import check_report_target, report_paths, write_report
+    from ..safe_harbor import safe_harbor
+
     given = [name for name, value in (("--policy", policy), ("--levels", levels), ("--from-release", release),
                                       ("--from-policy", policy_file)) if value is not None]
     if len(given) != 1:
@@ -117,6 +122,8 @@ def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -
     suppression it records.  An anonymization is run again from its recorded parameters (the search
     is deterministic) and must reach the recorded optimum; the figures are compared with the
     recorded ones afterwards."""
+    from ..report.release_report import ReportInputError
+
     policy = sidecar["policy"]  # load_sidecar refuses a release without policy text or levels
     named = str(policy.get("text") or policy.get(LEVELS))
     recorded = sidecar.get("suppression") if isinstance(sidecar.get("suppression"), dict) else {}
@@ -187,6 +194,9 @@ def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None
     release releases."""
     if out is None:
         return None
+    from ..report.release_report import build_report
+    from ..report.release_write import check_report_target
+
     check_report_target(out, overwrite, "--report")
     _check_report_paths(problem.spec, out, release)
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
@@ -210,6 +220,9 @@ def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None
 
 def _check_report_paths(spec: Spec, out: Path, release: Path | None) -> None:
     """The report's page and twin may replace neither an input nor the release or its sidecar."""
+    from ..output import check_not_input
+    from ..report.release_write import report_paths
+
     for path in report_paths(out):
         check_not_input(spec, path)
         if release is not None and path.resolve() in (release.resolve(), sidecar_path(release).resolve()):
@@ -226,6 +239,9 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
     release's after it is written (``finish_release_report``)."""
     if out is None:
         return None
+    from ..report.release_report import build_report
+    from ..report.release_write import check_report_target
+
     check_report_target(out, overwrite, "--report")
 
     def prepare(batch: Batch, gate: ReleaseGate) -> PendingReport:
@@ -277,6 +293,8 @@ def finish_release_report(pending: PendingReport | None, undo: list[Path], err: 
     release files in ``undo`` so neither is left without the other, and say so in one line."""
     if pending is None:
         return
+    from ..report.release_write import write_report
+
     try:
         if figures is not None:
             check_against_release(pending.report, {"figures": figures.to_dict()}, None)

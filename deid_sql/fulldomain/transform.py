@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     from .models import PrivacyModel, QualityModel
 
 Transformation = tuple[int, ...]
-_LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed shifted group ids kept at most (64 MB)
+_LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ids kept at most (64 MB)
+_DENSE_PER_CELL = 8  # a table is grouped by a dense index when its possible groups are at most 8 per cell
 
 
 class TransformationSpace:
@@ -228,6 +229,13 @@ class GroupStats:
         keys = self.keys if select is None else self.keys[select]
         return self.evaluator.decode(keys)
 
+    def id_matrix(self, select: np.ndarray | None = None) -> np.ndarray:
+        """Group ids of every group (or the selected ones) as one QI × group matrix (a new array)."""
+        if self._ids is not None:
+            return np.stack([row if select is None else row[select] for row in self._ids])
+        keys = self.keys if select is None else self.keys[select]
+        return self.evaluator.decode_matrix(keys)
+
     def census(self) -> np.ndarray:
         """g = max(population count, m) per group (= m without a population)."""
         if self._census is None:
@@ -298,6 +306,8 @@ class TransformEvaluator:
         self.cbits = max(1, self.records.bit_length())  # a count never exceeds N < 2^cbits
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
         self.masks = [(1 << w) - 1 for w in widths]
+        self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
+        self._mask_column = np.asarray(self.masks, dtype=np.int64)[:, None]
         self._qshift = [s + self.sbits + self.cbits for s in self.shifts]  # within a row
         self.fixed = sum(widths) + self.sbits + self.cbits <= KEY_BITS
         self.rollup = rollup and self.fixed
@@ -306,6 +316,8 @@ class TransformEvaluator:
             self._low = np.ascontiguousarray(low, dtype=np.int64)
         self._level_rows: dict[tuple[int, int], np.ndarray] = {}
         self._level_budget = _LEVEL_BUDGET
+        self._weights = self._counts.astype(np.float64)  # bincount sums float64: exact below 2^53
+        self._dense_limit = _DENSE_PER_CELL * max(1, self._counts.size)
 
         for mdl in self.models:
             mdl.bind(self)
@@ -393,20 +405,45 @@ class TransformEvaluator:
         return table
 
     def _level(self, q: int, level: int) -> np.ndarray:
-        """Every cell's group id at ``level`` of QI q, shifted into its field (kept while
-        the cells × levels budget lasts, else recomputed)."""
-        rows = self._level_rows.get((q, level))
-        if rows is None:
-            rows = self.space.group_of[q][level][self._pos[q]] << self._qshift[q]
-            if self._level_budget >= rows.size:
-                self._level_budget -= rows.size
-                self._level_rows[q, level] = rows
-        return rows
+        """Every cell's group id at ``level`` of QI q (kept while the cells × levels budget lasts,
+        else recomputed)."""
+        ids = self._level_rows.get((q, level))
+        if ids is None:
+            ids = self.space.group_of[q][level][self._pos[q]].astype(np.int64, copy=False)
+            if self._level_budget >= ids.size:
+                self._level_budget -= ids.size
+                self._level_rows[q, level] = ids
+        return ids
 
     def _from_cells(self, x: Transformation) -> np.ndarray:
+        """x's table grouped from the cells.  When x's possible groups (the product of the QIs'
+        group counts at x's levels, times the sensitive values) are few against the cells, each
+        cell gets its group's mixed-radix index and one ``bincount`` sums the counts: no sort, and
+        the indexes come out in the table's order.  The path search (``search/paths.py``) checks
+        transformations whose specializations were never grouped, so about half its checks start
+        here; on Adult the dense index took a third of the sort's time (issue 32)."""
+        radix = [self.space.n_groups[q][x[q]] for q in range(self.n_qis)]
+        size = math.prod(radix) * self.n_values
+        if size <= self._dense_limit:
+            index = self._level(0, x[0]).copy()
+            for q in range(1, self.n_qis):
+                index *= radix[q]
+                index += self._level(q, x[q])
+            if self._codes is not None:
+                index *= self.n_values
+                index += self._codes
+            sums = np.bincount(index, weights=self._weights, minlength=size)
+            found = np.flatnonzero(sums > 0)  # a boolean's nonzero: several times a float's speed
+            rows = sums[found].astype(np.int64)
+            digits = np.unravel_index(found, radix + [self.n_values] if self._codes is not None else radix)
+            if self._codes is not None:
+                rows |= digits[-1] << self.cbits
+            for q in range(self.n_qis):
+                rows |= digits[q] << self._qshift[q]
+            return rows
         rows = self._low.copy()
         for q in range(self.n_qis):
-            rows |= self._level(q, x[q])
+            rows |= self._level(q, x[q]) << self._qshift[q]
         return self._merge(np.sort(rows))
 
     def _roll_up(self, y: Transformation, table: np.ndarray, x: Transformation) -> np.ndarray:
@@ -445,6 +482,10 @@ class TransformEvaluator:
     def decode(self, keys: np.ndarray) -> list[np.ndarray]:
         """Group ids per QI of bit-packed group keys, one array per QI."""
         return [(keys >> self.shifts[q]) & self.masks[q] for q in range(self.n_qis)]
+
+    def decode_matrix(self, keys: np.ndarray) -> np.ndarray:
+        """``decode`` as one QI × group matrix, in one shift and one mask."""
+        return (keys[None, :] >> self._shift_column) & self._mask_column
 
     def census(self, stats: GroupStats) -> np.ndarray:
         """g = max(population count, m) of every group, from the problem's census (= m without

@@ -51,7 +51,7 @@ STORES: dict[str, type[PropertyStore]] = {
 }
 
 
-def _make(store: StoreFactory, direction: Direction, heights: tuple[int, ...]) -> PropertyStore:
+def make_store(store: StoreFactory, direction: Direction, heights: tuple[int, ...]) -> PropertyStore:
     """The prefix tree needs the hierarchy heights; the list variants only the direction."""
     if isinstance(store, type) and not issubclass(store, AntichainTree):
         return store(direction)  # type: ignore[call-arg]
@@ -69,7 +69,8 @@ class BFSResult:
     seconds: float
     timed_out: bool
     stores: dict[str, PropertyStore] = field(default_factory=dict)
-    pruned: int = 0  # generalizations skipped because P↑ predicted them
+    pruned: int = 0  # transformations excluded by the quality bound without a check
+    traversal: str = "best-first"  # which search found it (``search/paths.py``'s TRAVERSALS)
 
     @property
     def checked_share(self) -> float:
@@ -101,8 +102,8 @@ def branch_and_bound(space: TransformationSpace, evaluator: TransformEvaluator, 
     ``tests/baselines/fulldomain.py``)."""
     start = time.perf_counter()
     heights = tuple(space.heights)
-    quality = _make(store, Direction.UP, heights)  # insufficient data quality, inherited by generalizations
-    protection = _make(store, Direction.DOWN, heights)  # insufficient protection, inherited by specializations
+    quality = make_store(store, Direction.UP, heights)  # insufficient data quality, inherited by generalizations
+    protection = make_store(store, Direction.DOWN, heights)  # insufficient protection, inherited by specializations
     quality_at, protection_at = quality.query_at, protection.query_at
     best: Outcome | None = None
     checked = pruned = 0
