@@ -99,8 +99,10 @@ order = "admitted"
 """
 EHR_COLUMNS = """
 [columns]
-drop = ["patient_id", "admitted"]
+drop = ["admitted"]
 sensitive = ["diagnosis"]
+pseudonymize = ["patient_id"]   # a release counted in persons carries the key, pseudonymized
+secret_env = "DEID_SQL_DEMO_KEY"
 """
 EHR_POLICIES = ("age:cuts=18,30,45,65,90|zip:digits=3", "age:every=10")
 

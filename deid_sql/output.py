@@ -90,7 +90,7 @@ def materialize(problem: Problem, plan: ReleasePlan, out: str | Path | None, fmt
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
                       table: str | None = None, overwrite: bool = False, gate: ReleaseGate | None = None) -> Written:
     """Write any row-preserving query over the source (one output row per source row)."""
-    return write_query(problem.backend, problem.spec, query, out, problem.sample.total, fmt, table, overwrite, gate)
+    return write_query(problem.backend, problem.spec, query, out, problem.source_rows, fmt, table, overwrite, gate)
 
 
 def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path | None, expected: int,

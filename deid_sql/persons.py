@@ -117,16 +117,15 @@ def check_person(person: PersonSpec | None, qis: Sequence[Any], weights: str | N
                         "one of them")
 
 
-def refuse_release(person: PersonSpec | None) -> None:
-    """Releases do not count persons yet (issue 29 in progress): the release query generalizes each
-    row by its own values and the gate counts rows, so a person with several rows could land in
-    several groups.  Refused in one line rather than released wrong."""
+def refuse_policy_file(person: PersonSpec | None) -> None:
+    """Policy files do not count persons yet: a batch's drift check and its release query count
+    rows.  Refused in one line rather than saved and applied wrong."""
     if person is not None:
         from .errors import PolicyError
 
-        raise PolicyError(f"[person] column = {person.column!r}: releases counted in persons are not built yet "
-                          f"(validate, evaluate and the searches count persons); release from a table with one row "
-                          f"per person for now, or remove [person] to release rows")
+        raise PolicyError(f"[person] column = {person.column!r}: policy files (policy save, apply) do not count "
+                          f"persons yet; release with materialize or anonymize, which do")
 
 
-__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "parse_person", "parse_qi_rules", "refuse_release"]
+__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "parse_person", "parse_qi_rules",
+           "refuse_policy_file"]

@@ -44,7 +44,7 @@ from .loading import (
     resolve_domains,
     spelling_notes,
 )
-from .persons import refuse_release
+from .person_rows import check_person_release, derived_columns, person_rows
 from .policy import Policy
 from .policytext import parse_release
 from .recoding import Recoding
@@ -68,6 +68,7 @@ class Problem:
         self.sample = sample
         self.population = population
         self.columns = columns
+        self._source_rows: int | None = None
         self._source = source
         sizes = [d.size for d in domains]
         # risk is normalized by the original data's, constrained lattice or not (seed 000 eq. 2-3,
@@ -295,16 +296,20 @@ class Problem:
         and applies the roles to its own outer select (``contract.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key."""
-        refuse_release(self.spec.person)
         recoding, suppression = plan.recoding, plan.suppression
+        columns: dict[str, str | None] = dict(self.columns)
+        relation = source if source is not None else self.source.copy()
+        if self.spec.person is not None:  # every row of a person carries the person's values
+            check_person_release(self.spec, suppression)
+            columns |= derived_columns(self.spec)
+            relation = person_rows(self.spec, self.domains, columns, relation)
         outside = self.spec.columns.outside_label
         for q, r in zip(self.spec.qis, recoding.qis):
             if r.n_groups > 1 and outside in r.labels:  # one group (a hierarchy's "*" top) tells nothing apart
                 raise PolicyError(f"QI {q.name}: a group is labelled {outside!r}, the label of values outside the "
                                   f"domain; set [columns] outside_label to a text no group has")
-        query = generalize(recoding, self.spec.qis, self.domains,
-                           source if source is not None else self.source.copy(),
-                           self.columns, suppression, outside_label=self.spec.columns.outside_label)
+        query = generalize(recoding, self.spec.qis, self.domains, relation, columns, suppression,
+                           outside_label=self.spec.columns.outside_label)
         if not roles:
             return query
         if persistent:
@@ -314,11 +319,23 @@ class Problem:
                            self.source_label, copy=False)  # the query was built here
 
     @property
+    def source_rows(self) -> int:
+        """The source's rows: the records without ``[person]``; with it, the rows of all persons (one
+        ``count(*)`` where the data is, the first time a release needs it to check what it wrote)."""
+        if self.spec.person is None:
+            return self.sample.total
+        if self._source_rows is None:
+            query = exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(self.source.copy())
+            self._source_rows = int(self.backend.execute(query).column("n")[0].as_py())
+        return self._source_rows
+
+    @property
     def released_columns(self) -> list[tuple[str, str]]:
         """``(name, role)`` of every released column in release order (QIs ``qi``; the
         suppression flag, when a path adds one, is not listed here); raises ``SpecError`` when a
         source column has no role."""
-        return self.spec.columns.released(list(self.columns), [q.column for q in self.spec.qis], self.source_label)
+        names = list(self.columns) + list(derived_columns(self.spec))
+        return self.spec.columns.released(names, [q.column for q in self.spec.qis], self.source_label)
 
     @property
     def source_label(self) -> str:

@@ -23,7 +23,7 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.errors import DataError, PolicyError, SpecError
 from deid_sql.release.plan import plan_of
-from tests.engines import ENGINES, Engine, engine_fixture, engine_params
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params, sorted_rows
 
 QIS = '''
 [[qi]]
@@ -202,14 +202,91 @@ def test_more_rows_than_the_derived_domain_is_refused(tmp_path: Path) -> None:
         Problem.from_spec(write(tmp_path, rows), cache=False)
 
 
-def test_releases_are_refused_until_they_count_persons(tmp_path: Path) -> None:
-    spec = write(tmp_path, ROWS * 3)
+KEY = "deid-sql persons test key, 32+ bytes long"
+
+
+def releasable(spec: Path) -> Path:
+    """The spec with the person key released pseudonymized (what a release in persons needs)."""
+    text = spec.read_text(encoding="utf-8").replace('drop = ["patient_id", "seen", "dx"]',
+                                                    'drop = ["seen", "dx"]\npseudonymize = ["patient_id"]\n'
+                                                    'secret_env = "DEID_PERSONS_KEY"')
+    spec.write_text(text.replace("min_k = 2", "max_record_risk = 1.0"), encoding="utf-8")
+    return spec
+
+
+def released_by_person(path: Path) -> dict[Any, set[tuple[Any, ...]]]:
+    by: dict[Any, set[tuple[Any, ...]]] = collections.defaultdict(set)
+    for row in pq.read_table(path).to_pylist():
+        by[row.pop("patient_id")].add(tuple(sorted(row.items())))
+    return by
+
+
+def test_a_release_gives_every_row_of_a_person_the_persons_labels(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from deid_sql.output import materialize
+
+    monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
+    rows = [{"patient_id": f"P{p}", "age": 20 + p % 50 + v, "sex": "FM"[p % 2], "seen": v, "dx": "x"}
+            for p in range(60) for v in range(1 + p % 4)]
+    spec = releasable(write(tmp_path, rows))
+    out = tmp_path / "release.parquet"
     with Problem.from_spec(spec, cache=False) as problem:
-        with pytest.raises(PolicyError, match="releases counted in persons are not built yet"):
-            problem.query(plan_of(problem, "age:every=10"))
+        plan = plan_of(problem, "age:every=10")
+        written = materialize(problem, plan, out)
+        want = problem.evaluate("age:every=10")
+    assert written.rows == len(rows)  # every row released, the row count checked
+    by = released_by_person(out)
+    assert len(by) == 60 and all(len(labels) == 1 for labels in by.values())  # one label tuple per person
+    visits = {dict(next(iter(v)))["visits"] for v in by.values()}
+    assert visits == {"1", "2", "3", "4"}  # the derived QI released, kept at its values
+    f = written.figures
+    assert f is not None and f.unit == "persons" and f.records == 60
+    assert (f.groups, f.k, f.sample_unique_records) == (want.groups, want.k, want.sample_unique_records)
+    assert f.expected_reidentifications == pytest.approx(want.expected_reidentifications, rel=1e-12)
+
+
+def test_a_release_needs_the_person_key_and_no_row_counted_suppression(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = write(tmp_path, ROWS * 3)  # the key dropped
     result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:every=10", "--out",
                                       str(tmp_path / "r.parquet")])
-    assert result.exit_code == 2 and not (tmp_path / "r.parquet").exists()
+    assert result.exit_code == 2 and "list it under [columns] pseudonymize" in result.output
+    assert not (tmp_path / "r.parquet").exists()
+    monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
+    releasable(spec)
+    result = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "age:every=10", "--suppress-below", "2",
+                                      "--out", str(tmp_path / "r.parquet")])
+    assert result.exit_code == 2 and "use 'deid-sql anonymize'" in result.output
+    assert not (tmp_path / "r.parquet").exists()
+    with Problem.from_spec(spec, cache=False) as problem:
+        with pytest.raises(PolicyError, match="policy files .* do not count persons yet"):
+            from deid_sql.policyfile.save import save_policy_file
+
+            save_policy_file(problem, plan_of(problem, "age:every=10"), tmp_path / "p.json")
+
+
+def test_anonymize_suppresses_all_rows_of_a_suppressed_person(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deid_sql.anonymize import Anonymization, write_release  # noqa: F401
+
+    monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
+    ages = [30] * 75 + [10, 20, 40, 50, 60]  # five persons stand out: suppressing them beats blanking the age
+    rows = [{"patient_id": f"P{p}", "age": age, "sex": "F", "seen": v, "dx": "x"}
+            for p, age in enumerate(ages) for v in range(1 + p % 3)]
+    spec = releasable(write(tmp_path, rows, age_rule='per_person = "max"', visits=False))
+    out = tmp_path / "a.parquet"
+    result = CliRunner().invoke(cli, ["anonymize", str(spec), "--k", "3", "--suppression", "0.2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out).to_pylist()
+    flagged: dict[Any, set[bool]] = collections.defaultdict(set)
+    for row in table:
+        flagged[row["patient_id"]].add(bool(row.get("deid_suppressed")))
+    assert all(len(v) == 1 for v in flagged.values())  # a person is suppressed in all of their rows or none
+    suppressed = sum(1 for v in flagged.values() if True in v)
+    assert suppressed == 5
+    import json
+
+    figures = json.loads((tmp_path / "a.parquet.release.json").read_text(encoding="utf-8"))["figures"]
+    assert figures["unit"] == "persons" and figures["suppressed"] == suppressed and figures["records"] == 80
 
 
 def test_the_cells_cache_keys_on_the_person_declaration(tmp_path: Path) -> None:
@@ -297,3 +374,26 @@ def test_anonymize_finds_the_exhaustive_optimum_in_persons(tmp_path: Path, k: in
         if truth is not None and found is not None:
             assert found.quality == pytest.approx(truth.quality, rel=1e-12)
             assert found.suppressed <= int(limit * p.sample.total)  # persons, not rows
+
+
+def test_every_engine_releases_the_same_rows_of_persons(engine: Engine, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person rewrite (windows over the key) and the gate's count of distinct keys run where
+    the data is: each engine writes the DuckDB file's rows, pseudonyms included, and figures."""
+    from deid_sql.output import materialize
+
+    monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
+    rows = [{"patient_id": f"P{p:03d}", "age": 20 + (p * 7) % 60 + v, "sex": "FM"[p % 2], "seen": (v * 5) % 4,
+             "dx": "x"} for p in range(90) for v in range(1 + p % 4)]
+    local = releasable(write(tmp_path, rows))
+    source = engine.load("encounters_release", pa.Table.from_pylist(rows))
+    spec = engine.folder / "persons-release.toml"
+    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
+                                                             engine.header() + f"\n[source]\n{source}\n"),
+                    encoding="utf-8")
+    figures = []
+    for path, out in ((local, tmp_path / "want.parquet"), (spec, tmp_path / "got.parquet")):
+        with Problem.from_spec(path, cache=False) as problem:
+            figures.append(materialize(problem, plan_of(problem, "age:every=20"), out).figures)
+    assert sorted_rows(pq.read_table(tmp_path / "got.parquet")) == sorted_rows(pq.read_table(tmp_path / "want.parquet"))
+    assert figures[0] == figures[1]

@@ -221,7 +221,7 @@ def echo_release(written: Any, err: bool = False) -> None:
     def echo(line: str) -> None:
         click.echo(line, err=err)
 
-    echo(f"  released {f.records:,} rows: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
+    echo(f"  released {f.records:,} {f.unit}: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
          f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
          + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
          + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))

@@ -12,7 +12,7 @@ import numpy as np
 from .. import __version__
 from ..atomic import write_text
 from ..errors import PolicyError
-from ..persons import refuse_release
+from ..persons import refuse_policy_file
 from ..problem import Problem
 from ..recoding import Recoding
 from ..release.plan import ReleasePlan, plan_of
@@ -52,7 +52,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     file ``out``: what ``save_policy`` writes, for a caller that has the problem open already
     (``anonymize --save-policy``)."""
     parsed = problem.spec
-    refuse_release(parsed.person)  # a batch's drift check and release count rows
+    refuse_policy_file(parsed.person)  # a batch's drift check and release count rows
     target = Path(out)
     check_file(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):

@@ -21,7 +21,7 @@ original data's risk sum), so on unchanged data without suppression they are equ
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,9 +53,13 @@ class ReleaseFigures:
     mean_record_risk: float  # risk_sum / records
     suppressed: int  # rows blanked by suppression
     outside: int  # rows with a QI value outside the declared domain (shown as the outside label)
+    unit: str = "rows"  # what records, groups and k count: "persons" with [person] (distinct released keys)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.unit == "rows":  # the sidecar says what it counts only when it is not rows
+            del out["unit"]
+        return out
 
     def value(self, figure: str) -> float:
         return float(getattr(self, figure))
@@ -121,24 +125,30 @@ class Census:
         return self.table.lookup(keys)
 
 
-def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool) -> exp.Select:
-    """``SELECT qi… (as text), [flag], count(*) GROUP BY`` over the released rows."""
+def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
+                person: str | None = None) -> exp.Select:
+    """``SELECT qi… (as text), [flag], count(*) GROUP BY`` over the released rows; with ``person``
+    (the released person key, ``[person]``), the distinct persons of each group instead of rows."""
     keys: list[exp.Expression] = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}"))
                                   for i, c in enumerate(qi_columns)]
     if flag:
         keys.append(exp.alias_(exp.func("coalesce", exp.cast(col(FLAG), "BOOLEAN"), exp.false()), ident("f")))
     source = relation if isinstance(relation, exp.Table) else exp.Subquery(
         this=relation, alias=exp.TableAlias(this=ident("deid_released")))
-    return (exp.select(*keys, exp.alias_(exp.func("count", exp.Star()), ident("m")))
+    count = (exp.func("count", exp.Star()) if person is None
+             else exp.Count(this=exp.Distinct(expressions=[col(person)])))
+    return (exp.select(*keys, exp.alias_(count, ident("m")))
             .from_(source).group_by(*[exp.column(f"q{i}") for i in range(len(qi_columns))],
                                     *([exp.column("f")] if flag else [])))
 
 
 def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
-            census: Census, record_risk: RecordRisk, original_risk_sum: float, flag: bool = False) -> ReleaseFigures:
+            census: Census, record_risk: RecordRisk, original_risk_sum: float, flag: bool = False,
+            person: str | None = None) -> ReleaseFigures:
     """Count the released rows of ``relation`` by label tuple (``run`` executes a query where the
-    rows are: a backend's ``execute``, or a connection inside the transaction writing them)."""
-    table = run(group_query(relation, qi_columns, flag))
+    rows are: a backend's ``execute``, or a connection inside the transaction writing them); with
+    ``person``, the distinct persons (the released person key) of each label tuple."""
+    table = run(group_query(relation, qi_columns, flag, person))
     # a fixed order of the groups fixes the order of every sum: the same rows give the same figures
     keys = [f"q{i}" for i in range(len(qi_columns))] + (["f"] if flag else [])
     if keys and table.num_rows:
@@ -147,7 +157,8 @@ def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
     m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
     flags = (np.asarray(table.column("f").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool) if flag
              else np.zeros(m.size, dtype=bool))
-    return figures_of(census.group_ids(columns), m, flags, census, record_risk, original_risk_sum)
+    figures = figures_of(census.group_ids(columns), m, flags, census, record_risk, original_risk_sum)
+    return figures if person is None else replace(figures, unit="persons")
 
 
 def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray, census: Census,

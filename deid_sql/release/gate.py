@@ -119,6 +119,7 @@ class ReleaseSource:
     source_combinations: int | None = None  # distinct QI combinations of the source (its cells)
     policy: dict[str, Any] = field(default_factory=dict)  # added to the sidecar's policy entry
     extra: dict[str, Any] = field(default_factory=dict)  # added to the sidecar (a batch's drift check)
+    person: str | None = None  # the released person key ([person]): figures count persons, not rows
 
     @classmethod
     def from_problem(cls, problem: Problem) -> ReleaseSource:
@@ -130,12 +131,13 @@ class ReleaseSource:
             census=lambda recoding: Census.from_cells(recoding, problem.population, problem.sample.total),
             record_risk=problem.record_risk,
             original_risk_sum=problem.fast.normalizers.bottom_risk_sum,  # computed once at load
-            source=describe_table(spec, spec.source, problem.sample.total, problem.columns),
+            source=describe_table(spec, spec.source, problem.source_rows, problem.columns),
             population=("sample" if spec.population is None else
                         describe_table(spec, spec.population, problem.population_total, None)),
             columns=list(problem.released_columns),
             safe_harbor_risk=lambda: safe_harbor_risk(problem),
-            source_combinations=len(problem.sample))
+            source_combinations=len(problem.sample),
+            person=spec.person.column if spec.person is not None else None)
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None) -> ReleaseGate:
@@ -154,7 +156,7 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         record_risk=released.record_risk, original_risk_sum=released.original_risk_sum,
         source=released.source, population=released.population, call=call, reference_risk=reference,
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
-        source_combinations=released.source_combinations)
+        source_combinations=released.source_combinations, person=released.person)
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -190,6 +192,7 @@ class ReleaseGate:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. drift check of a batch
     # distinct QI combinations of the source (its cells): a release with as many groups is the original data
     source_combinations: int | None = None
+    person: str | None = None  # the released person key: the figures count distinct persons
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -201,7 +204,7 @@ class ReleaseGate:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
         executes a query: a backend's ``execute``, or the transaction writing the rows."""
         return measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
-                       flag=self.flagged)
+                       flag=self.flagged, person=self.person)
 
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
         """Whether the release tells apart every record the source tells apart: the recoding keeps

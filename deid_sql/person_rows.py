@@ -1,0 +1,89 @@
+"""Rows of persons: the source as a release reads it when a row is not a person.
+
+Every row of a person must carry that person's one label per QI, or a patient with a birthday
+between two visits would sit in two groups of the release.  ``person_rows`` rewrites the source
+before it is generalized: a QI column becomes the person's value by the QI's ``per_person`` rule
+(the same rule, and the same tie-break, as the cells of persons in ``person_cells``), and a
+derived QI (``derived = "rows"``) becomes a column holding the person's row count.  Window
+functions only (``PARTITION BY`` the person key), so the rewrite runs on DuckDB, PostgreSQL and
+Spark, in views and compiled SQL alike.
+
+The gate then counts persons on the released rows by their key, which a release with
+``[person]`` must carry pseudonymized (or kept): ``check_person_release``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+
+from .domain import Domain
+from .errors import PolicyError
+from .person_cells import person_window
+from .spec import Spec
+from .sqltext import col, ident, source_key
+from .suppression import Suppression
+
+ALIAS = "deid_rows"
+ROWS_TYPE = "BIGINT"  # the type of a derived row count column
+
+
+def derived_columns(spec: Spec) -> dict[str, str]:
+    """The derived QIs' released columns and their SQL type."""
+    return {q.column: ROWS_TYPE for q in spec.qis if q.derived is not None}
+
+
+def check_person_release(spec: Spec, suppression: Suppression | None) -> None:
+    """What a release counted in persons needs: the person key released pseudonymized (or kept), so
+    the gate counts persons on the rows written and researchers can link a patient's rows; and
+    no ``--suppress-below`` (a row count per group: ``anonymize`` suppresses whole persons)."""
+    person = spec.person
+    if person is None:
+        return
+    role = spec.columns.role(person.column)
+    if role not in ("pseudonymize", "keep"):
+        raise PolicyError(f"[person] column {person.column!r} is released as {role or 'dropped'}; a release counted "
+                          f"in persons carries the person key so the gate counts persons on the rows written (and "
+                          f"a patient's rows stay linkable): list it under [columns] pseudonymize and write the "
+                          f"release with materialize or anonymize (a view's or compiled SQL's text cannot hold the "
+                          f"key)")
+    if suppression is not None and suppression.below is not None:
+        raise PolicyError("--suppress-below counts rows per group, and with [person] the groups count persons: "
+                          "use 'deid-sql anonymize' (its suppression removes whole persons), or a more general policy")
+
+
+def person_rows(spec: Spec, domains: Sequence[Domain], columns: Mapping[str, str | None],
+                source: exp.Expression) -> exp.Select:
+    """``SELECT`` every source column of ``columns`` from ``source``, each QI column as its person's
+    value, and each derived QI's column (its name) as the person's row count."""
+    person = spec.person
+    assert person is not None
+    key = col(person.column, ALIAS)
+    order = col(person.order, ALIAS) if person.order is not None else exp.null()
+    by_column = {q.column: (q, d) for q, d in zip(spec.qis, domains) if q.derived is None}
+    projections: list[exp.Expression] = []
+    for name, sql_type in columns.items():
+        if name in derived_columns(spec):
+            continue
+        raw = col(name, ALIAS)
+        if name not in by_column:
+            projections.append(exp.alias_(raw, ident(name)))
+            continue
+        q, domain = by_column[name]
+        if q.per_person in ("first", "last"):
+            tie = source_key(q, domain, raw.copy(), sql_type)
+            value: exp.Expression = person_window(raw, key, order, tie, q.per_person == "last")
+        else:  # max, min, or a QI that must not vary (its least value, whatever the data turned into)
+            value = exp.Window(this=exp.func("max" if q.per_person == "max" else "min", raw),
+                               partition_by=[key.copy()])
+        projections.append(exp.alias_(value, ident(name)))
+    for name in derived_columns(spec):
+        projections.append(exp.alias_(exp.Window(this=exp.func("count", exp.Star()), partition_by=[key.copy()]),
+                                      ident(name)))
+    relation = (exp.alias_(source.copy(), ALIAS, table=True) if isinstance(source, exp.Table)
+                else exp.Subquery(this=source.copy(), alias=exp.TableAlias(this=ident(ALIAS))))
+    return exp.select(*projections).from_(relation)
+
+
+__all__ = ["check_person_release", "derived_columns", "person_rows"]
