@@ -54,15 +54,30 @@ def _count_if(condition: exp.Expression) -> exp.Expression:
     return exp.func("sum", exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0)))
 
 
+def arg_extreme(position: exp.Expression, order: exp.Expression, tie: exp.Expression, last: bool) -> exp.Expression:
+    """The aggregate twin of ``person_window`` where the engine has one (DuckDB's ``arg_min`` /
+    ``arg_max``): the position on the row with the least (greatest) ``(order is NULL, order, tie)``
+    — NULL orders last both ways, ties by the source value — without sorting every row."""
+    missing = exp.Is(this=order.copy(), expression=exp.null())
+    key = exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier("n"),
+                                                 expression=exp.Not(this=missing) if last else missing),
+                                  exp.PropertyEQ(this=exp.to_identifier("o"), expression=order.copy()),
+                                  exp.PropertyEQ(this=exp.to_identifier("t"), expression=tie.copy())])
+    return (exp.ArgMax if last else exp.ArgMin)(this=position.copy(), expression=key)
+
+
 def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec,
-                       ties: Mapping[int, exp.Expression]) -> exp.Select:
+                       ties: Mapping[int, exp.Expression], aggregate_first: bool = False) -> exp.Select:
     """``SELECT p0…, n (persons), flags`` from ``rows`` (the positions query over the source, alias
     ``t``, one ``p{i}`` per QI; derived QIs' ``p{i}`` are ignored), grouped by the persons' positions;
-    ``ties[i]`` is QI i's source value (its key), which breaks ties of ``first``/``last``."""
+    ``ties[i]`` is QI i's source value (its key), which breaks ties of ``first``/``last``;
+    ``aggregate_first``: take first/last with ``arg_extreme`` (DuckDB) instead of a window."""
     key, order = col(person.column, "t"), col(person.order, "t") if person.order else exp.null()
     inner = rows.copy().select(exp.alias_(key, PERSON), exp.alias_(order, ORDER))
     for i, q in enumerate(qis):
-        if q.per_person in ("first", "last"):
+        if q.per_person in ("first", "last") and aggregate_first:
+            inner = inner.select(exp.alias_(ties[i].copy(), f"t{i}"))
+        elif q.per_person in ("first", "last"):
             window = person_window(_pos_ref(rows, i), key, order, ties[i], q.per_person == "last")
             inner = inner.select(exp.alias_(window, f"w{i}"))
     sub = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("r")))
@@ -79,8 +94,11 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
             mid = mid.select(exp.alias_(exp.Case().when(inside.copy(), exp.Literal.number(0))
                                         .else_(exp.Literal.number(1)), f"o{i}"))
         else:
-            if q.per_person in ("first", "last"):
-                agg: exp.Expression = exp.func("min", exp.column(f"w{i}", table="r"))
+            if q.per_person in ("first", "last") and aggregate_first:
+                agg: exp.Expression = arg_extreme(p, exp.column(ORDER, table="r"), exp.column(f"t{i}", table="r"),
+                                                  q.per_person == "last")
+            elif q.per_person in ("first", "last"):
+                agg = exp.func("min", exp.column(f"w{i}", table="r"))
             elif q.per_person == "max":
                 agg = exp.func("max", p.copy())
             else:
