@@ -261,7 +261,7 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     if table.label == "source" and spec.person is not None:
         ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))
                 for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
-        query = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.dialect == "duckdb")
+        query = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
     else:
         query = pos.select(exp.alias_(measure, "n"))
         query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query

@@ -30,6 +30,9 @@ class Backend(ABC):
     dialect: str = ""
     title: str = ""  # the engine's name as people write it, for messages ("PostgreSQL")
     python_udfs: bool = True  # can register Python (Arrow) functions callable in SQL
+    # aggregates that take the value on the row with the least / greatest ordering key (DuckDB's
+    # arg_min / arg_max over a struct): a person's first and last row without a window's sort
+    arg_aggregates: bool = False
     #: ``TableRef`` formats the engine reads in place ("csv", "parquet", "duckdb": a table in a DuckDB file)
     file_formats: frozenset[str] = frozenset()
     #: whether the engine has its own persistent catalog: sources may be its tables

@@ -45,6 +45,8 @@ def _target(name: str) -> exp.Table:
 class DuckDBBackend(Backend):
     """An in-memory DuckDB connection; source files are read in place, never copied."""
 
+    arg_aggregates = True
+
     dialect = "duckdb"
     title = "DuckDB"
     file_formats = frozenset({"csv", "parquet", "duckdb"})
