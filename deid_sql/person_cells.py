@@ -50,10 +50,6 @@ def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expr
                             end_side="FOLLOWING"))
 
 
-def _count_if(condition: exp.Expression) -> exp.Expression:
-    return exp.func("sum", exp.Case().when(condition, exp.Literal.number(1)).else_(exp.Literal.number(0)))
-
-
 def arg_extreme(position: exp.Expression, order: exp.Expression, tie: exp.Expression, last: bool) -> exp.Expression:
     """The aggregate twin of ``person_window`` where the engine has one (DuckDB's ``arg_min`` /
     ``arg_max``): the position on the row with the least (greatest) ``(order is NULL, order, tie)``
@@ -105,10 +101,10 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
                 agg = exp.func("min", p.copy())
             complete = exp.EQ(this=exp.func("count", p.copy()), expression=count_all.copy())
             value = exp.Case().when(complete, agg)
-            varies = (exp.GT(this=exp.func("max", p.copy()), expression=exp.func("min", p.copy()))
-                      if q.per_person is None else exp.false())
-            mid = mid.select(exp.alias_(exp.Case().when(varies, exp.Literal.number(1))
-                                        .else_(exp.Literal.number(0)), VARYING.format(i)))
+            if q.per_person is None:  # a QI without a rule must not vary within a person
+                varies = exp.GT(this=exp.func("max", p.copy()), expression=exp.func("min", p.copy()))
+                mid = mid.select(exp.alias_(exp.Case().when(varies, exp.Literal.number(1))
+                                            .else_(exp.Literal.number(0)), VARYING.format(i)))
         mid = mid.select(exp.alias_(value, f"p{i}"))
     mid = mid.group_by(p_key.copy())
     per_person = exp.Subquery(this=mid, alias=exp.TableAlias(this=ident("persons")))
@@ -121,7 +117,7 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
     for i, q in enumerate(qis):
         if q.derived == "rows":
             outer = outer.select(exp.alias_(exp.func("sum", exp.column(f"o{i}")), ROWS_OUT))
-        else:
+        elif q.per_person is None:
             outer = outer.select(exp.alias_(exp.func("sum", exp.column(VARYING.format(i))), VARYING.format(i)))
     return outer.group_by(*[p.copy() for p in positions]) if positions else outer
 

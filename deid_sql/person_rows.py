@@ -62,9 +62,10 @@ def person_rows(spec: Spec, domains: Sequence[Domain], columns: Mapping[str, str
     key = col(person.column, ALIAS)
     order = col(person.order, ALIAS) if person.order is not None else exp.null()
     by_column = {q.column: (q, d) for q, d in zip(spec.qis, domains) if q.derived is None}
+    derived = derived_columns(spec)
     projections: list[exp.Expression] = []
     for name, sql_type in columns.items():
-        if name in derived_columns(spec):
+        if name in derived:
             continue
         raw = col(name, ALIAS)
         if name not in by_column:
@@ -78,7 +79,7 @@ def person_rows(spec: Spec, domains: Sequence[Domain], columns: Mapping[str, str
             value = exp.Window(this=exp.func("max" if q.per_person == "max" else "min", raw),
                                partition_by=[key.copy()])
         projections.append(exp.alias_(value, ident(name)))
-    for name in derived_columns(spec):
+    for name in derived:
         projections.append(exp.alias_(exp.Window(this=exp.func("count", exp.Star()), partition_by=[key.copy()]),
                                       ident(name)))
     relation = (exp.alias_(source.copy(), ALIAS, table=True) if isinstance(source, exp.Table)

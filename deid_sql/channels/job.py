@@ -27,7 +27,7 @@ from . import candidates as cand
 from .assignment import Assignment, Repairs, whole_subjects
 from .inputs import Classification, InputChannels, RiskRule, count_channels, duplicate_identities, risk_rule
 from .program import Program, Solution, build, solve_lp, solve_milp
-from .release import ReleaseCheck, ReleasePlan, check, plan, release_query
+from .release import ChannelPlan, ReleaseCheck, check, plan, release_query
 from .spec import ChannelSpec
 
 SMALL_SUBJECTS = 100_000
@@ -50,7 +50,7 @@ class ChannelJob:
     whole: Assignment
     repairs: Repairs
     route: str  # how the whole-subject assignment was found
-    release: ReleasePlan
+    release: ChannelPlan
     duplicates: int  # identity keys naming more than one row (0: the check joins back one to one)
     seconds: dict[str, float]
 

@@ -28,7 +28,7 @@ RANKED = "deid_ranked"
 
 
 @dataclass(frozen=True)
-class ReleasePlan:
+class ChannelPlan:
     """Released output channels (used ones and the singletons that keep safe subjects)."""
 
     labels: tuple[str, ...]
@@ -43,7 +43,7 @@ class ReleasePlan:
         return out
 
 
-def plan(assignment: Assignment) -> ReleasePlan:
+def plan(assignment: Assignment) -> ChannelPlan:
     """Label the used output channels (fewest members first, d_0 last as ``all``) and the
     singletons, and lay each input channel's ranks out over its output channels."""
     program = assignment.program
@@ -75,10 +75,10 @@ def plan(assignment: Assignment) -> ReleasePlan:
         n = subjects[(w, r)]
         ranges.append((r, int(lo[r]), int(lo[r] + n - 1), w))
         lo[r] += n
-    return ReleasePlan(tuple(labels), tuple(members), subjects, tuple(ranges))
+    return ChannelPlan(tuple(labels), tuple(members), subjects, tuple(ranges))
 
 
-def composition(release: ReleasePlan, inputs: InputChannels) -> pa.Table:
+def composition(release: ChannelPlan, inputs: InputChannels) -> pa.Table:
     """One row per (output channel, member input channel): what data users are told (§3.1)."""
     totals = release.totals()
     rows: dict[str, list[object]] = {"output_channel": []}
@@ -108,7 +108,7 @@ def helper_names(channels: ChannelSpec) -> dict[str, str]:
     return names
 
 
-def release_query(source: exp.Expression, columns: Sequence[str], channels: ChannelSpec, release: ReleasePlan,
+def release_query(source: exp.Expression, columns: Sequence[str], channels: ChannelSpec, release: ChannelPlan,
                   inputs: InputChannels, seed: int, truth: bool = False) -> exp.Select:
     """``SELECT`` identity columns and the output-channel label (in place of the related columns),
     one row per source row of the solved input channels (rows of any other channel, or of a channel
@@ -174,7 +174,7 @@ class ReleaseCheck:
 
 
 def check(backend: Backend, released: exp.Expression, source: exp.Expression, channels: ChannelSpec,
-          inputs: InputChannels, rule: RiskRule, release: ReleasePlan, join_back: bool) -> ReleaseCheck:
+          inputs: InputChannels, rule: RiskRule, release: ChannelPlan, join_back: bool) -> ReleaseCheck:
     """Recompute P(v^k | output channel) by eq. 1 from the released rows and assert (6)/(8),
     that every subject's output channel contains its input channel, and the planned counts.
 
@@ -204,7 +204,7 @@ def check(backend: Backend, released: exp.Expression, source: exp.Expression, ch
     return _verify(data, width, inputs, rule, release, "joined back on identity" if join_back else "release query")
 
 
-def _verify(data: dict[str, list], width: int, inputs: InputChannels, rule: RiskRule, release: ReleasePlan,
+def _verify(data: dict[str, list], width: int, inputs: InputChannels, rule: RiskRule, release: ChannelPlan,
             how: str) -> ReleaseCheck:
     label_of = {lab: w for w, lab in enumerate(release.labels)}
     row_of = inputs.index()

@@ -252,7 +252,8 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
                               f"policy again on data that covers these values")
         _check_report_paths(batch.spec, out, release)
         pf = batch.policy
-        plan = replace(pf.plan(), item=replace(pf.recoding(), name=pf.readable))
+        plan = pf.plan()
+        plan = replace(plan, item=replace(plan.recoding, name=pf.readable))
         command = INVOCATION.get()
         with Problem.from_spec(batch.frozen_spec()) as problem:
             built = build_report(problem, plan, command=command, accept_risk=accept_risk)

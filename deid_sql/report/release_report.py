@@ -110,8 +110,9 @@ def policy_from_file(path: Path, problem: Problem) -> ReleasePlan:
                                f"{problem.spec.path} gives {digest[:12]}…); {RESAVE}")
     if pf.suppression is None and pf.levels is None and all(q.groups is None for q in pf.qis):
         return plan_of(problem, pf.policy)
-    recoding = problem.recoding(replace(pf.recoding(), name=pf.readable))  # the saved domains are the problem's
-    return ReleasePlan(recoding, None if pf.levels else pf.policy, pf.readable, pf.suppression, pf.levels)
+    plan = pf.plan()
+    # the saved domains are the problem's: the recoding is checked against them, named in words
+    return replace(plan, item=problem.recoding(replace(plan.recoding, name=pf.readable)))
 
 
 def _spec_sha256(problem: Problem) -> str:
