@@ -397,3 +397,34 @@ def test_every_engine_releases_the_same_rows_of_persons(engine: Engine, tmp_path
             figures.append(materialize(problem, plan_of(problem, "age:every=20"), out).figures)
     assert sorted_rows(pq.read_table(tmp_path / "got.parquet")) == sorted_rows(pq.read_table(tmp_path / "want.parquet"))
     assert figures[0] == figures[1]
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda t: t.replace('[[qi]]\nname = "sex"', '[[qi]]\nname = "sex"\nper_person = "max"'),
+     "per_person = 'max' needs an ordered kind"),
+    (lambda t: t.replace('derived = "rows"', 'derived = "rows"\nper_person = "first"'),
+     "a derived QI has one value per person already"),
+    (lambda t: t.replace('derived = "rows"', 'derived = "rows"\ncolumn = "seen"'),
+     'derived = "rows" is computed, not read'),
+    (lambda t: t + '\n[weights]\ncolumn = "seen"\n', "[weights] with [person]"),
+    (lambda t: t.replace('[source]\npath = "enc.parquet"\n',
+                         '[source]\npath = "enc.parquet"\n[population]\npath = "enc.parquet"\ncount = "seen"\n'),
+     "derived = 'rows' with a census table"),
+])
+def test_bad_rules_are_one_line_each_before_any_data_is_read(tmp_path: Path, edit: Any, expected: str) -> None:
+    spec = write(tmp_path, ROWS)
+    spec.write_text(edit(spec.read_text(encoding="utf-8")), encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        Problem.from_spec(spec, cache=False)
+    assert sum(expected in p for p in info.value.problems) == 1, info.value.problems
+    assert all("\n" not in p for p in info.value.problems)
+
+
+def test_a_derived_qi_named_like_a_source_column_is_refused(tmp_path: Path) -> None:
+    spec = write(tmp_path, ROWS)
+    text = spec.read_text(encoding="utf-8").replace('name = "visits"', 'name = "dx"')
+    spec.write_text(text.replace('drop = ["patient_id", "seen", "dx"]', 'drop = ["patient_id", "seen"]'),
+                    encoding="utf-8")
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert "QI 'dx' is derived from the rows, but the source has a column 'dx' too" in result.output
