@@ -109,7 +109,7 @@ def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.E
 def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Domain],
                source: exp.Expression, columns: Mapping[str, str | None],
                suppression: Suppression | int | None = None, flag: str = "deid_suppressed",
-               outside_label: str = SUPPRESSED) -> exp.Select:
+               outside_label: str = SUPPRESSED, person: str | None = None) -> exp.Select:
     """``SELECT`` every source column in order, QIs replaced by their labels.
 
     A QI value outside its domain becomes ``outside_label`` (``label_expr``), so the query
@@ -118,7 +118,8 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
     With a ``suppression`` every record of a suppressed group gets ``*`` in each QI and
     ``flag`` = true: for ``k`` (or ``Suppression.smaller_than(k)``) the groups of fewer than k
     records (a window count over the labels); for a set of label tuples those groups (a left
-    join to a ``VALUES`` table of them: no literal list however many there are).
+    join to a ``VALUES`` table of them: no literal list however many there are).  ``person``: the
+    person key column (``[person]``), so k counts persons, not rows.
     """
     qi_by_column = {q.column: i for i, q in enumerate(qis)}
     projections: list[exp.Expression] = []
@@ -138,7 +139,7 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
     inner = exp.select(*projections, copy=False).from_(_from(source), copy=False)  # no deep copy of the CASEs
     for table, on in joins:
         inner = inner.join(table, on=on, join_type="LEFT", copy=False)
-    return suppress(inner, [q.column for q in qis], list(columns), suppression, flag)
+    return suppress(inner, [q.column for q in qis], list(columns), suppression, flag, person)
 
 
 def uses_label_table(domain: Domain, recoding: QIRecoding, sql_type: str | None) -> bool:
@@ -187,17 +188,31 @@ def label_table(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Ex
 
 
 def suppress(inner: exp.Select, qi_cols: Sequence[str], columns: Sequence[str],
-             suppression: Suppression | int | None, flag: str = "deid_suppressed") -> exp.Select:
+             suppression: Suppression | int | None, flag: str = "deid_suppressed",
+             person: str | None = None) -> exp.Select:
     """``inner`` (the generalized rows: ``columns`` in order, QIs as labels) with the groups of
-    ``suppression`` blanked to ``*`` and flagged in ``flag``; ``inner`` itself without one."""
+    ``suppression`` blanked to ``*`` and flagged in ``flag``; ``inner`` itself without one.
+
+    With ``person`` (the person key; every row of a person carries the person's labels) a size
+    rule counts persons: the window sums a flag set on each person's first row, which every
+    engine runs (PostgreSQL and Spark have no ``COUNT(DISTINCT …) OVER``)."""
     rule = Suppression.of(suppression)
     if rule is None:
         return inner
     qi_set = set(qi_cols)
+    counted: exp.Expression = exp.Star()
+    if rule.below is not None and person is not None:
+        first = exp.Window(this=exp.func("row_number"), partition_by=[col(person)],
+                           order=exp.Order(expressions=[exp.Ordered(this=col(person))]))
+        inner = inner.select(exp.alias_(exp.Case().when(exp.EQ(this=first, expression=exp.Literal.number(1)),
+                                                          exp.Literal.number(1)).else_(exp.Literal.number(0)),
+                                        ident(FIRST_ROW)), copy=False)
+        counted = col(FIRST_ROW)
     generalized: exp.Expression = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("generalized")))
     join: tuple[exp.Expression, exp.Expression] | None = None
     if rule.below is not None:
-        window = exp.Window(this=exp.func("count", exp.Star()), partition_by=[col(c) for c in qi_cols])
+        window = exp.Window(this=exp.func("count" if person is None else "sum", counted),
+                            partition_by=[col(c) for c in qi_cols])
         small: exp.Expression = exp.LT(this=window, expression=exp.Literal.number(int(rule.below)))
         column = col
     else:
@@ -218,6 +233,7 @@ def suppress(inner: exp.Select, qi_cols: Sequence[str], columns: Sequence[str],
 
 
 SUPPRESSED_TABLE = "deid_suppressed_groups"
+FIRST_ROW = "deid_first_row"  # 1 on each person's first row: a size rule's count of persons
 
 
 def _generalized_column(name: str) -> exp.Column:

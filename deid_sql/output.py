@@ -253,7 +253,7 @@ def judged_sql(problem: Problem, plan: ReleasePlan, dialect: str, table: str | N
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
     sql = problem.compile(plan, dialect=dialect, table=table)
-    figures = gate.measure(problem.backend.execute, problem.query(plan))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     return sql, gate, figures, gate.judge(figures)
 
 
@@ -274,7 +274,7 @@ def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
     source = view_source(problem.spec, problem.source, db)
-    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     verdict = gate.judge(figures)
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
              "rows": figures.records}

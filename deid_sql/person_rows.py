@@ -8,8 +8,8 @@ derived QI (``derived = "rows"``) becomes a column holding the person's row coun
 functions only (``PARTITION BY`` the person key), so the rewrite runs on DuckDB, PostgreSQL and
 Spark, in views and compiled SQL alike.
 
-The gate then counts persons on the released rows by their key, which a release with
-``[person]`` must carry pseudonymized (or kept): ``check_person_release``.
+The gate then counts persons on the released rows by their key, which rows written with
+``[person]`` must carry pseudonymized (or kept); stored SQL may drop it: ``check_person_release``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from .errors import PolicyError
 from .person_cells import person_window
 from .spec import Spec
 from .sqltext import col, ident, source_key
-from .suppression import Suppression
 
 ALIAS = "deid_rows"
 ROWS_TYPE = "BIGINT"  # the type of a derived row count column
@@ -34,23 +33,22 @@ def derived_columns(spec: Spec) -> dict[str, str]:
     return {q.column: ROWS_TYPE for q in spec.qis if q.derived is not None}
 
 
-def check_person_release(spec: Spec, suppression: Suppression | None) -> None:
-    """What a release counted in persons needs: the person key released pseudonymized (or kept), so
-    the gate counts persons on the rows written and researchers can link a patient's rows; and
-    no ``--suppress-below`` (a row count per group: ``anonymize`` suppresses whole persons)."""
+def check_person_release(spec: Spec, persistent: bool = False) -> None:
+    """What a release counted in persons needs.  Rows written (a file, an engine table) carry the
+    person key pseudonymized (or kept): the gate counts persons on the rows written, and a
+    patient's rows stay linkable.  Stored SQL (a view, compiled SQL, a dbt model) cannot hold the
+    pseudonym's key, so it may drop the key: the gate then counts persons on the same query with
+    the key kept for the count only (``Problem.query(measuring=True)``), never released."""
     person = spec.person
     if person is None:
         return
     role = spec.columns.role(person.column)
-    if role not in ("pseudonymize", "keep"):
-        raise PolicyError(f"[person] column {person.column!r} is released as {role or 'dropped'}; a release counted "
-                          f"in persons carries the person key so the gate counts persons on the rows written (and "
-                          f"a patient's rows stay linkable): list it under [columns] pseudonymize and write the "
-                          f"release with materialize or anonymize (a view's or compiled SQL's text cannot hold the "
-                          f"key)")
-    if suppression is not None and suppression.below is not None:
-        raise PolicyError("--suppress-below counts rows per group, and with [person] the groups count persons: "
-                          "use 'deid-sql anonymize' (its suppression removes whole persons), or a more general policy")
+    if persistent or role in ("pseudonymize", "keep"):  # stored SQL that pseudonymizes: refuse_persistent
+        return
+    raise PolicyError(f"[person] column {person.column!r} is released as {role or 'dropped'}; a release written "
+                      f"counted in persons carries the person key so the gate counts persons on the rows "
+                      f"written (and a patient's rows stay linkable): list it under [columns] pseudonymize "
+                      f"(a view, compiled SQL or dbt model may drop it instead)")
 
 
 def person_rows(spec: Spec, domains: Sequence[Domain], columns: Mapping[str, str | None],

@@ -286,7 +286,7 @@ class Problem:
 
     # -- SQL ------------------------------------------------------------------------------
     def query(self, plan: ReleasePlan, source: exp.Expression | None = None, roles: bool = True,
-              persistent: bool = False) -> exp.Select:
+              persistent: bool = False, measuring: bool = False) -> exp.Select:
         """The generalizing ``SELECT`` of a release plan (``release.plan.plan_of``: its recoding and
         suppression) as a sqlglot expression (source = the spec's source).
 
@@ -295,12 +295,19 @@ class Problem:
         ``roles=False`` is the raw query of every source column, for a caller that wraps it
         and applies the roles to its own outer select (``contract.roles.apply_roles``).
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
-        pseudonymizing release refuses, since the SQL holds the key."""
+        pseudonymizing release refuses, since the SQL holds the key.  ``measuring``: the query the
+        gate measures a stored release by, which with ``[person]`` carries the person key even
+        where the stored SQL drops it, so the gate counts persons (``check_person_release``)."""
         recoding, suppression = plan.recoding, plan.suppression
         columns: dict[str, str | None] = dict(self.columns)
         relation = source if source is not None else self.source.copy()
+        person = self.spec.person.column if self.spec.person is not None else None
+        column_roles = self.spec.columns
         if self.spec.person is not None:  # every row of a person carries the person's values
-            check_person_release(self.spec, suppression)
+            check_person_release(self.spec, persistent or measuring)
+            if measuring and column_roles.role(self.spec.person.column) not in ("keep", "pseudonymize"):
+                column_roles = replace(column_roles, keep=(*column_roles.keep, self.spec.person.column),
+                                       drop=tuple(c for c in column_roles.drop if c != self.spec.person.column))
             columns |= derived_columns(self.spec)
             relation = person_rows(self.spec, self.domains, columns, relation)
         outside = self.spec.columns.outside_label
@@ -309,13 +316,13 @@ class Problem:
                 raise PolicyError(f"QI {q.name}: a group is labelled {outside!r}, the label of values outside the "
                                   f"domain; set [columns] outside_label to a text no group has")
         query = generalize(recoding, self.spec.qis, self.domains, relation, columns, suppression,
-                           outside_label=self.spec.columns.outside_label)
+                           outside_label=self.spec.columns.outside_label, person=person)
         if not roles:
             return query
         if persistent:
             self.refuse_persistent()
         self.check_pseudonym_types()
-        return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
+        return apply_roles(query, column_roles, [q.column for q in self.spec.qis], self.backend,
                            self.source_label, copy=False)  # the query was built here
 
     @property

@@ -4,7 +4,8 @@ A release suppresses whole groups: every record of the group shows ``*`` in each
 flagged in ``deid_suppressed``.  Two rules choose the groups:
 
 - ``below``: groups of fewer than k records (``--suppress-below k`` of materialize, view,
-  compile and dbt; the compiler's window count decides on the rows);
+  compile and dbt; the compiler's window count decides on the rows), or of fewer than k persons
+  with ``[person]`` (the window counts each person's first row);
 - ``groups``: an explicit set of label tuples (``anonymize``'s optimum: the groups its search
   suppressed, which depend on the privacy model, not only on the group size); the compiler
   joins them as a ``VALUES`` table, never as a literal list.
@@ -37,8 +38,11 @@ class Suppression:
             raise ValueError("a suppression has exactly one rule: below=k or groups=label tuples")
 
     @classmethod
-    def smaller_than(cls, k: int) -> Suppression:
-        return cls(below=int(k), rule=f"every record of a released group of fewer than {int(k):,} records shows "
+    def smaller_than(cls, k: int, unit: str = "records") -> Suppression:
+        """Groups of fewer than ``k`` of ``unit``: records, or persons with ``[person]`` (every row of
+        a person then sits in one group, so a suppressed person loses all of their rows' QIs)."""
+        what = "row" if unit == "persons" else "record"
+        return cls(below=int(k), rule=f"every {what} of a released group of fewer than {int(k):,} {unit} shows "
                                       f"'*' in each QI (and deid_suppressed = true)")
 
     @classmethod

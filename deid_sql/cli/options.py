@@ -151,7 +151,8 @@ accept_risk_option = click.option(
 )
 suppress_option = click.option(
     "--suppress-below", type=click.IntRange(min=1), default=None, metavar="K",
-    help="Replace the QIs of records in groups smaller than K by '*' and flag them.",
+    help="Replace the QIs of records in groups smaller than K by '*' and flag them (with [person]: groups of "
+         "fewer than K persons, all of each person's rows).",
 )
 
 
@@ -221,7 +222,8 @@ def echo_release(written: Any, err: bool = False) -> None:
     def echo(line: str) -> None:
         click.echo(line, err=err)
 
-    echo(f"  released {f.records:,} {f.unit}: {f.groups:,} groups, k = {f.k:,}, expected re-identifications "
+    groups = f"{f.groups:,} group" + ("" if f.groups == 1 else "s")
+    echo(f"  released {f.records:,} {f.unit}: {groups}, k = {f.k:,}, expected re-identifications "
          f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
          + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
          + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))

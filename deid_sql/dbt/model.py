@@ -83,7 +83,7 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
     call = f"deid_sql.dbt.write_dbt(problem, {plan.repr_call()}, {str(project)!r}" + (f", k={k}" if k else "") + ")"
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
-    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     if k is not None and figures.k < k:
         raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
                              + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")

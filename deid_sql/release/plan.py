@@ -74,7 +74,7 @@ def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
             suppression: Suppression | int | None = None, levels: str | None = None) -> ReleasePlan:
     """The release plan of ``policy`` (a policy, its text, or a recoding) or of a level vector
     ``levels`` on the spec's hierarchies — exactly one of the two — with ``suppression`` (k: groups
-    of fewer than k records; or a ``Suppression``).
+    of fewer than k records, or persons with ``[person]``; or a ``Suppression``).
 
     The one place a release's policy is resolved: the command line (``cli.options.release_plan``)
     and API callers build the plan here, once, and every release path below takes only the plan."""
@@ -84,6 +84,8 @@ def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
                           "say what to release: a policy (--policy P, e.g. 'age:cuts=18,65|zip:top') or hierarchy "
                           "levels (--levels L, e.g. 'age:3|zip:1' on a spec with hierarchies)")
     rule = Suppression.of(suppression)
+    if rule is not None and rule.below is not None and problem.spec.person is not None:
+        rule = Suppression.smaller_than(rule.below, unit="persons")  # the groups count persons
     if levels is not None:
         names = problem.spec.qi_names
         x, recoding = levels_recoding(levels, names, problem.domains, problem.lattice.hierarchies)

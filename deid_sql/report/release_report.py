@@ -146,7 +146,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
     call = f"build_report(Problem.from_spec({str(spec.path)!r}), {plan.repr_call()})"
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
-    figures = gate.measure(problem.backend.execute, problem.query(plan))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, measuring=True))
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
         # the sample rows are rows of the release: they leave only through a gate that lets the release go
