@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -38,9 +39,11 @@ import numpy as np
 
 from .backends.base import Backend
 from .cells import Cells
+from .contract.shift import shift_key
 from .domain import CategoryDomain, Domain
 from .errors import BackendError
 from .limits import value_cap
+from .shifting import shifts_qis, source_shift
 from .spec import Spec, TableRef
 from .userdirs import cache_dir, private_folder
 
@@ -168,10 +171,14 @@ def _identity(spec: Spec) -> dict[str, Any]:
     from . import __version__
 
     hierarchies = {q.name: _file_sha256(q.hierarchy) for q in spec.qis if q.hierarchy is not None}
-    return {"format": FORMAT, "version": __version__, "qis": repr(spec.qis), "source": repr(spec.source),
-            "population": repr(spec.population), "count": spec.count_column, "backend": repr(spec.backend),
-            "person": repr(spec.person),
-            "hierarchies": hierarchies, "value_cap": value_cap()}
+    out = {"format": FORMAT, "version": __version__, "qis": repr(spec.qis), "source": repr(spec.source),
+           "population": repr(spec.population), "count": spec.count_column, "backend": repr(spec.backend),
+           "person": repr(spec.person),
+           "hierarchies": hierarchies, "value_cap": value_cap()}
+    if shifts_qis(spec):  # cells of shifted dates depend on the secret: keyed on a digest of it, never the key
+        out["shift"] = [list(source_shift(spec)),
+                        hmac.new(shift_key(spec.columns.secret()), b"deid-sql cells cache", "sha256").hexdigest()]
+    return out
 
 
 def _source_columns(spec: Spec) -> list[str]:

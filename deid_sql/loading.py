@@ -19,15 +19,19 @@ from . import progress
 from .backends.base import Backend
 from .cells import Cells
 from .compile import col, ident, is_integer_type, literal, source_key
+from .contract.pseudonym import type_problems
+from .contract.shift import shift_type_problems
 from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
 from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, example_query, person_cells_query
+from .shifting import shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
 from .sqltext import exact_text
 
 SOURCE_VIEW = "deid_source"
+UNSHIFTED_VIEW = "deid_source_unshifted"  # the source as read, under the shifted view (a shifted date QI)
 POPULATION_VIEW = "deid_population"
 
 
@@ -47,7 +51,10 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     attr = "column" if which == "source" else "population_column"
     qis = [q for q in spec.qis if which == "population" or q.derived is None]  # derived QIs have no source column
     text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in qis}
-    view = SOURCE_VIEW if which == "source" else POPULATION_VIEW
+    shifting = which == "source" and shifts_qis(spec)
+    if shifting and spec.person is not None:
+        text_cols.setdefault(spec.person.column, True)  # the offset hashes the key's text, as pseudonyms do
+    view = (UNSHIFTED_VIEW if shifting else SOURCE_VIEW) if which == "source" else POPULATION_VIEW
     try:
         columns = _open_view(backend, view, ref, text_cols)
     except Unreachable:
@@ -81,7 +88,29 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
             )
     if which == "population" and spec.count_column not in columns:
         problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
+    if which == "source" and source_shift(spec):
+        problems += shift_problems(spec, columns, f"source {ref.describe()}")
+    if shifting and not problems:  # a shifted date QI: the cells read the dates as released
+        assert spec.person is not None and spec.person.shift_days is not None
+        try:
+            secret = spec.columns.secret()
+        except SpecError as e:
+            problems.extend(e.problems)
+            return None
+        backend.create_temp_view(SOURCE_VIEW, shifted_select(backend, exp.to_table(view), columns, source_shift(spec),
+                                                             spec.person.column, secret, spec.person.shift_days))
+        view = SOURCE_VIEW
     return Table(view, columns, which)
+
+
+def shift_problems(spec: Spec, columns: Mapping[str, str], where: str) -> list[str]:
+    """The person source's ``shift`` columns that are missing or not dates, and a person key whose
+    text differs between engines (its offset would too)."""
+    assert spec.person is not None
+    out = shift_type_problems(source_shift(spec), columns, where)
+    if spec.person.column in columns:
+        out += type_problems([spec.person.column], columns, where)
+    return out
 
 
 def _misread_csv(ref: TableRef, columns: dict[str, str], wanted: Sequence[str]) -> str | None:

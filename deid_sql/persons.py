@@ -21,11 +21,12 @@ from typing import Any
 
 from .errors import Problems
 
-PERSON_KEYS = {"column", "order"}
+PERSON_KEYS = {"column", "order", "shift_days"}
 #: which of a person's values stands for the person, when a QI varies within a person
 PER_PERSON = ("first", "last", "min", "max")
 #: QIs computed from a person's rows rather than read from a column
 DERIVED = ("rows",)
+MAX_SHIFT_DAYS = 36_500  # a date shift of a century either way: more is a typo, not a shift
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class PersonSpec:
 
     column: str
     order: str | None = None
+    shift_days: int | None = None  # D of the date shift: each person's offset is in [-D, +D] days
+
 
     def columns(self) -> list[str]:
         """The source columns the person declaration reads."""
@@ -61,7 +64,37 @@ def parse_person(raw: Any, problems: Problems) -> PersonSpec | None:
         problems.add(where, f"order = {order!r} is the person column itself; name the column that orders a "
                             f"person's rows (a date or a visit number)")
         order = None
-    return PersonSpec(column, order)
+    return PersonSpec(column, order, _shift_days(raw.get("shift_days"), where, problems))
+
+
+def _shift_days(days: Any, where: str, problems: Problems) -> int | None:
+    """``shift_days``: a whole number of days, 1 to ``MAX_SHIFT_DAYS``, or None."""
+    if days is None:
+        return None
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_SHIFT_DAYS:
+        problems.add(where, f"shift_days = {days!r} must be a whole number of days from 1 to {MAX_SHIFT_DAYS:,} (each "
+                            f"person's dates move by a secret offset in [-shift_days, +shift_days])",
+                     "e.g. shift_days = 30")
+        return None
+    return days
+
+
+def check_shift(person: PersonSpec | None, shifted: Sequence[tuple[str, Sequence[str]]], problems: Problems) -> None:
+    """``shift`` lists (``(where, columns)`` of each table) need ``[person]`` with ``shift_days``: a
+    shift is one offset per person."""
+    listed = [(where, cols) for where, cols in shifted if cols]
+    if not listed:
+        if person is not None and person.shift_days is not None:
+            problems.append("[person] shift_days is set, but no table lists a column under shift; list the dates to "
+                            "move (e.g. [columns] shift = [\"admitted\"]) or remove shift_days")
+        return
+    where, cols = listed[0]
+    if person is None:
+        problems.append(f"{where} shift = {list(cols)!r}: a date shift moves each person's dates by one offset, so it "
+                        f"needs [person] column = \"<the column that names a person>\" and shift_days = <days>")
+    elif person.shift_days is None:
+        problems.append(f"{where} shift = {list(cols)!r} needs [person] shift_days = <days> (each person's dates move "
+                        f"by a secret offset in [-shift_days, +shift_days], e.g. shift_days = 30)")
 
 
 def parse_qi_rules(q: Mapping[str, Any], kind: str | None, where: str, problems: Problems
@@ -127,5 +160,5 @@ def refuse_policy_file(person: PersonSpec | None) -> None:
                           f"persons yet; release with materialize or anonymize, which do")
 
 
-__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "parse_person", "parse_qi_rules",
+__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "check_shift", "parse_person", "parse_qi_rules",
            "refuse_policy_file"]

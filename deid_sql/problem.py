@@ -49,6 +49,7 @@ from .policy import Policy
 from .policytext import parse_release
 from .recoding import Recoding
 from .registry import RISK_MODELS
+from .shifting import shift_source, source_shift
 from .spec import Spec
 
 if TYPE_CHECKING:
@@ -199,8 +200,12 @@ class Problem:
         text_cols = {q.column: q.kind in ("category", "zip") for q in spec.qis}
         # a pseudonymized CSV column is hashed as the file's text (ID 007 stays 007 on every engine)
         text_cols |= {c: True for c in spec.columns.pseudonymize if c in source.columns and c not in text_cols}
-        def relation() -> exp.Expression:
-            return backend.relation(spec.source, text_cols)
+        if source_shift(spec) and spec.person is not None:  # the offset hashes the key's text, as a pseudonym
+            text_cols.setdefault(spec.person.column, True)
+        columns = source.columns
+
+        def relation() -> exp.Expression:  # the dates of [columns] shift moved, as every release reads them
+            return shift_source(backend, spec, backend.relation(spec.source, text_cols), columns)
 
         problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
         problem.notes = [line for _, line in notes]
@@ -332,7 +337,10 @@ class Problem:
         if self.spec.person is None:
             return self.sample.total
         if self._source_rows is None:
-            query = exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(self.source.copy())
+            source = self.source.copy()
+            if isinstance(source, exp.Select):  # the dates of [columns] shift moved (``shifting``)
+                source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
+            query = exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(source)
             self._source_rows = int(self.backend.execute(query).column("n")[0].as_py())
         return self._source_rows
 
@@ -349,14 +357,14 @@ class Problem:
         return f"source {self.spec.source.describe()}"
 
     def refuse_persistent(self) -> None:
-        """Refuse to store SQL that pseudonymizes: it would hold the key."""
-        hashed = [c for c in self.spec.columns.pseudonymize if c in self.columns]
+        """Refuse to store SQL that pseudonymizes or shifts dates: it would hold the key."""
+        hashed = [c for c in self.spec.columns.pseudonymize if c in self.columns] + list(source_shift(self.spec))
         if hashed:
             names = ", ".join(repr(c) for c in hashed)
             raise OutputError(
                 f"a view, compiled SQL or dbt model would hold the secret key in its SQL text: [columns] pseudonymize "
-                f"lists {names} (HMAC under the key in ${self.spec.columns.secret_env}); write the release with "
-                f"deid-sql materialize instead, or list the column under drop")
+                f"or shift lists {names} (HMAC under the key in ${self.spec.columns.secret_env}); write the release "
+                f"with deid-sql materialize instead, or list the column under drop")
 
     def check_pseudonym_types(self) -> None:
         """Refuse pseudonymizing a column whose text differs between engines (see ``type_problems``)."""

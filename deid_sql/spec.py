@@ -30,7 +30,8 @@ from .cuts import CutRule, parse_rule
 from .domain import KINDS, parse_date
 from .errors import Problems, SpecError
 from .limits import domain_problems
-from .persons import PersonSpec, check_person, parse_person, parse_qi_rules
+from .linked import TABLE_ROLE_KEYS, LinkedTable, check_set, parse_linked, parse_release_name
+from .persons import PersonSpec, check_person, check_shift, parse_person, parse_qi_rules
 from .population_size import parse_size, parse_weights
 from .registry import ENGINES, RISK_MODELS
 from .spec_sections import parse_sections, qis_required, section_keys
@@ -40,8 +41,9 @@ from .tableref import TableRef
 __all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml", "top_keys"]
 
 CORE_KEYS = {"source", "population", "gamma", "qi", "name", "backend", "weights", "risk", "release", "columns",
-             "person"}
-SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob"}
+             "person", "table"}
+SOURCE_KEYS = {"path", "table", "delimiter", "format", "glob", "name"}
+LOCATION_KEYS = SOURCE_KEYS - {"name"}
 POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "duplicates"}
 DUPLICATES = ("error", "sum")
 GLOB_CHARS = "*?[]{}"  # pattern characters of DuckDB's and Hadoop's (Spark's) file globs
@@ -120,6 +122,9 @@ class Spec:
     weights: str | None = None
     # persons, not rows: the column that names a person (``persons.py``); None: a row is a person
     person: PersonSpec | None = None
+    # linked tables released with the source as one set (``linked.py``), and the source's release name
+    tables: tuple[LinkedTable, ...] = ()
+    source_name: str = "source"
 
     def feature(self, name: str) -> Any:
         """A feature section's value (its default when the spec lacks the section)."""
@@ -193,6 +198,12 @@ class Spec:
             problems.append(f"risk = {risk!r} must be one of {', '.join(RISK_MODELS.names())}")
         release = parse_release_section(data, problems)
         columns = parse_columns_section(data, qi_columns, problems)
+        source_raw = data.get("source")
+        source_name = parse_release_name(source_raw.get("name") if isinstance(source_raw, dict) else None, source,
+                                         "[source]", problems)
+        tables = _linked_tables(data.get("table"), base, columns, person, engine_tables, backend.engine, problems)
+        check_set(source, source_name, tables, person.column if person else None, columns, qi_columns, problems)
+        check_shift(person, [("[columns]", columns.shift)] + [(t.where, t.roles.shift) for t in tables], problems)
         features = parse_sections(data, qi_columns, {"release": release, "columns": columns}, problems)
         problems.raise_if_any()
         assert source is not None
@@ -200,7 +211,30 @@ class Spec:
                    count_column=count, gamma=float(gamma), qis=tuple(qis),
                    name=str(data.get("name", "")), raw=data, backend=backend, population_size=size,
                    population_region=region, weights=weights, person=person, risk=str(risk), release=release,
-                   columns=columns, features=features)
+                   columns=columns, features=features, tables=tuple(tables), source_name=source_name)
+
+
+def _linked_tables(raw: Any, base: Path, columns: ColumnRoles, person: PersonSpec | None, engine_tables: bool,
+                   engine: str, problems: Problems) -> list[LinkedTable]:
+    """``[[table]]``: the linked tables released with the source (``linked.py``)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        problems.append('[[table]] must be an array of tables: [[table]] name = "encounters" path = "…" …')
+        return []
+    out = []
+    for i, t in enumerate(raw):
+        where = f"[[table]] {t.get('name', i + 1)!r}"
+        ref = _table({k: v for k, v in t.items() if k in LOCATION_KEYS}, where, base, LOCATION_KEYS, problems,
+                     required=True, engine_tables=engine_tables, engine=engine)
+        for key in t:
+            if key not in TABLE_ROLE_KEYS | LOCATION_KEYS:
+                problems.append(f"unknown key {key!r} in {where}; allowed keys are "
+                                f"{', '.join(sorted(TABLE_ROLE_KEYS | LOCATION_KEYS))}")
+        linked = parse_linked(t, ref, where, columns, person.column if person else None, problems)
+        if linked is not None:
+            out.append(linked)
+    return out
 
 
 def top_keys() -> frozenset[str]:

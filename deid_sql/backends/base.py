@@ -187,6 +187,12 @@ class Backend(ABC):
         return None
 
     @abstractmethod
+    def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
+        """``value`` (a date, or a timestamp without time zone: ``sql_type`` as ``columns`` names
+        it) moved by ``days`` whole days (an integer expression), keeping its type: the date shift
+        of ``[columns] shift`` (``contract.shift``).  NULL stays NULL."""
+
+    @abstractmethod
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC-SHA-256 of ``value``'s text under ``key``, as an expression of this engine.
 

@@ -327,6 +327,14 @@ class DuckDBBackend(Backend):
         """DuckDB's ``hash(v1, v2, …)`` (UBIGINT; its sum is a HUGEINT)."""
         return exp.Anonymous(this="hash", expressions=list(values))
 
+    def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
+        """``value + to_seconds(n * 86400)``: a duration, not calendar days, so a zoned timestamp keeps
+        elapsed time across daylight-saving changes; a DATE plus an interval is a timestamp at
+        midnight, cast back to DATE."""
+        seconds = exp.Mul(this=exp.cast(days, "BIGINT"), expression=exp.Literal.number(86400))
+        moved = exp.Add(this=value, expression=exp.Anonymous(this="to_seconds", expressions=[seconds]))
+        return exp.cast(moved, "DATE") if sql_type.upper() == "DATE" else exp.cast(moved, sql_type)
+
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of
         the pads, ``encode`` for the UTF-8 bytes of the text, ``||`` on BLOBs."""

@@ -49,7 +49,9 @@ TYPES: dict[int, tuple[str, pa.DataType]] = {
 }
 _ARROW_TO_SQL = {pa.int8(): "SMALLINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
                  pa.float32(): "REAL", pa.float64(): "DOUBLE PRECISION", pa.string(): "TEXT",
-                 pa.large_string(): "TEXT", pa.bool_(): "BOOLEAN", pa.date32(): "DATE"}
+                 pa.large_string(): "TEXT", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+                 **{pa.timestamp(unit): "TIMESTAMP" for unit in ("s", "ms", "us")},
+                 **{pa.timestamp(unit, tz="UTC"): "TIMESTAMPTZ" for unit in ("s", "ms", "us")}}
 _counter = itertools.count()
 
 
@@ -275,6 +277,15 @@ class PostgresBackend(Backend):
         parts = [exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]
         joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
         return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
+
+    def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
+        """``date + integer`` is a date; a timestamp adds ``n * INTERVAL '86400 seconds'``, a duration
+        (PostgreSQL keeps seconds apart from days), so a zoned timestamp keeps elapsed time too."""
+        n = exp.cast(days, "INTEGER")
+        if sql_type.upper() == "DATE":
+            return exp.cast(exp.Add(this=value, expression=n), "DATE")
+        one_day = exp.Interval(this=exp.Literal.string("86400"), unit=exp.Var(this="SECOND"))
+        return exp.Add(this=value, expression=exp.Mul(this=n, expression=one_day))
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from the built-in ``sha256(bytea)`` (PostgreSQL 11 and later; no extension

@@ -524,6 +524,14 @@ class SparkBackend(Backend):
         """Spark's ``xxhash64(v1, v2, …)`` as DECIMAL(38, 0), so its sum cannot overflow a BIGINT."""
         return exp.cast(exp.Anonymous(this="xxhash64", expressions=list(values)), "DECIMAL(38, 0)")
 
+    def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
+        """``date_add(date, n)``; a timestamp adds ``make_dt_interval(n)``, a duration of n × 24 hours
+        (no calendar or zone rule), so elapsed time is kept."""
+        n = exp.cast(days, "INT")
+        if sql_type.upper() == "DATE":
+            return exp.Anonymous(this="date_add", expressions=[value, n])
+        return exp.Add(this=value, expression=exp.Anonymous(this="make_dt_interval", expressions=[n]))
+
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from Spark's ``sha2(…, 256)``: ``unhex`` literals of the pads, the text cast to
         BINARY (its UTF-8 bytes), ``concat`` on binaries; ``conv`` for the integer form."""

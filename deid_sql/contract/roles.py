@@ -8,11 +8,14 @@ the spec's ``[columns]`` table::
     sensitive = ["diagnosis"]        # released unchanged; what ℓ-diversity and channels protect
     drop = ["name", "ssn"]           # identifiers removed
     pseudonymize = ["patient_id"]    # identifiers replaced by HMAC-SHA-256(key, value as text)
+    shift = ["admitted"]             # dates moved by the person's secret offset ([person] shift_days)
     secret_env = "DEID_SECRET"       # the environment variable holding the key (never the spec)
     pseudonym = "hex"                # "hex" (64 lowercase hex digits) or "integer" (first 15 as BIGINT)
     unlisted = "error"               # or "drop": every column listed nowhere is dropped
 
-One list per role keeps a 40-column table readable: the reviewer sees what is released and
+A shifted column is released shifted: the source is read with its dates already moved
+(``shifting``), so a date QI listed under ``shift`` (the one list a QI may be in) is generalized
+after the shift.  One list per role keeps a 40-column table readable: the reviewer sees what is released and
 what is removed at a glance.  A column with no role is an error on every path that produces
 rows or SQL (never silently passed through); evaluation and searches read only the QIs and
 need no roles.
@@ -36,7 +39,7 @@ from ..errors import SpecError
 if TYPE_CHECKING:
     from ..backends.base import Backend
 
-LISTS = ("keep", "sensitive", "drop", "pseudonymize")
+LISTS = ("keep", "sensitive", "drop", "pseudonymize", "shift")
 COLUMNS_KEYS = set(LISTS) | {"secret_env", "pseudonym", "unlisted", "outside_label"}
 OUTSIDE_LABEL = "*"  # what a QI value outside its declared domain is released as
 PSEUDONYM_FORMS = ("hex", "integer")
@@ -54,6 +57,7 @@ class ColumnRoles:
     sensitive: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
     pseudonymize: tuple[str, ...] = ()
+    shift: tuple[str, ...] = ()  # dates moved by each person's offset (``contract.shift``); QIs may be listed
     secret_env: str | None = None
     pseudonym: str = "hex"
     unlisted: str = "error"
@@ -61,7 +65,7 @@ class ColumnRoles:
     declared: bool = False
 
     def role(self, name: str) -> str | None:
-        """The listed role of a non-QI column (keep, sensitive, drop, pseudonymize), or None."""
+        """The listed role of a non-QI column (keep, sensitive, drop, pseudonymize, shift), or None."""
         for role in LISTS:
             if name in getattr(self, role):
                 return role
@@ -76,7 +80,7 @@ class ColumnRoles:
         out: list[str] = []
         source, qis = list(source_columns), set(qi_columns)
         for name in self.listed():
-            if name in qis:
+            if name in qis and self.role(name) != "shift":
                 out.append(f"[columns] {self.role(name)} lists {name!r}, which is a QI ([[qi]] column); a QI's role "
                            f"is qi: remove it from [columns]")
         missing = [c for c in self.listed() if c not in source and c not in qis]
@@ -168,7 +172,7 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
                 problems.append(f"{where} lists {name!r} under both {seen[name]} and {role}; give each column one role")
             else:
                 seen[name] = role
-    qis = [c for c in seen if c in set(qi_columns)]
+    qis = [c for c in seen if c in set(qi_columns) and seen[c] != "shift"]  # a date QI may be shifted
     for name in qis:
         problems.append(f"{where} {seen[name]} lists {name!r}, which is a QI ([[qi]] column); a QI's role is qi: "
                         f"remove it from {where}")
@@ -176,11 +180,12 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
     if secret_env is not None and (not isinstance(secret_env, str) or not secret_env.strip()):
         problems.append(f'{where} secret_env must name an environment variable, e.g. secret_env = "DEID_SECRET"')
         secret_env = None
-    if lists["pseudonymize"] and secret_env is None and "secret_env" not in raw:
-        problems.append(f'{where} pseudonymize needs secret_env = "<environment variable holding the key>" '
-                        f"(the key is never written in the spec)")
-    if secret_env is not None and not lists["pseudonymize"]:
-        problems.append(f"{where} secret_env is only for pseudonymize, which lists no column; remove it")
+    for role in ("pseudonymize", "shift"):
+        if lists[role] and secret_env is None and "secret_env" not in raw:
+            problems.append(f'{where} {role} needs secret_env = "<environment variable holding the key>" '
+                            f"(the key is never written in the spec)")
+    if secret_env is not None and not lists["pseudonymize"] and not lists["shift"]:
+        problems.append(f"{where} secret_env is only for pseudonymize and shift, which list no column; remove it")
     pseudonym = raw.get("pseudonym", "hex")
     if pseudonym not in PSEUDONYM_FORMS:
         problems.append(f"{where} pseudonym = {pseudonym!r} must be \"hex\" (64 hex digits) or \"integer\" "
@@ -195,8 +200,8 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
     if not check_outside_label(outside_label, f"{where} outside_label", problems):
         outside_label = OUTSIDE_LABEL
     return ColumnRoles(keep=lists["keep"], sensitive=lists["sensitive"], drop=lists["drop"],
-                       pseudonymize=lists["pseudonymize"], secret_env=secret_env, pseudonym=str(pseudonym),
-                       unlisted=str(unlisted), outside_label=outside_label, declared=True)
+                       pseudonymize=lists["pseudonymize"], shift=lists["shift"], secret_env=secret_env,
+                       pseudonym=str(pseudonym), unlisted=str(unlisted), outside_label=outside_label, declared=True)
 
 
 def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
