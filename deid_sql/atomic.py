@@ -22,6 +22,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,7 +76,10 @@ def clean_stale(path: Path) -> list[Path]:
             m = pattern.match(candidate.name)
             if m and int(m.group(1)) != os.getpid() and not inflight.running(int(m.group(1)), None):
                 try:
-                    candidate.unlink()
+                    if candidate.is_dir() and not candidate.is_symlink():  # a staged folder (a set's release)
+                        shutil.rmtree(candidate)
+                    else:
+                        candidate.unlink()
                     removed.append(candidate)
                 except OSError:
                     pass
@@ -116,8 +120,11 @@ def temporary_sibling(path: Path, suffix: str = ".tmp", create: bool = True) -> 
 def discard(tmp: Path) -> None:
     """Remove a temporary (if still there: a placed one was renamed), its ``.wal``, its record, and
     the hidden folder if nothing else is in it."""
+    if tmp.is_dir() and not tmp.is_symlink():  # a staged folder (``replacing_folder``)
+        shutil.rmtree(tmp, ignore_errors=True)
     for p in (tmp, tmp.with_name(tmp.name + ".wal")):
-        p.unlink(missing_ok=True)
+        if not p.is_dir():
+            p.unlink(missing_ok=True)
     inflight.forget(_RECORDS.pop(tmp, None))
     if tmp.parent.name == TMP_FOLDER:
         try:
@@ -225,3 +232,42 @@ def _swap_in(paths: list[Path], tmps: list[Path], overwrite: bool = True) -> Non
         raise
     for _, old in backups:
         discard(old)
+
+
+@contextmanager
+def replacing_folder(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """``replacing`` for a folder of files that land together (a set of linked tables and their
+    one sidecar): yield an empty owner-only folder staged in the hidden folder; on success it is
+    renamed to ``path`` in one step, so readers see all of the set or none of it.  With
+    ``overwrite`` an existing ``path`` is moved aside first and removed after; a kill between the
+    two renames leaves no set at ``path``, and the next deid-sql command removes both temporaries
+    (``inflight.sweep``)."""
+    if path.exists() and not overwrite:
+        raise _exists_error(path)
+    if path.exists() and (not path.is_dir() or path.is_symlink()):
+        raise OutputError(f"output {path} is not a folder; a set of tables is written to a folder: name a new one")
+    if not path.parent.exists():
+        raise OutputError(f"output folder {path.parent} does not exist; create it first")
+    clean_stale(path)
+    tmp = temporary_sibling(path, create=False)
+    os.mkdir(tmp, 0o700)
+    old: Path | None = None
+    try:
+        yield tmp
+        for inner in tmp.iterdir():
+            os.chmod(inner, 0o644)
+        os.chmod(tmp, 0o755)
+        if overwrite and path.exists():
+            old = temporary_sibling(path, ".old", create=False)
+            os.replace(path, old)
+        try:
+            os.rename(tmp, path)  # fails when another run created a non-empty folder there meanwhile
+        except OSError:
+            if old is not None:
+                os.replace(old, path)
+                old = None
+            raise _exists_error(path) from None
+    finally:
+        discard(tmp)
+        if old is not None:
+            discard(old)

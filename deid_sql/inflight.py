@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 
@@ -131,7 +132,10 @@ def sweep() -> list[Path]:
         if str(target):
             for leftover in _leftovers(target):
                 try:
-                    leftover.unlink()
+                    if leftover.is_dir() and not leftover.is_symlink():  # a staged folder of a set's release
+                        shutil.rmtree(leftover)
+                    else:
+                        leftover.unlink()
                     removed.append(leftover)
                 except FileNotFoundError:
                     pass

@@ -61,7 +61,7 @@ def output_format(out: Path, fmt: str | None) -> str:
 
 def _protected(spec: Spec) -> list[Path]:
     """Files an output must never replace: the data, the spec itself and its hierarchy files."""
-    refs = [spec.source] + ([spec.population] if spec.population else [])
+    refs = [spec.source] + ([spec.population] if spec.population else []) + [t.source for t in spec.tables]
     files = [r.path for r in refs] + [spec.path] + [q.hierarchy for q in spec.qis if q.hierarchy]
     return [p.resolve() for p in files if p is not None]
 
@@ -134,7 +134,7 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
     check_not_input(spec, side)
     with replacing_together([path, side], overwrite) as (tmp, tmp_side):
         rows = write_file(backend, spec, query, tmp, kind, expected, path.name)
-        figures = _measure_file(gate, tmp, kind)
+        figures = measure_file(gate, tmp, kind)
         verdict = gate.judge(figures)
         record = gate.record(figures, verdict, {"kind": "file", "name": path.name, "path": str(path.resolve()),
                                                 "format": kind, "rows": rows, "sha256": file_sha256(tmp)})
@@ -179,7 +179,7 @@ def _write_table_now(backend: Backend, database: Path | None, name: str, query: 
                    sidecar=sidecar_table(name))
 
 
-def _measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
+def measure_file(gate: ReleaseGate, path: Path, kind: str) -> ReleaseFigures:
     """Read the written file back (an in-process backend) and measure its released groups."""
     reader = local()
     try:

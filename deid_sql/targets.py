@@ -27,7 +27,7 @@ class Target:
     file (``path``) or in the engine's own catalog (``path`` None).  ``replace``: the command was
     told to replace it.  ``sidecar``: the release record written beside it is a target too."""
 
-    kind: str  # "file", "table" or "view"
+    kind: str  # "file", "folder" (a release set), "table" or "view"
     path: Path | None = None
     name: str | None = None
     replace: bool = False
@@ -44,6 +44,11 @@ class Target:
 def file(path: Path | None, replace: bool, sidecar: bool = False, flag: str = "--overwrite") -> list[Target]:
     """A file target (none when ``path`` is None)."""
     return [] if path is None else [Target("file", Path(path), None, replace, sidecar, flag)]
+
+
+def folder(path: Path | None, replace: bool, flag: str = "--overwrite") -> list[Target]:
+    """A folder target: a release set's files and sidecar (none when ``path`` is None)."""
+    return [] if path is None else [Target("folder", Path(path), None, replace, False, flag)]
 
 
 def table_target(database: Path | None, name: str | None, replace: bool, kind: str = "table",
@@ -84,6 +89,16 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
     # names and existing objects the engine can judge unconnected first (Spark: before its JVM starts)
     engine_class(spec.backend.engine).check_outputs(spec.backend.options(), targets)
     for t in targets:
+        if t.kind == "folder":
+            assert t.path is not None
+            check_not_input(spec, t.path)
+            if t.path.exists() and not t.replace:
+                raise OutputError(f"output {t.path} already exists; pass {t.flag} to replace it")
+            if t.path.exists() and not t.path.is_dir():
+                raise OutputError(f"output {t.path} is a file; a release set is written to a folder: name a new one")
+            if not t.path.parent.is_dir():
+                raise OutputError(f"output folder {t.path.parent} does not exist; create it first")
+            continue
         if t.kind == "file":
             assert t.path is not None
             for path in [t.path, *([sidecar_path(t.path)] if t.sidecar else [])]:

@@ -7,10 +7,12 @@ from pathlib import Path
 import click
 
 from ..compile import DIALECTS
-from ..output import compile_release, create_view, materialize, output_format
+from ..errors import OutputError
+from ..output import FORMATS, compile_release, create_view, materialize, output_format
 from ..records import NO_RECORD, write_compiled
 from ..release.sidecar import sidecar_path
-from ..targets import file, release_targets
+from ..spec import Spec
+from ..targets import file, folder, release_targets
 from .options import (
     accept_risk_option,
     echo_release,
@@ -74,9 +76,10 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
 @click.command(name="materialize")
 @spec_argument
 @policy_option
-@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
               help="Output file: .parquet, .csv or .duckdb (leave out with --table to write inside a "
-                   "PostgreSQL or Spark engine).")
+                   "PostgreSQL or Spark engine); a folder when the spec links tables ([[table]]): one file per "
+                   "table and one release.json.")
 @format_option
 @click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
                                             "table to create in the engine when --out is left out.")
@@ -96,8 +99,14 @@ def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path |
     with --report FILE.html the report a reviewer signs (written after the release; if it cannot be,
     the release file and its record are removed again).
 
+    A spec that links tables to its source ([[table]]) is released as one set: --out names a new
+    folder, which gets one file per table, judged once, and one record, release.json.
+
     Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
+    if Spec.read(spec).tables:
+        _materialize_set(spec, policy, levels, out, fmt, table, overwrite, suppress_below, accept_risk, report)
+        return
     early = release_targets(out=out, fmt=fmt, table=table, report=report, replace=overwrite)
     with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
@@ -113,6 +122,28 @@ def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path |
         click.echo(f"wrote {written.rows:,} rows to {where} ({written.format})")
         echo_release(written)
         finish_release_report(pending, written_files(written), figures=written.figures)
+
+
+def _materialize_set(spec: Path, policy: str | None, levels: str | None, out: Path | None, fmt: str | None,
+                     table: str | None, overwrite: bool, suppress_below: int | None, accept_risk: str | None,
+                     report: Path | None) -> None:
+    """``materialize`` of a spec with linked tables: the whole set into the folder ``out``."""
+    from ..release_set import materialize_set
+
+    if out is None or table is not None or out.suffix.lower() in FORMATS:
+        raise OutputError("this spec links tables ([[table]]), which are released together, as one set: write it to "
+                          "a folder with --out FOLDER (one file per table and release.json)")
+    if report is not None:
+        raise OutputError("--report is not written for a set of linked tables yet: release.json in the folder is "
+                          "the set's record; leave out --report")
+    with open_problem(spec, targets=folder(out, overwrite)) as problem:
+        plan = release_plan(problem, policy, levels, suppress_below)
+        written = materialize_set(problem, plan, out, fmt, overwrite, accept_risk=accept_risk)
+        click.echo(f"wrote {len(written.tables)} tables ({written.rows:,} rows) to {written.folder}/ "
+                   f"({written.format})")
+        for t in written.tables:
+            click.echo(f"  {t.name}: {t.rows:,} rows")
+        echo_release(written)
 
 
 @click.command()

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from .. import __version__
 from ..contract.criteria import STARTING_SET, ReleaseCriteria
-from ..errors import PolicyError, ReleaseRefused
+from ..errors import OutputError, PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
 from ..recoding import Recoding
 from ..suppression import Suppression
@@ -140,13 +140,21 @@ class ReleaseSource:
             person=spec.person.column if spec.person is not None else None)
 
 
-def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None) -> ReleaseGate:
+def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
+               whole_set: bool = False) -> ReleaseGate:
     """The gate of releasing ``plan`` from ``released``: the one builder of every release path
     (files, engine tables, views, compiled SQL, dbt models, reports, policy-file batches).
 
     ``call`` is the API call that reproduces the release (the CLI line replaces it when set);
-    ``accept_risk`` the reason to release a failed gate anyway."""
+    ``accept_risk`` the reason to release a failed gate anyway.  A spec with linked tables
+    (``[[table]]``) is released as a whole set or not at all: only ``whole_set`` paths
+    (``release_set``, the report of a set) may build its gate."""
     spec, recoding = released.spec, plan.recoding
+    if spec.tables and not whole_set:
+        names = ", ".join(repr(t.name) for t in spec.tables)
+        raise OutputError(f"spec {spec.path} links tables ({names}) to its source: they are released together, as "
+                          f"one set, with deid-sql materialize --out FOLDER (one file per table); this path writes "
+                          f"one table only")
     reference = released.safe_harbor_risk() if spec.release.no_riskier_than == "safe-harbor" else None
     columns = list(released.columns) + ([(FLAG, "flag")] if plan.suppression is not None else [])
     return ReleaseGate(

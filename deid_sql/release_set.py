@@ -1,0 +1,150 @@
+"""One release of linked tables: the person source and every ``[[table]]``, judged once, written
+together or not at all.
+
+The gate judges the person source's release (its QIs are the release's QIs; a linked table
+carries none) before anything is written, exactly as a single table's.  Then, in one staged
+folder (``atomic.replacing_folder``): the person source's file, measured again as written and
+judged; each linked table's file (``linked_rows``: the rows of the persons the person source
+keeps, dates shifted by the same offsets, the key under the same pseudonym), its row count
+checked; and one sidecar, ``release.json``, listing every table with its file, rows, hash,
+columns, orphans and rows removed with suppressed persons.  The folder is renamed into place in
+one step, so a reader — or a killed run — never leaves part of a set behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlglot import exp
+
+from .atomic import replacing_folder
+from .errors import OutputError
+from .linked_rows import KEY, LinkedSource, counted, kept_keys, linked_query, open_linked, released_columns
+from .output import check_not_input, measure_file, prejudge, write_file
+from .problem import Problem
+from .release.figures import ReleaseFigures
+from .release.gate import ReleaseSource, Verdict, build_gate
+from .release.plan import ReleasePlan
+from .release.sidecar import FORMAT, file_sha256, to_json
+from .sqltext import col
+
+SIDECAR = "release.json"
+FILE_FORMATS = {"parquet": ".parquet", "csv": ".csv"}
+
+
+@dataclass(frozen=True)
+class WrittenTable:
+    """One table of a written set."""
+
+    name: str
+    path: Path
+    rows: int
+
+
+@dataclass(frozen=True)
+class WrittenSet:
+    """What a set's write produced: the folder, its tables (the person source first), the gate's
+    figures (in persons, on the person source as written) and verdict, and the sidecar."""
+
+    folder: Path
+    format: str
+    tables: tuple[WrittenTable, ...]
+    figures: ReleaseFigures
+    verdict: Verdict
+    sidecar: Path
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+
+def set_inputs(problem: Problem) -> list[Path]:
+    """Every input file of the set (the data, the spec, its hierarchies, every linked table)."""
+    spec = problem.spec
+    refs = [spec.source, spec.population, *[t.source for t in spec.tables]]
+    files = [r.path for r in refs if r is not None] + [spec.path] + [q.hierarchy for q in spec.qis if q.hierarchy]
+    return [Path(p).resolve() for p in files if p is not None]
+
+
+def check_folder(problem: Problem, out: Path, overwrite: bool) -> None:
+    """Refuse an output folder that holds an input or, to be replaced, is not a set's release."""
+    folder = out.resolve()
+    for path in set_inputs(problem):
+        if path == folder or folder in path.parents:
+            raise OutputError(f"output folder {out} holds an input of the spec ({path}); write the release set "
+                              f"to a new folder")
+    check_not_input(problem.spec, out)
+    if out.exists() and overwrite and out.is_dir():
+        sidecar = out / SIDECAR
+        try:
+            ours = json.loads(sidecar.read_text(encoding="utf-8")).get("format") == FORMAT
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise OutputError(f"output folder {out} exists and is not a release set of deid-sql (no {SIDECAR} in "
+                              f"it); --overwrite replaces only an earlier set: remove the folder yourself, or name "
+                              f"a new one")
+
+
+def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: str | None = None,
+                    overwrite: bool = False, accept_risk: str | None = None) -> WrittenSet:
+    """Write the person source and every linked table of ``problem``'s spec to the folder ``out``
+    (one file per table, named by its release name, and ``release.json``), judged once."""
+    spec = problem.spec
+    if spec.person is None or not spec.tables:
+        raise OutputError(f"spec {spec.path} declares no [[table]]: release it as one file with "
+                          f"--out FILE.parquet")
+    kind = fmt or "parquet"
+    if kind not in FILE_FORMATS:
+        raise OutputError(f"a release set is written as parquet or csv files, not {kind!r}; pass --format parquet")
+    folder = Path(out)
+    check_folder(problem, folder, overwrite)
+    call = f"deid_sql.release_set.materialize_set(problem, {plan.repr_call()}, {str(folder)!r})"
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk, whole_set=True)
+    gate.precheck()
+    backend = problem.backend
+    person_query = problem.query(plan)
+    prejudge(backend, person_query, gate)  # a refused set never touches the disk
+    key = spec.person.column
+    source = problem.source.copy()
+    if isinstance(source, exp.Select):
+        source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
+    everyone = exp.select(exp.alias_(col(key), KEY)).distinct().from_(source)
+    kept = kept_keys(problem.query(plan, roles=False), key, plan.suppression is not None)
+    linked = [counted(backend, open_linked(backend, spec, t, i), everyone, kept) for i, t in enumerate(spec.tables)]
+    queries = [linked_query(backend, spec, s, kept) for s in linked]
+    ext = FILE_FORMATS[kind]
+    with replacing_folder(folder, overwrite) as stage:
+        person_file = stage / f"{spec.source_name}{ext}"
+        rows = write_file(backend, spec, person_query, person_file, kind, problem.source_rows, person_file.name)
+        figures = measure_file(gate, person_file, kind)
+        verdict = gate.judge(figures)
+        entries = [_entry(spec.source_name, "person source", person_file, rows, list(gate.columns),
+                          spec.source.describe())]
+        written = [WrittenTable(spec.source_name, folder / person_file.name, rows)]
+        for s, query in zip(linked, queries):
+            path = stage / f"{s.table.name}{ext}"
+            n = write_file(backend, spec, query, path, kind, s.released, path.name)
+            entries.append(_entry(s.table.name, "linked", path, n, released_columns(s), s.table.source.describe(),
+                                  s))
+            written.append(WrittenTable(s.table.name, folder / path.name, n))
+        release = {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
+                   "rows": sum(t.rows for t in written), "tables": entries}
+        (stage / SIDECAR).write_text(to_json(gate.record(figures, verdict, release)), encoding="utf-8")
+    return WrittenSet(folder, kind, tuple(written), figures, verdict, folder / SIDECAR)
+
+
+def _entry(name: str, role: str, path: Path, rows: int, columns: list[tuple[str, str]], source: str,
+           linked: LinkedSource | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "role": role, "file": path.name, "rows": rows, "sha256": file_sha256(path),
+                           "source": source, "columns": [{"name": n, "role": r} for n, r in columns]}
+    if linked is not None:
+        out |= {"person": linked.table.person, "source_rows": linked.rows, "orphans": linked.orphans,
+                "orphans_rule": linked.table.orphans, "removed_with_suppressed_persons": linked.removed}
+    return out
+
+
+__all__ = ["SIDECAR", "WrittenSet", "WrittenTable", "check_folder", "materialize_set"]
