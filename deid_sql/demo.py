@@ -99,12 +99,47 @@ order = "admitted"
 """
 EHR_COLUMNS = """
 [columns]
-drop = ["admitted"]
+drop = ["admitted", "discharged", "encounter_id"]
 sensitive = ["diagnosis"]
 pseudonymize = ["patient_id"]   # a release counted in persons carries the key, pseudonymized
 secret_env = "DEID_SQL_DEMO_KEY"
 """
 EHR_POLICIES = ("age:cuts=18,30,45,65,90|zip:digits=3", "age:every=10")
+
+
+# the linked-tables demo: the patients as the person source, their encounters and diagnoses released
+# with them as one set, the key pseudonymized alike in every table and every date shifted per patient
+EHR_SET = """
+[person]
+column = "patient_id"
+shift_days = 30                   # each patient's dates move by one secret offset in [-30, +30] days
+
+[columns]
+pseudonymize = ["patient_id"]
+secret_env = "DEID_SQL_DEMO_KEY"  # the key of the pseudonyms and of the date offsets
+
+[[table]]
+name = "encounters"
+path = "encounters.parquet"
+pseudonymize = ["encounter_id"]   # the same HMAC as in diagnoses: the tables still join
+shift = ["admitted", "discharged"]
+sensitive = ["diagnosis"]
+drop = ["age", "sex", "race", "zip"]  # the QIs live in the person source, generalized there
+
+[[table]]
+name = "diagnoses"
+path = "diagnoses.parquet"
+pseudonymize = ["encounter_id"]
+shift = ["noted"]
+sensitive = ["code"]
+"""
+
+
+def ehr_set_spec() -> str:
+    """The linked-tables spec over ``patients.parquet``, ``encounters.parquet``, ``diagnoses.parquet``."""
+    base = census_spec("patients.parquet", name="ehr-set")
+    base = base.replace('path = "patients.parquet"\n', 'path = "patients.parquet"\nname = "patients"\n', 1)
+    return base + DEMO_RELEASE + EHR_SET
 
 
 def ehr_specs() -> tuple[str, str]:
@@ -117,18 +152,24 @@ def ehr_specs() -> tuple[str, str]:
 def build_ehr(folder: str | Path, seed: int = 0, patients: int = 20_000,
               people: int = 2_000_000) -> tuple[Path, Path]:
     """Write the encounters demo into ``folder``: the census, ``encounters.parquet`` (several rows
-    per patient), ``ehr.toml`` (persons) and ``ehr-rows.toml`` (the same, a row as a person)."""
+    per patient), ``ehr.toml`` (persons) and ``ehr-rows.toml`` (the same, a row as a person); and
+    the linked tables' demo beside them: ``patients.parquet``, ``diagnoses.parquet`` and
+    ``ehr-set.toml`` (the three released as one set)."""
     from .fixtures import synthetic_population
-    from .fixtures.encounters import synthetic_encounters
+    from .fixtures.encounters import patients_of, synthetic_diagnoses, synthetic_encounters
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     population = synthetic_population(seed, total=people)
     pq.write_table(population, out / "population.parquet")
-    pq.write_table(synthetic_encounters(population, patients, seed), out / "encounters.parquet")
+    encounters = synthetic_encounters(population, patients, seed)
+    pq.write_table(encounters, out / "encounters.parquet")
+    pq.write_table(patients_of(encounters), out / "patients.parquet")
+    pq.write_table(synthetic_diagnoses(encounters, seed), out / "diagnoses.parquet")
     persons, rows = ehr_specs()
     (out / "ehr.toml").write_text(persons, encoding="utf-8")
     (out / "ehr-rows.toml").write_text(rows, encoding="utf-8")
+    (out / "ehr-set.toml").write_text(ehr_set_spec(), encoding="utf-8")
     return out / "ehr.toml", out / "ehr-rows.toml"
 
 

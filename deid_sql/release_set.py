@@ -89,6 +89,20 @@ def check_folder(problem: Problem, out: Path, overwrite: bool) -> None:
                               f"a new one")
 
 
+def linked_sources(problem: Problem, kept: exp.Select | None = None) -> list[LinkedSource]:
+    """Every linked table of ``problem``'s spec opened, checked and counted against the person
+    source: its orphans, and the rows of persons not in ``kept`` (the persons a release keeps;
+    everyone when None).  Raises one ``DataError`` for the first table with a problem."""
+    spec = problem.spec
+    assert spec.person is not None
+    source = problem.source.copy()
+    if isinstance(source, exp.Select):
+        source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
+    everyone = exp.select(exp.alias_(col(spec.person.column), KEY)).distinct().from_(source)
+    return [counted(problem.backend, open_linked(problem.backend, spec, t, i), everyone,
+                    kept if kept is not None else everyone) for i, t in enumerate(spec.tables)]
+
+
 def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: str | None = None,
                     overwrite: bool = False, accept_risk: str | None = None) -> WrittenSet:
     """Write the person source and every linked table of ``problem``'s spec to the folder ``out``
@@ -108,13 +122,8 @@ def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: s
     backend = problem.backend
     person_query = problem.query(plan)
     prejudge(backend, person_query, gate)  # a refused set never touches the disk
-    key = spec.person.column
-    source = problem.source.copy()
-    if isinstance(source, exp.Select):
-        source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
-    everyone = exp.select(exp.alias_(col(key), KEY)).distinct().from_(source)
-    kept = kept_keys(problem.query(plan, roles=False), key, plan.suppression is not None)
-    linked = [counted(backend, open_linked(backend, spec, t, i), everyone, kept) for i, t in enumerate(spec.tables)]
+    kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
+    linked = linked_sources(problem, kept)
     queries = [linked_query(backend, spec, s, kept) for s in linked]
     ext = FILE_FORMATS[kind]
     with replacing_folder(folder, overwrite) as stage:
@@ -147,4 +156,4 @@ def _entry(name: str, role: str, path: Path, rows: int, columns: list[tuple[str,
     return out
 
 
-__all__ = ["SIDECAR", "WrittenSet", "WrittenTable", "check_folder", "materialize_set"]
+__all__ = ["SIDECAR", "WrittenSet", "WrittenTable", "check_folder", "linked_sources", "materialize_set"]

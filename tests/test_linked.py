@@ -289,3 +289,64 @@ def utc_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted_rows(pa.Table.from_pylist([
         {k: v.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo else v
          for k, v in row.items()} for row in table.to_pylist()]))
+
+
+# -- a killed write ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_killed_set_write_leaves_no_table_of_the_set_after_the_next_run(tmp_path: Path) -> None:
+    """kill -9 while the set's files are being written: no table of the set at the target, and the
+    next deid-sql command (run anywhere) removes the staged folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import duckdb
+
+    from deid_sql.atomic import TMP_FOLDER
+    from tests.test_interrupted_writes import RUN_CLI
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    write(folder, {"patients": tables()["patients"], "diagnoses": tables()["diagnoses"]})
+    con = duckdb.connect()  # two million encounters of the 60 patients, so the write lasts
+    con.execute(f"""COPY (SELECT 'P' || lpad((i % 60)::VARCHAR, 3, '0') AS patient_id, i AS enc_id,
+                                 md5(i::VARCHAR) AS kind,
+                                 TIMESTAMP '2021-01-01 09:00:00' + to_hours(i % 5000) AS admitted,
+                                 TIMESTAMP '2021-01-02 09:00:00' + to_hours(i % 5000) AS discharged
+                          FROM range(2000000) t(i)) TO '{folder / "encounters.parquet"}' (FORMAT parquet)""")
+    con.close()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "DEID_SQL_CACHE_DIR": str(cache), "DEID_SQL_NO_CACHE": "1", "DEID_LINK_KEY": KEY}
+    out = folder / "release"
+    proc = subprocess.Popen([sys.executable, "-c", RUN_CLI, "materialize", str(folder / "set.toml"), "--policy",
+                             "age:every=20", "--out", str(out)], cwd=folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    hidden = folder / TMP_FOLDER
+    deadline = time.monotonic() + 300
+    while True:  # the person source is written and a linked table is under way
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the write never started"
+        staged = [p for p in hidden.iterdir() if p.is_dir()] if hidden.exists() else []
+        if staged and any(f.name.startswith("encounters") and f.stat().st_size > 100_000
+                          for f in staged[0].iterdir()):
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert not out.exists()  # no table of the set is visible
+    assert [p for p in hidden.iterdir() if p.is_dir()]  # the staged folder is left behind …
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([sys.executable, "-c", RUN_CLI, "--version"], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "removed" in done.stderr and "leftover temporary" in done.stderr
+    assert not hidden.exists() and not out.exists()  # … and the next run removes it
+    result = subprocess.run([sys.executable, "-c", RUN_CLI, "materialize", str(folder / "set.toml"), "--policy",
+                             "age:every=20", "--out", str(out)], cwd=folder, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["diagnoses.parquet", "encounters.parquet", "patients.parquet",
+                                                     "release.json"]

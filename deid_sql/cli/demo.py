@@ -32,7 +32,8 @@ from .options import handles_errors
                    "ARX's adult.csv and adult_hierarchy_*.csv from this folder in place.")
 @click.option("--ehr", is_flag=True,
               help="Instead of the demo, write an encounters table (several rows per patient) and its specs into "
-                   "--dir, and compare its figures counted by rows with those counted by persons.")
+                   "--dir, and compare its figures counted by rows with those counted by persons; with it, "
+                   "patients and diagnoses tables and a spec releasing the three together (ehr-set.toml).")
 @handles_errors
 def demo(folder: Path, seed: int, budget: int, adult_dir: Path | None, ehr: bool) -> None:
     """Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the frontier,
@@ -62,6 +63,8 @@ def _ehr(folder: Path, seed: int) -> None:
     persons, rows = build_ehr(folder, seed)
     click.echo(f"wrote {persons} (a person per patient_id) and {rows} (a row as a person) over "
                f"{folder / 'encounters.parquet'} ({time.perf_counter() - t0:.1f} s)")
+    click.echo(f"wrote {folder / 'ehr-set.toml'}: patients, encounters and diagnoses released as one set "
+               f"(deid-sql materialize {folder / 'ehr-set.toml'} --policy P --out FOLDER)")
     with Problem.from_spec(rows) as by_rows, Problem.from_spec(persons) as by_persons:
         click.echo(f"\n{by_rows.sample.total:,} encounters of {by_persons.sample.total:,} patients\n")
         click.echo(f"{'policy':<40}{'counted by':<12}{'k':>5}{'uniques':>9}{'exp. re-ids':>13}")

@@ -87,8 +87,27 @@ def _report_problem(problem: Problem) -> None:
     if dropped:
         how = "" if all(roles.role(c) == "drop" for c in dropped) else ' (unlisted = "drop")'
         click.echo(f"  dropped    {', '.join(dropped)}{how}")
-    if roles.pseudonymize:
+    if s.tables:
+        _report_linked(problem)
+    shifted = [*roles.shift, *[f"{c} ({t.name})" for t in s.tables for c in t.roles.shift]]
+    if shifted and s.person is not None:
+        click.echo(f"  shift      each person's dates move by one secret offset in [-{s.person.shift_days}, "
+                   f"+{s.person.shift_days}] days: {', '.join(shifted)}")
+    if roles.pseudonymize or shifted:
         click.echo(f"  key        HMAC-SHA-256 key from ${roles.secret_env} (set)")
+
+
+def _report_linked(problem: Problem) -> None:
+    """The linked tables of a set: rows, key, orphans, what each releases (opened and counted)."""
+    from ..linked_rows import released_columns
+    from ..release_set import linked_sources
+
+    for linked in linked_sources(problem):
+        t = linked.table
+        orphans = f"{linked.orphans:,} orphans" + (" (dropped)" if linked.orphans else "")
+        shown = ", ".join(f"{name} ({role})" for name, role in released_columns(linked))
+        click.echo(f"  linked     {t.name}: {t.source.describe()}, {linked.rows:,} rows, key {t.person}, {orphans}; "
+                   f"releases {shown}")
 
 
 def _report_channels(loaded: Loaded) -> None:
