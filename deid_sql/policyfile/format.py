@@ -33,6 +33,7 @@ from ..release.plan import ReleasePlan
 from ..spec import Spec
 from ..suppression import Suppression
 from .groups import Groups
+from .layout import pretty
 from .shift import Shift
 from .tolerance import RULES, Tolerance
 
@@ -306,7 +307,7 @@ class PolicyFile:
                       **({"shift": self.shift.to_json()} if self.shift is not None and self.shift.saved else {})},
             "release": {"figures": self.figures.to_dict(), "groups": self.groups.to_json()},
         }
-        return _pretty(data) + "\n"
+        return pretty(data) + "\n"
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
@@ -327,34 +328,6 @@ class PolicyFile:
             raise PolicyFileError(f"policy file {p} is not JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
                                   f"{RESAVE}") from None
         return _Reader(p).policy_file(data)
-
-
-def _pretty(value: Any, depth: int = 0) -> str:
-    """JSON with one key per line, but short flat objects, lists of scalars and table rows on one
-    line each (a policy file stays readable and diffable whatever its number of groups)."""
-    pad, inner = " " * depth, " " * (depth + 1)
-    if isinstance(value, dict) and value and not _one_line(value):
-        items = [f"{inner}{_json(k)}: {_pretty(v, depth + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, list) and value and not _one_line(value):
-        items = [f"{inner}{_pretty(v, depth + 1)}" for v in value]
-        return "[\n" + ",\n".join(items) + f"\n{pad}]"
-    return _json(value)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-def _scalar(value: Any) -> bool:
-    return not isinstance(value, dict | list)
-
-
-def _one_line(value: Any) -> bool:
-    if isinstance(value, list):
-        return all(_scalar(v) for v in value)
-    return all(_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v)) for v in value.values()) and (
-        len(value) == 1 or len(_json(value)) <= 100)
 
 
 def relative(path: Path, folder: Path) -> str:
