@@ -137,15 +137,5 @@ def rows_out_problem(name: str, persons: int, lo: object, hi: object) -> str:
     return f"QI {name!r}: {persons:,} person(s) have a number of rows outside {lo}...{hi}; widen its min/max"
 
 
-def refuse_policy_file(person: PersonSpec | None) -> None:
-    """Policy files do not count persons yet: a batch's drift check and its release query count
-    rows.  Refused in one line rather than saved and applied wrong."""
-    if person is not None:
-        from .errors import PolicyError
-
-        raise PolicyError(f"[person] column = {person.column!r}: policy files (policy save, apply) do not count "
-                          f"persons yet; release with materialize or anonymize, which do")
-
-
 __all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "null_keys_problem", "parse_person",
-           "parse_qi_rules", "refuse_policy_file", "rows_out_problem", "varying_problem"]
+           "parse_qi_rules", "rows_out_problem", "varying_problem"]
