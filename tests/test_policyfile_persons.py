@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from deid_sql.policyfile.persons import SavedPerson
 from deid_sql.policyfile.save import save_policy_file
 from deid_sql.release.plan import plan_of
 from deid_sql.suppression import Suppression
+from tests.engines import Engine, engine_fixture, engine_params
 
 from .test_persons import KEY, releasable, released_by_person, write
 from .test_policy_file import one_error_line
@@ -263,3 +265,48 @@ def test_views_of_a_batch_count_persons_and_cannot_pseudonymize(tmp_path: Path, 
         record = json.loads(con.execute("SELECT sidecar FROM v__release").fetchone()[0])
     assert (record["figures"]["unit"], record["figures"]["records"], record["release"]["rows"]) == (
         "persons", 40, len(rows))
+
+
+# -- every engine -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module", params=engine_params("postgres", "spark"))
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def test_every_engine_checks_and_applies_batches_of_persons(engine: Engine, tmp_path: Path, run) -> None:
+    """The batch's person scan, the person rewrite and the distinct-person counts run where the
+    data is: saved on an engine table, a batch table gives the DuckDB files' figures, rows and
+    refusals."""
+    rows, new = encounters(7), encounters(8)
+    local = spec_of(tmp_path / "local", rows)
+    batch = batch_file(tmp_path / "local" / "batch.parquet", new, tmp_path / "local" / "enc.parquet")
+    wrong = CLEAN + [dict(CLEAN[0], patient_id=None)] * 2 + [dict(CLEAN[0], sex="M", seen=5)]  # P0's sex varies
+    bad = batch_file(tmp_path / "local" / "bad.parquet", wrong, tmp_path / "local" / "enc.parquet")
+    schema = pq.read_schema(tmp_path / "local" / "enc.parquet")
+    source = engine.load("enc_persons", pa.Table.from_pylist(rows, schema=schema))
+    engine.load("batch_persons", pa.Table.from_pylist(new, schema=schema))
+    engine.load("bad_persons", pa.Table.from_pylist(wrong, schema=schema))
+    spec = engine.folder / "persons-policy.toml"
+    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
+                                                             engine.header() + f"\n[source]\n{source}\n"),
+                    encoding="utf-8")
+    want, got = tmp_path / "want.json", engine.folder / "persons-policy.json"
+    run("policy", "save", local, "-p", POLICY, "--out", want)
+    run("policy", "save", spec, "-p", POLICY, "--out", got, "--overwrite")
+    saved = [json.loads(p.read_text(encoding="utf-8"))["release"] for p in (want, got)]
+    figures_equal(saved[1]["figures"], saved[0]["figures"], tuple(saved[0]["figures"]))
+    assert saved[1]["groups"]["rows"] == saved[0]["groups"]["rows"]
+    mine = json.loads(run("check", got, "--source-table", engine.qualified("batch_persons"), "--json",
+                          expect=None).stdout)
+    theirs = json.loads(run("check", want, "--source", batch, "--json", expect=None).stdout)
+    figures_equal(mine["new"], theirs["new"], tuple(theirs["new"]))
+    for policy, where, out in ((want, ("--source", batch), tmp_path / "want.parquet"),
+                               (got, ("--source-table", engine.qualified("batch_persons")), tmp_path / "got.parquet")):
+        run("apply", policy, *where, "--out", out, "--accept-drift", "another clinic")
+    assert sorted_rows(tmp_path / "got.parquet") == sorted_rows(tmp_path / "want.parquet")
+    assert sidecar(tmp_path / "got.parquet")["figures"] == sidecar(tmp_path / "want.parquet")["figures"]
+    # the refusal of a bad batch is the DuckDB file's, word for word after the batch's name
+    lines = [one_error_line(run("check", p, *where, expect=2)).split(": ", 2)[2]
+             for p, where in ((want, ("--source", bad)), (got, ("--source-table", engine.qualified("bad_persons"))))]
+    assert lines[0] == lines[1] and "is NULL in 2 row(s)" in lines[0]
+    assert "QI 'sex' varies within 1 person(s) (e.g. person 'P0' has 'F' and 'M')" in lines[0]
