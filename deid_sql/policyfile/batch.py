@@ -7,7 +7,9 @@ files), checks the batch's schema and the spec hash, and counts the values outsi
 domains.  ``Batch.release_query`` is the compiler's generalizing
 ``SELECT`` with one guard per QI: a value outside the saved domain becomes the fallback
 label, or — without one — fails the query, so no out-of-domain value can pass through (a
-view re-reads its file on every query).
+view re-reads its file on every query).  With ``[person]`` the batch is checked for persons as a
+source is when it loads (``persons.check_batch``) and released as ``Problem.query`` releases one
+(``person_rows``: each person's rows carry the person's labels).
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ class Batch:
         self._check_schema()
         self._check_hash()
         # with [person]: the persons, after the load's person checks (a batch has no cells)
-        self.persons = check_batch(self, BATCH_VIEW) if spec.person is not None else None
+        self.persons: int | None = check_batch(self, BATCH_VIEW) if spec.person is not None else None
         self.records, self.outside = self._scan()
 
     def close(self) -> None:
