@@ -26,6 +26,7 @@ from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
 from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, example_query, person_cells_query
+from .persons import null_keys_problem, rows_out_problem, varying_problem
 from .shifting import shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
 from .sqltext import exact_text
@@ -459,24 +460,20 @@ def _person_problems(backend: Backend, spec: Spec, domains: Sequence[Domain], ro
 
     nulls = total(NULL_ROWS)
     if nulls:
-        problems.append(f"[person] column {spec.person.column!r} is NULL in {nulls:,} row(s); every row must name its "
-                        f"person: fill the key or filter those rows out of the source")
+        problems.append(null_keys_problem(spec.person, nulls))
     for i, q in enumerate(spec.qis):
         varying = total(VARYING.format(i))
         if q.derived is None and varying:
             example = backend.execute(example_query(rows, spec.person, i)).to_pylist()
-            shown = ""
+            shown = None
             if example:
                 e, d = example[0], domains[i]
-                shown = f" (e.g. person {e['person']!r} has {d.text(int(e['lo']))!r} and {d.text(int(e['hi']))!r})"
-            problems.append(f"QI {q.name!r} varies within {varying:,} person(s){shown}; a QI must be a property of "
-                            f"the person: add per_person = \"first\", \"last\", \"min\" or \"max\" to its [[qi]] "
-                            f"(first and last by [person] order)")
+                shown = (str(e["person"]), d.text(int(e["lo"])), d.text(int(e["hi"])))
+            problems.append(varying_problem(q.name, varying, shown))
     out = total(ROWS_OUT)
     if out:
         derived = next(q for q in spec.qis if q.derived == "rows")
-        problems.append(f"QI {derived.name!r}: {out:,} person(s) have a number of rows outside {derived.min}..."
-                        f"{derived.max}; widen its min/max")
+        problems.append(rows_out_problem(derived.name, out, derived.min, derived.max))
     return len(problems) == found
 
 

@@ -168,7 +168,7 @@ def _write_table_now(backend: Backend, database: Path | None, name: str, query: 
         figures = gate.measure(run, target)
         verdict = gate.judge(figures)
         where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
-                 "rows": figures.records}
+                 "rows": expected}  # checked before this runs; not figures.records, which may count persons
         columns = [n for n, _ in gate.columns]  # the row hash a report checks the table against later
         where |= {"columns": columns, "row_hash": fingerprint(run, backend, target, columns)}
         done.update(figures=figures, verdict=verdict)
@@ -276,11 +276,12 @@ def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None
     source = view_source(problem.spec, problem.source, db)
     figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     verdict = gate.judge(figures)
+    rows = figures.records if problem.spec.person is None else problem.source_rows  # figures count persons
     where = {"kind": "view", "name": name, "database": str(db.resolve()) if db else problem.spec.backend.engine,
-             "rows": figures.records}
+             "rows": rows}
     problem.backend.create_view(db, name, problem.query(plan, source, persistent=True), replace,
                                 companions=gate.record_table(name, figures, verdict, where))
-    return Written(db, "view", figures.records, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
+    return Written(db, "view", rows, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 
 
 def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> exp.Expression:

@@ -150,15 +150,25 @@ def check_person(person: PersonSpec | None, qis: Sequence[Any], weights: str | N
                         "one of them")
 
 
-def refuse_policy_file(person: PersonSpec | None) -> None:
-    """Policy files do not count persons yet: a batch's drift check and its release query count
-    rows.  Refused in one line rather than saved and applied wrong."""
-    if person is not None:
-        from .errors import PolicyError
-
-        raise PolicyError(f"[person] column = {person.column!r}: policy files (policy save, apply) do not count "
-                          f"persons yet; release with materialize or anonymize, which do")
+def null_keys_problem(person: PersonSpec, rows: int, where: str = "source") -> str:
+    """The refusal of rows without a person key (the load's and a policy file batch's): every
+    row must name its person, or its person could not be counted."""
+    return (f"[person] column {person.column!r} is NULL in {rows:,} row(s); every row must name its person: fill "
+            f"the key or filter those rows out of the {where}")
 
 
-__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "check_shift", "parse_person", "parse_qi_rules",
-           "refuse_policy_file"]
+def varying_problem(name: str, persons: int, example: tuple[str, str, str] | None) -> str:
+    """The refusal of a QI without a ``per_person`` rule that varies within ``persons`` persons;
+    ``example``: one such person's key with their least and greatest value (as text)."""
+    shown = f" (e.g. person {example[0]!r} has {example[1]!r} and {example[2]!r})" if example else ""
+    return (f"QI {name!r} varies within {persons:,} person(s){shown}; a QI must be a property of the person: add "
+            f"per_person = \"first\", \"last\", \"min\" or \"max\" to its [[qi]] (first and last by [person] order)")
+
+
+def rows_out_problem(name: str, persons: int, lo: object, hi: object) -> str:
+    """The refusal of persons whose row count is outside the derived QI's declared domain."""
+    return f"QI {name!r}: {persons:,} person(s) have a number of rows outside {lo}...{hi}; widen its min/max"
+
+
+__all__ = ["DERIVED", "PER_PERSON", "PersonSpec", "check_person", "check_shift", "null_keys_problem", "parse_person",
+           "parse_qi_rules", "rows_out_problem", "varying_problem"]

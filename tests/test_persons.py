@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from deid_sql import Problem
 from deid_sql.cli import cli
-from deid_sql.errors import DataError, PolicyError, SpecError
+from deid_sql.errors import DataError, SpecError
 from deid_sql.release.plan import plan_of
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, sorted_rows
 
@@ -254,11 +254,6 @@ def test_a_written_release_needs_the_person_key(tmp_path: Path,
     assert not (tmp_path / "r.parquet").exists()
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     releasable(spec)
-    with Problem.from_spec(spec, cache=False) as problem:
-        with pytest.raises(PolicyError, match="policy files .* do not count persons yet"):
-            from deid_sql.policyfile.save import save_policy_file
-
-            save_policy_file(problem, plan_of(problem, "age:every=10"), tmp_path / "p.json")
 
 
 def test_anonymize_suppresses_all_rows_of_a_suppressed_person(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

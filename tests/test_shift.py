@@ -242,3 +242,22 @@ def utc_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted_rows(pa.Table.from_pylist([
         {k: v.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(v, dt.datetime) and v.tzinfo else v
          for k, v in row.items()} for row in table.to_pylist()]))
+
+
+def test_a_policy_file_shifts_a_batch_as_materialize_does(tmp_path: Path) -> None:
+    """policy save + apply on a batch: the dates move by the same offsets as materialize's (never raw),
+    and a view of the batch, whose SQL would hold the shift key, is refused."""
+    from deid_sql.policyfile.apply import apply_policy
+    from deid_sql.policyfile.save import save_policy
+
+    rows = visits()
+    spec = write(tmp_path, rows)
+    with Problem.from_spec(spec, cache=False) as problem:
+        materialize(problem, tmp_path / "want.parquet")
+    save_policy(spec, "age:every=10", tmp_path / "policy.json")
+    apply_policy(tmp_path / "policy.json", tmp_path / "visits.parquet", out=tmp_path / "got.parquet")
+    assert sorted_rows(pq.read_table(tmp_path / "got.parquet")) == sorted_rows(pq.read_table(tmp_path / "want.parquet"))
+    batch, db = str(tmp_path / "visits.parquet"), str(tmp_path / "v.duckdb")
+    result = CliRunner().invoke(cli, ["apply", str(tmp_path / "policy.json"), "--source", batch, "--view", "v",
+                                      "--db", db])
+    assert result.exit_code == 2 and "shifted" in result.output, result.output

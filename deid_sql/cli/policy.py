@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import DataError
-from ..policyfile import DriftReport, MovedGroup, apply_policy, check_policy, save_policy
+from ..policyfile import DriftReport, MovedGroup, PolicyFile, apply_policy, check_policy, save_policy
 from ..policyfile.batch import batch_ref, engine_ref
 from ..policyfile.format import MEASURE
 from ..policyfile.shift import ALPHA
@@ -87,7 +87,7 @@ def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshol
     saved = save_policy(spec, text, out, threshold, fallback, overwrite, levels=levels, shift_alpha=shift_alpha)
     f = saved.figures
     click.echo(f"saved {out}: {saved.readable}")
-    click.echo(f"  {f.records:,} records in {f.groups:,} groups, k = {f.k}, risk {saved.metrics['risk']:.6g}, "
+    click.echo(f"  {f.records:,} {_unit(saved)} in {f.groups:,} groups, k = {f.k}, risk {saved.metrics['risk']:.6g}, "
                f"loss {saved.metrics['loss']:.6g}")
     limit = (f"drift limit {saved.threshold:.6g} (set at save, exact)" if saved.tolerance.rule == "exact" else
              "drift limit: the saved figure + a permutation-test tolerance (at most 0.1 % false alarms)")
@@ -154,8 +154,8 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
         click.echo(f"created view {done.view} {where} over {done.batch} ({done.records:,} rows now)")
     echo_release(done.written)
     if done.outside.records:
-        click.echo(f"fallback: {done.outside.records:,} record(s) had values outside the saved domain and were "
-                   f"released as {done.policy.fallback!r} ({done.outside.summary()})")
+        click.echo(f"fallback: {done.outside.records:,} {_rows(done.policy)} had values outside the saved domain and "
+                   f"were released as {done.policy.fallback!r} ({done.outside.summary()})")
     if done.written is not None:
         finish_release_report(done.prepared, written_files(done.written), figures=done.written.figures)
 
@@ -184,30 +184,42 @@ def check(policy_file: Path, source: Path | None, source_table: str | None, tabl
 
 _FIGURES = (("risk (normalized)", "risk", ".6g"), ("expected re-identifications", "expected_reidentifications", ",.6g"),
             ("max record risk", "max_record_risk", ".6g"), ("k (smallest group)", "k", ","),
-            ("groups", "groups", ","), ("sample-unique records", "sample_unique_records", ","),
-            ("records", "records", ","))
+            ("groups", "groups", ","), ("sample-unique {unit}", "sample_unique_records", ","),
+            ("{unit}", "records", ","))
+
+
+def _unit(pf: PolicyFile) -> str:
+    """What the figures count: persons with [person] (docs/persons.md), else records."""
+    return "persons" if pf.person is not None else "records"
+
+
+def _rows(pf: PolicyFile) -> str:
+    """What the fallback counts: a batch's rows (with [person], not persons)."""
+    return "row(s)" if pf.person is not None else "record(s)"
 
 
 def _print_report(r: DriftReport) -> None:
     pf = r.policy
+    unit = _unit(pf)
     click.echo(f"policy  {pf.path}: {pf.readable}")
-    click.echo(f"batch   {r.batch}: {r.new.records:,} records (saved on {pf.saved_on()}: {r.saved.records:,})")
+    click.echo(f"batch   {r.batch}: {r.new.records:,} {unit} (saved on {pf.saved_on()}: {r.saved.records:,})")
     if r.outside.records:
-        click.echo(f"fallback {r.outside.records:,} record(s) outside the saved domain, released as "
+        click.echo(f"fallback {r.outside.records:,} {_rows(pf)} outside the saved domain, released as "
                    f"{pf.fallback!r} ({r.outside.summary()})")
     click.echo(f"{MEASURE} (expected re-identifications per record): saved {r.saved.mean_record_risk:.6g}, "
                f"new {r.new.mean_record_risk:.6g}, limit {r.threshold:.6g} ({r.rule})")
     if r.limit is not None and r.limit.expected is not None:
-        click.echo(f"  batches of {r.new.records:,} records drawn from the saved and new records pooled: "
+        click.echo(f"  batches of {r.new.records:,} {unit} drawn from the saved and new {unit} pooled: "
                    f"{r.limit.expected:.6g} on average")
     for label, key, fmt in _FIGURES:
-        click.echo(f"  {label:<28} {format(getattr(r.saved, key), fmt):>14} → {format(getattr(r.new, key), fmt)}")
+        before, after = format(getattr(r.saved, key), fmt), format(getattr(r.new, key), fmt)
+        click.echo(f"  {label.format(unit=unit):<28} {before:>14} → {after}")
     if r.moved:
         click.echo(f"groups that moved: {r.rose:,} with a higher record risk, {r.below_k:,} smaller than the saved "
                    f"k = {r.saved.k}, {r.new_groups:,} not in the saved release, {r.gone:,} gone; "
                    f"{len(r.moved)} shown, largest rise first:")
         for g in r.moved:
-            click.echo("  " + _group_line(pf.names, g))
+            click.echo("  " + _group_line(pf.names, g, unit))
     shares = {qi: changes for qi, changes in r.shares.items() if changes}
     if shares:
         click.echo("label shares that changed most (saved → new):")
@@ -230,10 +242,10 @@ def _print_report(r: DriftReport) -> None:
         click.echo(f"ok: {MEASURE} {r.new.mean_record_risk:.6g} is within the limit {r.threshold:.6g}")
 
 
-def _group_line(names: tuple[str, ...], g: MovedGroup) -> str:
+def _group_line(names: tuple[str, ...], g: MovedGroup, unit: str = "records") -> str:
     labels = ", ".join(f"{n}={v}" for n, v in zip(names, g.labels))
     before = "new group" if g.records_before is None else f"{g.records_before:,}"
-    parts = [f"records {before} → {g.records_after:,}"]
+    parts = [f"{unit} {before} → {g.records_after:,}"]
     if g.population_after is not None:
         pop = "-" if g.population_before is None else f"{g.population_before:,.0f}"
         parts.append(f"population {pop} → {g.population_after:,.0f}")

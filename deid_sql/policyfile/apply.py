@@ -99,10 +99,10 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
         figures = gate.measure(batch.backend.execute, batch.release_query())
         verdict = gate.judge(figures)
         where = {"kind": "view", "name": view, "database": str(target.resolve()) if target else engine,
-                 "rows": figures.records}
+                 "rows": batch.records}  # the batch's rows (the figures may count persons)
         batch.backend.create_view(target, view, query, overwrite,
                                   companions=gate.record_table(view, figures, verdict, where))
-        return replace(done, view=view, db=target, written=Written(target, "view", figures.records, view,
+        return replace(done, view=view, db=target, written=Written(target, "view", batch.records, view,
                                                                      figures=figures, verdict=verdict,
                                                                      sidecar=sidecar_table(view)))
 
@@ -111,7 +111,9 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
                accept_drift: str | None) -> ReleaseGate:
     """The release gate of a batch (``build_gate``, as every release path): the spec's criteria
     and roles, the census people of the batch's released groups (from the drift check's census
-    query), Safe Harbor on the batch itself, and the drift check's record."""
+    query), Safe Harbor on the batch itself, and the drift check's record.  With ``[person]`` the
+    gate counts persons (distinct released keys) on the rows written; the source is described by
+    its rows, which the written rows must match."""
     spec, pf = batch.spec, batch.policy
     measured = drift.groups
     people = (None if measured is None or measured.population is None else
@@ -137,7 +139,8 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
         safe_harbor_risk=safe_harbor,
         policy={"file": str(pf.path) if pf.path else None,
                 "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None},
-        extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}})
+        extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}},
+        person=spec.person.column if spec.person is not None else None)
     return build_gate(released, pf.plan(), call, accept_risk)
 
 

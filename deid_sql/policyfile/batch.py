@@ -7,11 +7,14 @@ files), checks the batch's schema and the spec hash, and counts the values outsi
 domains.  ``Batch.release_query`` is the compiler's generalizing
 ``SELECT`` with one guard per QI: a value outside the saved domain becomes the fallback
 label, or — without one — fails the query, so no out-of-domain value can pass through (a
-view re-reads its file on every query).
+view re-reads its file on every query).  With ``[person]`` the batch is checked for persons as a
+source is when it loads (``persons.check_batch``) and released as ``Problem.query`` releases one
+(``person_rows``: each person's rows carry the person's labels).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,10 +29,13 @@ from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
 from ..guards import IN_LIST, in_domain
 from ..hierarchy import Hierarchy
-from ..loading import read_problem
+from ..loading import read_problem, shift_problems
+from ..person_rows import check_person_release, derived_columns, person_rows
 from ..recoding import Recoding
+from ..shifting import shift_source, source_shift
 from ..spec import BackendSpec, QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
+from .persons import SavedPerson, check_batch, difference
 
 BATCH_VIEW = "deid_batch"
 SHOWN = 5  # out-of-domain values named in a message
@@ -125,6 +131,13 @@ def declarations(spec: Spec, policy: PolicyFile) -> list[dict[str, object]]:
     return out
 
 
+def spec_digest(spec: Spec, policy: PolicyFile, columns: Sequence[tuple[str, str]]) -> str:
+    """The spec hash of ``spec`` over a source of ``columns`` (name, type class): its QI
+    declarations and, with ``[person]``, its person declaration (``persons.SavedPerson``)."""
+    person = SavedPerson.of_spec(spec)
+    return spec_sha256(declarations(spec, policy), columns, person.to_json() if person is not None else None)
+
+
 def _declared_domain(q: QISpec, frozen: SavedQI | None) -> object:
     if q.kind == "integer":
         return {"min": int(q.min), "max": int(q.max)}
@@ -177,13 +190,21 @@ class Batch:
                 self.value_tables[i] = f"deid_batch_domain_{i}"
                 backend.register_table(self.value_tables[i], pa.table({"v": pa.array(d.values, pa.string())}))
         try:
-            self.relation = backend.relation(ref, {q.column: q.kind in ("category", "zip") for q in spec.qis})
+            self.relation = backend.relation(ref, {q.column: q.kind in ("category", "zip") for q in spec.qis
+                                                   if q.derived is None})
             backend.create_temp_view(BATCH_VIEW, exp.select("*").from_(self.relation.copy()))
             self.columns = backend.columns(BATCH_VIEW)
         except BackendError as e:
             raise DataError(read_problem("batch", ref.describe(), str(e))) from None
         self._check_schema()
         self._check_hash()
+        if source_shift(spec):  # the dates of [columns] shift move by each person's offset, as in the load
+            shifting = shift_problems(spec, self.columns, f"batch {ref.describe()}")
+            if shifting:
+                raise DataError(shifting)
+            self.relation = shift_source(backend, spec, self.relation, self.columns)
+        # with [person]: the persons, after the load's person checks (a batch has no cells)
+        self.persons: int | None = check_batch(self, BATCH_VIEW) if spec.person is not None else None
         self.records, self.outside = self._scan()
 
     def close(self) -> None:
@@ -212,23 +233,24 @@ class Batch:
                             f"these columns")
 
     def _check_hash(self) -> None:
-        decls = declarations(self.spec, self.policy)
-        digest = spec_sha256(decls, [(n, type_class(t)) for n, t in self.columns.items()])
+        digest = spec_digest(self.spec, self.policy, [(n, type_class(t)) for n, t in self.columns.items()])
         if digest == self.policy.spec_sha256:
             return
         saved = [q.declaration() for q in self.policy.qis]
-        detail = _difference(saved, decls)
+        detail = (_difference(saved, declarations(self.spec, self.policy))
+                  or difference(self.policy.person, SavedPerson.of_spec(self.spec)))
         raise PolicyFileError(f"policy file {self.policy.describe()} was saved for another spec/schema (hash "
                               f"{self.policy.spec_sha256[:12]}…, now {digest[:12]}…{detail}); {RESAVE}")
 
     def _scan(self) -> tuple[int, Outside]:
-        """One pass: the row count and, per QI, the rows outside the saved domain."""
-        oks = [self.ok(i) for i in range(len(self.domains))]
+        """One pass: the row count and, per QI, the rows outside the saved domain (a derived QI is
+        computed per person: its domain is ``persons.check_batch``'s)."""
+        oks = [exp.true() if q.derived is not None else self.ok(i) for i, q in enumerate(self.spec.qis)]
         flags = [exp.alias_(_count_if(exp.not_(ok.copy())), f"bad{i}") for i, ok in enumerate(oks)]
         every = exp.and_(*[ok.copy() for ok in oks]) if len(oks) > 1 else oks[0].copy()
         query = exp.select(exp.alias_(exp.func("count", exp.Star()), "records"), *flags,
                            exp.alias_(_count_if(exp.not_(every)), "bad")).from_(BATCH_VIEW)
-        row = self._run(query).to_pylist()[0]
+        row = self.run(query).to_pylist()[0]
         records = int(row["records"] or 0)
         if records == 0:
             raise DataError(f"batch {self.describe()} has no rows; nothing to release")
@@ -241,7 +263,7 @@ class Batch:
                       .from_(BATCH_VIEW).where(exp.not_(oks[i].copy())).group_by(exp.column("v"))
                       .order_by(exp.Ordered(this=exp.column("n"), desc=True),
                                 exp.Ordered(this=exp.column("v"), nulls_first=False)))
-            rows = self._run(detail).to_pylist()
+            rows = self.run(detail).to_pylist()
             shown = tuple("NULL" if r["v"] is None else repr(r["v"]) for r in rows[:SHOWN])
             per_qi.append((q.name, q.column, int(row[f"bad{i}"]), len(rows), shown))
         outside = Outside(int(row["bad"] or 0), tuple(per_qi))
@@ -251,7 +273,8 @@ class Batch:
                             f"domain covers them, or with --fallback LABEL to release them as LABEL")
         return records, outside
 
-    def _run(self, query: exp.Expression):  # -> pa.Table
+    def run(self, query: exp.Expression) -> pa.Table:
+        """Run a query over the batch; an engine error is the batch's one-line ``DataError``."""
         try:
             with progress.watching(f"reading the batch {self.describe()}", self.backend.progress):
                 return self.backend.execute(query)
@@ -289,16 +312,26 @@ class Batch:
         pseudonymized ones replaced), QIs generalized; a value outside the saved domain becomes the
         fallback label or (without one) fails the query.  ``persistent``: SQL that needs nothing
         of this session (a view: refused when a column is pseudonymized, its SQL would hold the
-        key); ``roles`` False: every saved column (the drift check reads only the QIs)."""
-        if persistent and roles and self.spec.columns.pseudonymize:
-            raise OutputError(f"a view's SQL would hold the secret key of the pseudonymized column(s) "
-                              f"{', '.join(map(repr, self.spec.columns.pseudonymize))}; write the release with "
-                              f"--out instead, or list the column(s) under drop")
-        columns = {c.name: self.columns[c.name] for c in self.policy.columns}
-        query = generalize(recoding or self.policy.recoding(), self.spec.qis, self.domains,
-                           source if source is not None else self.relation.copy(), columns)
+        key); ``roles`` False: every saved column (the drift check reads only the QIs).
+
+        With ``[person]`` the source is first rewritten by ``person_rows``: each person's rows
+        carry the person's one value per QI (a derived QI's column is added), so the saved
+        suppressed groups remove whole persons and the drift check counts persons."""
+        hashed = [*self.spec.columns.pseudonymize, *source_shift(self.spec)]
+        if persistent and roles and hashed:
+            raise OutputError(f"a view's SQL would hold the secret key of the pseudonymized or shifted column(s) "
+                              f"{', '.join(map(repr, hashed))}; write the release with --out instead, or list the "
+                              f"column(s) under drop")
         # the saved suppressed groups (an anonymization's) go with the saved recoding, after the guards
         suppression = self.policy.suppression if recoding is None else None
+        columns: dict[str, str | None] = {c.name: self.columns[c.name] for c in self.policy.columns}
+        relation = source if source is not None else self.relation.copy()
+        if self.spec.person is not None:
+            if roles:  # the gate counts persons by the released key
+                check_person_release(self.spec)
+            columns |= derived_columns(self.spec)
+            relation = person_rows(self.spec, self.domains, columns, relation)
+        query = generalize(recoding or self.policy.recoding(), self.spec.qis, self.domains, relation, columns)
         guards = {q.column: i for i, q in enumerate(self.spec.qis)}
         projections = []
         for p in query.expressions:

@@ -15,7 +15,9 @@ max(census people in the cells it covers, its records), with the spec's populati
 or its records with ``population = "sample"``; r(g) is the spec's record risk.  These are
 the figures ``deid-sql evaluate`` gives (tested), plus the drift measure ``mean_record_risk``
 = risk_sum / records, which — unlike the normalized risk, a ratio to the batch's own
-original data — compares batches of any size.
+original data — compares batches of any size.  With ``[person]`` a record is a person: the
+release query gives each person's rows the person's labels and the groups count distinct
+persons (``persons.count_persons``); the census side counts people as before.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ..release.figures import FLAG
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
+from .persons import count_persons
 from .shift import ShareChange, ShiftResult, label_counts, shift_test
 from .shift import share_changes as qi_share_changes
 from .tolerance import Limit, permutation_limit
@@ -55,19 +58,21 @@ class Measured:
 
 def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = True) -> Measured:
     """The figures of the release of ``batch`` (the saved policy, or ``recoding``); the groups'
-    labels are kept only with ``keep_groups`` (the original data's groups are many)."""
+    labels are kept only with ``keep_groups`` (the original data's groups are many).  With
+    ``[person]`` m and the suppressed count are distinct persons (each person's rows carry one
+    label tuple), so every figure counts persons as ``evaluate`` does."""
     rec = recoding or batch.policy.recoding()
     labels = [f"l{i}" for i in range(len(batch.domains))]
     # the saved policy's own release, with its suppressed groups (an anonymization's), when measuring it
     suppressing = recoding is None and batch.policy.suppression is not None
     release = batch.release_query(recoding=recoding, roles=False).subquery("deid_release")
     sample = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(batch.spec.qis)],
-                         exp.alias_(exp.func("count", exp.Star()), "m"))
+                         exp.alias_(count_persons(batch.spec), "m"))
               .from_(release).group_by(*[exp.column(c) for c in labels]))
     suppressed = 0
     if suppressing:  # suppressed rows are no group of labels: counted apart, as the release gate counts them
         sample = sample.where(exp.Not(this=col(FLAG)))
-        count = exp.select(exp.alias_(exp.func("count", exp.Star()), "s")).from_(release.copy()).where(col(FLAG))
+        count = exp.select(exp.alias_(count_persons(batch.spec), "s")).from_(release.copy()).where(col(FLAG))
         suppressed = int(_execute(batch, count).column("s")[0].as_py() or 0)
     census, total = _census(batch, rec, labels)
     if census is None:
@@ -258,6 +263,7 @@ class DriftReport:
             "groups_rose": self.rose, "groups_below_saved_k": self.below_k, "groups_new": self.new_groups,
             "groups_gone": self.gone, "moved": [g.to_dict(names) for g in self.moved],
             "shares": {qi: [c.to_dict() for c in changes] for qi, changes in self.shares.items()},
+            **({"unit": "persons"} if self.policy.person is not None else {}),  # what records, groups and k count
         }
 
 

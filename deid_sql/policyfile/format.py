@@ -6,7 +6,8 @@ schema, a hash that ties both to the spec, the figures at save time (with the re
 and their sizes) and the drift rule (``tolerance.py``: a permutation test against the saved
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
 exact limit it was saved with) with the level of the distribution test (``shift.py``; a file
-without it runs that test at the default level).  ``PolicyFile.read`` checks all of it and refuses a
+without it runs that test at the default level), and the ``[person]`` declaration of a spec that
+counts persons (``persons.py``; the hash covers it).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
 
@@ -33,6 +34,8 @@ from ..release.plan import ReleasePlan
 from ..spec import Spec
 from ..suppression import Suppression
 from .groups import Groups
+from .layout import pretty
+from .persons import SavedPerson
 from .shift import Shift
 from .tolerance import RULES, Tolerance
 
@@ -82,10 +85,13 @@ def value_to_json(domain: Domain, pos: int) -> Any:
     return int(domain.value(pos)) if isinstance(domain, IntegerDomain) else domain.text(pos)  # type: ignore[call-overload]
 
 
-def spec_sha256(declarations: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """sha256 over the canonical JSON of the QI declarations (name, column, kind, nulls, domain)
-    and the source's columns (name, type class; sorted by name, so column order does not count)."""
+def spec_sha256(declarations: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
+                person: dict[str, Any] | None = None) -> str:
+    """sha256 over the canonical JSON of the QI declarations (name, column, kind, nulls, domain),
+    the source's columns (name, type class; sorted by name, so column order does not count) and
+    the ``[person]`` declaration (only when there is one: a file without it hashes as before)."""
     payload = {"qis": list(declarations), "columns": sorted([list(c) for c in columns])}
+    payload |= {"person": person} if person is not None else {}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -241,6 +247,7 @@ class PolicyFile:
     source_table: bool = False  # ``source`` names a table of the spec's engine, not a file
     levels: str | None = None  # the level vector's text, when the policy is one (``--levels``, anonymize)
     suppression: Suppression | None = None  # groups suppressed by label (an anonymization's)
+    person: SavedPerson | None = None  # the [person] declaration: the figures count persons
     saved_at: str = ""
     saved_with: str = ""
     path: Path | None = None
@@ -297,6 +304,7 @@ class PolicyFile:
                        "records": self.figures.records,
                        "columns": [{"name": c.name, "type": c.type, "class": c.kind} for c in self.columns]},
             "qis": [q.to_json() for q in self.qis],
+            **({"person": self.person.to_json()} if self.person is not None else {}),
             "fallback": self.fallback,
             "risk_model": self.risk_model,
             "metrics": self.metrics,
@@ -306,7 +314,7 @@ class PolicyFile:
                       **({"shift": self.shift.to_json()} if self.shift is not None and self.shift.saved else {})},
             "release": {"figures": self.figures.to_dict(), "groups": self.groups.to_json()},
         }
-        return _pretty(data) + "\n"
+        return pretty(data) + "\n"
 
     @classmethod
     def read(cls, path: str | Path) -> PolicyFile:
@@ -327,34 +335,6 @@ class PolicyFile:
             raise PolicyFileError(f"policy file {p} is not JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
                                   f"{RESAVE}") from None
         return _Reader(p).policy_file(data)
-
-
-def _pretty(value: Any, depth: int = 0) -> str:
-    """JSON with one key per line, but short flat objects, lists of scalars and table rows on one
-    line each (a policy file stays readable and diffable whatever its number of groups)."""
-    pad, inner = " " * depth, " " * (depth + 1)
-    if isinstance(value, dict) and value and not _one_line(value):
-        items = [f"{inner}{_json(k)}: {_pretty(v, depth + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, list) and value and not _one_line(value):
-        items = [f"{inner}{_pretty(v, depth + 1)}" for v in value]
-        return "[\n" + ",\n".join(items) + f"\n{pad}]"
-    return _json(value)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-def _scalar(value: Any) -> bool:
-    return not isinstance(value, dict | list)
-
-
-def _one_line(value: Any) -> bool:
-    if isinstance(value, list):
-        return all(_scalar(v) for v in value)
-    return all(_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v)) for v in value.values()) and (
-        len(value) == 1 or len(_json(value)) <= 100)
 
 
 def relative(path: Path, folder: Path) -> str:
@@ -412,7 +392,9 @@ class _Reader:
         names = [q.name for q in qis]
         if len(set(names)) != len(names):
             raise self.fail("qis", "names a QI twice")
-        missing = [q.column for q in qis if q.column not in {c.name for c in columns}]
+        person = SavedPerson.from_json(data.get("person"), names, self.fail)
+        derived = person.derived_names if person is not None else set()  # counted per person, not read
+        missing = [q.column for q in qis if q.column not in {c.name for c in columns} and q.name not in derived]
         if missing:
             raise self.fail("source.columns", f"lacks the QI column {missing[0]!r}")
         text = self.get(data, "policy", str, "")
@@ -429,7 +411,8 @@ class _Reader:
                 if not np.array_equal(parsed.qi_bits(i).astype(np.uint8), q.bits()):
                     raise self.fail(f"qis[{i}].intervals", f"of QI {q.name!r} disagree with the policy text")
         digest = self.get(spec, "sha256", str, "spec")
-        own = spec_sha256([q.declaration() for q in qis], [(c.name, c.kind) for c in columns])
+        own = spec_sha256([q.declaration() for q in qis], [(c.name, c.kind) for c in columns],
+                          person.to_json() if person is not None else None)
         if own != digest:
             raise PolicyFileError(f"policy file {self.path}: its QIs or columns do not match its spec hash "
                                   f"(edited by hand?); {RESAVE}")
@@ -468,7 +451,7 @@ class _Reader:
             metrics=self.get(data, "metrics", dict, ""), threshold=threshold, threshold_from=threshold_from,
             figures=figures,
             groups=self.groups(self.get(release, "groups", dict, "release"), tuple(names)),
-            tolerance=tolerance, shift=shift, source_table=source_table,
+            tolerance=tolerance, shift=shift, source_table=source_table, person=person,
             saved_at=str(data.get("saved_at", "")), saved_with=str(data.get("saved_with", "")), path=self.path)
 
     def tolerance(self, drift: dict[str, Any], threshold_from: str) -> Tolerance:

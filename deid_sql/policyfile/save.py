@@ -12,15 +12,16 @@ import numpy as np
 from .. import __version__
 from ..atomic import write_text
 from ..errors import PolicyError
-from ..persons import refuse_policy_file
+from ..person_rows import check_person_release
 from ..problem import Problem
 from ..recoding import Recoding
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from ..targets import check_file
-from .batch import declarations, open_batch, spec_for_batch
+from .batch import open_batch, spec_digest, spec_for_batch
 from .drift import measure_with_risk
-from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of, spec_sha256
+from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of
+from .persons import SavedPerson
 from .shift import ALPHA, Shift, is_valid_alpha
 from .tolerance import DEFAULT, Tolerance
 
@@ -52,7 +53,6 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     file ``out``: what ``save_policy`` writes, for a caller that has the problem open already
     (``anonymize --save-policy``)."""
     parsed = problem.spec
-    refuse_policy_file(parsed.person)  # a batch's drift check and release count rows
     target = Path(out)
     check_file(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
@@ -65,6 +65,12 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     if plan.suppression is not None and plan.suppression.below is not None:
         raise PolicyError("a policy file keeps suppressed groups by their labels (anonymize --save-policy); "
                           "suppression of small groups (--suppress-below) is not saved")
+    if parsed.tables:
+        names = ", ".join(repr(t.name) for t in parsed.tables)
+        raise PolicyError(f"spec {parsed.path} links tables ({names}) to its source; a policy file and its batches "
+                          f"hold one table, so the set's batches cannot be applied yet: release the set with deid-sql "
+                          f"materialize --out FOLDER")
+    check_person_release(parsed)  # with [person]: a batch's release carries the person key
     spec_for_batch(parsed.path, parsed.source)  # refuses what a batch could not be read with, before loading
     recoding = plan.recoding
     if fallback is not None:
@@ -80,7 +86,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
         policy=plan.text or plan.levels or plan.readable, readable=plan.readable, spec=parsed.path.resolve(),
         spec_sha256="", levels=plan.levels, suppression=plan.suppression,
         source=str(parsed.source.table) if on_table else relative(Path(str(parsed.source.path)), target.parent),
-        source_table=on_table,
+        source_table=on_table, person=SavedPerson.of_spec(parsed),
         columns=columns, qis=qis, fallback=fallback, risk_model=risk_model_of(parsed), metrics=metrics,
         threshold=1.0, threshold_from="saved figure", figures=_empty_figures(),
         groups=Groups(names, (), np.zeros(0, dtype=np.int64), None, np.zeros(0)),
@@ -102,7 +108,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
 
 
 def _hash(draft: PolicyFile, spec: Spec) -> str:
-    return spec_sha256(declarations(spec, draft), [(c.name, c.kind) for c in draft.columns])
+    return spec_digest(spec, draft, [(c.name, c.kind) for c in draft.columns])
 
 
 def _check_fallback(fallback: str, problem: Problem, recoding: Recoding) -> None:

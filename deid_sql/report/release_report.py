@@ -100,11 +100,11 @@ def policy_from_file(path: Path, problem: Problem) -> ReleasePlan:
     recoding on the saved domains, text or levels, and suppressed groups; refuses a file whose spec
     hash does not match this problem's QI declarations and source columns (one line)."""
     from ..policyfile import PolicyFile
-    from ..policyfile.batch import declarations
-    from ..policyfile.format import RESAVE, spec_sha256, type_class
+    from ..policyfile.batch import spec_digest
+    from ..policyfile.format import RESAVE, type_class
 
     pf = PolicyFile.read(path)
-    digest = spec_sha256(declarations(problem.spec, pf), [(n, type_class(t)) for n, t in problem.columns.items()])
+    digest = spec_digest(problem.spec, pf, [(n, type_class(t)) for n, t in problem.columns.items()])
     if digest != pf.spec_sha256:
         raise ReportInputError(f"policy file {path} was saved for another spec/schema (hash {pf.spec_sha256[:12]}…, "
                                f"{problem.spec.path} gives {digest[:12]}…); {RESAVE}")
