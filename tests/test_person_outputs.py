@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -22,7 +21,7 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.release.plan import plan_of
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, read_duckdb, sorted_rows
-from tests.test_persons import KEY, releasable, write
+from tests.test_persons import KEY, on_engine, releasable, write
 
 # persons P0..P39: ages in two bands of ten with many persons each; P40 (five visits, age 75) and
 # P41 (one visit, age 85) are alone in their bands
@@ -119,11 +118,7 @@ def test_every_engine_suppresses_the_same_persons(engine: Engine, tmp_path: Path
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     local = releasable(write(tmp_path, ROWS, visits=False))
-    source = engine.load("encounters_suppressed", pa.Table.from_pylist(ROWS))
-    spec = engine.folder / "persons-suppressed.toml"
-    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
-                                                             engine.header() + f"\n[source]\n{source}\n"),
-                    encoding="utf-8")
+    spec = on_engine(engine, local, ROWS, "encounters_suppressed")
     figures = []
     for path, out in ((local, tmp_path / "want.parquet"), (spec, tmp_path / "got.parquet")):
         with Problem.from_spec(path, cache=False) as problem:

@@ -214,6 +214,16 @@ def releasable(spec: Path) -> Path:
     return spec
 
 
+def on_engine(engine: Engine, local: Path, rows: list[dict[str, Any]], name: str) -> Path:
+    """The spec ``local`` (over ``enc.parquet``) with its source as the engine's table ``name`` of ``rows``."""
+    source = engine.load(name, pa.Table.from_pylist(rows))
+    spec = engine.folder / f"{name}.toml"
+    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
+                                                             engine.header() + f"\n[source]\n{source}\n"),
+                    encoding="utf-8")
+    return spec
+
+
 def released_by_person(path: Path) -> dict[Any, set[tuple[Any, ...]]]:
     by: dict[Any, set[tuple[Any, ...]]] = collections.defaultdict(set)
     for row in pq.read_table(path).to_pylist():
@@ -377,11 +387,7 @@ def test_every_engine_releases_the_same_rows_of_persons(engine: Engine, tmp_path
     rows = [{"patient_id": f"P{p:03d}", "age": 20 + (p * 7) % 60 + v, "sex": "FM"[p % 2], "seen": (v * 5) % 4,
              "dx": "x"} for p in range(90) for v in range(1 + p % 4)]
     local = releasable(write(tmp_path, rows))
-    source = engine.load("encounters_release", pa.Table.from_pylist(rows))
-    spec = engine.folder / "persons-release.toml"
-    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "enc.parquet"\n',
-                                                             engine.header() + f"\n[source]\n{source}\n"),
-                    encoding="utf-8")
+    spec = on_engine(engine, local, rows, "encounters_release")
     figures = []
     for path, out in ((local, tmp_path / "want.parquet"), (spec, tmp_path / "got.parquet")):
         with Problem.from_spec(path, cache=False) as problem:
