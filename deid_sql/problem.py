@@ -53,6 +53,7 @@ from .shifting import shift_source, source_shift
 from .spec import Spec
 
 if TYPE_CHECKING:
+    from .contract.keys import KeyHolder
     from .release.plan import ReleasePlan  # above this module: the plan is built by plan_of, not here
 
 
@@ -291,7 +292,7 @@ class Problem:
 
     # -- SQL ------------------------------------------------------------------------------
     def query(self, plan: ReleasePlan, source: exp.Expression | None = None, roles: bool = True,
-              persistent: bool = False, measuring: bool = False) -> exp.Select:
+              persistent: bool = False, measuring: bool = False, keys: KeyHolder | None = None) -> exp.Select:
         """The generalizing ``SELECT`` of a release plan (``release.plan.plan_of``: its recoding and
         suppression) as a sqlglot expression (source = the spec's source).
 
@@ -302,7 +303,9 @@ class Problem:
         ``persistent``: the SQL will be stored (a view, printed SQL, a dbt model), which a
         pseudonymizing release refuses, since the SQL holds the key.  ``measuring``: the query the
         gate measures a stored release by, which with ``[person]`` carries the person key even
-        where the stored SQL drops it, so the gate counts persons (``check_person_release``)."""
+        where the stored SQL drops it, so the gate counts persons (``check_person_release``).
+        ``keys``: who computes the pseudonyms (``contract.keys``); SQL whose holder keeps the key
+        out of it (``Udfs``) may be stored though it pseudonymizes (the caller shifts its source)."""
         recoding, suppression = plan.recoding, plan.suppression
         columns: dict[str, str | None] = dict(self.columns)
         relation = source if source is not None else self.source.copy()
@@ -324,11 +327,11 @@ class Problem:
                            outside_label=self.spec.columns.outside_label, person=person)
         if not roles:
             return query
-        if persistent:
+        if persistent and (keys is None or keys.holds_key):
             self.refuse_persistent()
         self.check_pseudonym_types()
         return apply_roles(query, column_roles, [q.column for q in self.spec.qis], self.backend,
-                           self.source_label, copy=False)  # the query was built here
+                           self.source_label, copy=False, keys=keys)  # the query was built here
 
     @property
     def source_rows(self) -> int:

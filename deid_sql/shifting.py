@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from .contract.shift import shift_key
+from .contract.keys import KeyHolder, Pads
 from .sqltext import col, ident
 
 if TYPE_CHECKING:
@@ -26,20 +26,21 @@ if TYPE_CHECKING:
 ALIAS = "deid_unshifted"
 
 
-def offset_days(backend: Backend, person: exp.Expression, secret: bytes, days: int) -> exp.Expression:
-    """The person's offset in whole days, in [−days, +days], as an integer expression of ``backend``."""
-    n = backend.pseudonymize(person, shift_key(secret), "integer")
-    spread = exp.Literal.number(2 * days + 1)
-    return exp.Sub(this=exp.Paren(this=exp.Mod(this=n, expression=spread)), expression=exp.Literal.number(days))
+def offset_days(backend: Backend, person: exp.Expression, secret: bytes, days: int,
+                keys: KeyHolder | None = None) -> exp.Expression:
+    """The person's offset in whole days, in [−days, +days], as an integer expression of ``backend``
+    (``keys``: who holds the key, ``contract.keys``; default the backend's pads in the SQL)."""
+    return (keys or Pads(backend)).offset(person, secret, days)
 
 
 def shifted_select(backend: Backend, relation: exp.Expression, columns: Mapping[str, str | None],
-                   shift: Sequence[str], person: str, secret: bytes, days: int) -> exp.Select:
+                   shift: Sequence[str], person: str, secret: bytes, days: int,
+                   keys: KeyHolder | None = None) -> exp.Select:
     """``SELECT`` every column of ``columns`` (name → type) from ``relation``, the ``shift`` columns
     moved by the offset of the row's person (its ``person`` key), each under its own name."""
     moved = set(shift)
     key = col(person, ALIAS)
-    offset = offset_days(backend, key, secret, days)
+    offset = offset_days(backend, key, secret, days, keys)
     projections: list[exp.Expression] = []
     for name, sql_type in columns.items():
         value = col(name, ALIAS)
@@ -63,14 +64,14 @@ def shifts_qis(spec: Spec) -> bool:
 
 
 def shift_source(backend: Backend, spec: Spec, relation: exp.Expression,
-                 columns: Mapping[str, str | None]) -> exp.Expression:
+                 columns: Mapping[str, str | None], keys: KeyHolder | None = None) -> exp.Expression:
     """``relation`` (the person source as read) with its ``shift`` columns moved; itself without."""
     shift = source_shift(spec)
     if not shift:
         return relation
     assert spec.person is not None and spec.person.shift_days is not None
     return shifted_select(backend, relation, columns, shift, spec.person.column, spec.columns.secret(),
-                          spec.person.shift_days)
+                          spec.person.shift_days, keys)
 
 
 __all__ = ["offset_days", "shift_source", "shifted_select", "shifts_qis", "source_shift"]

@@ -38,6 +38,7 @@ from ..errors import SpecError
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
+    from .keys import KeyHolder
 
 LISTS = ("keep", "sensitive", "drop", "pseudonymize", "shift")
 COLUMNS_KEYS = set(LISTS) | {"secret_env", "pseudonym", "unlisted", "outside_label"}
@@ -213,7 +214,7 @@ def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
 
 
 def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Backend,
-                where: str = "source", copy: bool = True) -> exp.Select:
+                where: str = "source", copy: bool = True, keys: KeyHolder | None = None) -> exp.Select:
     """The outermost projections of a generalizing query with the roles applied: dropped
     columns removed, pseudonymized ones replaced by the backend's HMAC (same name), QIs and
     ``deid_suppressed`` untouched.  Raises ``SpecError`` for a column without a role.
@@ -221,6 +222,7 @@ def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str
     ``select`` projects every source column once, by name (``compile.generalize``, the
     anonymize and batch release queries); it is not changed — a new select is returned — unless
     ``copy=False`` (a caller that built it for this call: a large domain's copy costs seconds).
+    ``keys``: who computes the pseudonyms (``contract.keys``; default the backend, pads in the SQL).
     """
     names = [p.alias_or_name for p in select.expressions]
     qis = set(qi_columns)
@@ -239,7 +241,9 @@ def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str
             if key is None:
                 key = roles.secret()
             value = projection.this if isinstance(projection, exp.Alias) else projection
-            projections.append(exp.alias_(backend.pseudonymize(value.copy(), key, roles.pseudonym),
+            hashed = (keys.pseudonym(value.copy(), key, roles.pseudonym) if keys is not None
+                      else backend.pseudonymize(value.copy(), key, roles.pseudonym))
+            projections.append(exp.alias_(hashed,
                                           exp.to_identifier(name, quoted=True)))
             continue
         projections.append(projection)
