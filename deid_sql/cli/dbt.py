@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..dbt import DEFAULT_PROFILE, DEFAULT_SOURCE, MATERIALIZATIONS, write_dbt
+from ..dbt.sets import DEFAULT_PREFIX, write_dbt_set
+from ..errors import OutputError
 from ..targets import release_targets
 from .options import (
     accept_risk_option,
@@ -26,6 +29,8 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--project", "project", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="dbt project folder (a minimal dbt_project.yml is created when it has none).")
 @click.option("--model", default=None, help="Model name (default: <source table>_deid).")
+@click.option("--prefix", default=None,
+              help=f"For a spec with [[table]]: the prefix of each table's model (default: {DEFAULT_PREFIX}).")
 @click.option("--source-name", default=DEFAULT_SOURCE, show_default=True, help="dbt source name.")
 @click.option("--source-table", default=None,
               help="The source table in the warehouse (default: the spec's DuckDB table, else the file's stem).")
@@ -46,7 +51,8 @@ from .report import finish_release_report, prepare_release_report, report_option
 @accept_risk_option
 @report_option
 @handles_errors
-def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, model: str | None, source_name: str,
+def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, model: str | None, prefix: str | None,
+         source_name: str,
          source_table: str | None, source_schema: str | None, dialect: str | None, k: int | None,
          materialized: str, profile: str, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
     """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
@@ -55,9 +61,18 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
     value one of the policy's labels, and with --k no group smaller than K), the source's yml
     and the tests' macros; all of it or nothing.
 
+    A spec with [[table]] gets one model per table of the set (<prefix><release name>), the key's
+    functions registered by the dbt-duckdb plugin deid_sql.dbt.duckdb_plugin (no key in any file).
+
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
     with open_problem(spec, targets=release_targets(report=report, replace=overwrite)) as problem:
+        if problem.spec.tables:
+            _dbt_set(problem, policy, levels, project, model, prefix, source_name, source_table, source_schema,
+                     dialect, k, materialized, profile, overwrite, accept_risk, report)
+            return
+        if prefix is not None:
+            raise OutputError(f"--prefix names the models of a set; spec {spec} declares no [[table]]: use --model")
         plan = release_plan(problem, policy, levels)
         pending = prepare_release_report(problem, plan, report, overwrite, accept_risk,
                                          f"dbt model {model or 'of the source'} in project {project}")
@@ -76,3 +91,32 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
         pending.report["summary"]["released"] = f"dbt model {out.model} in project {project}"
     finish_release_report(pending, [])
     click.echo(f"next: dbt run --select {out.model} && dbt test --select {out.model}  (in {project})")
+
+
+def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path, model: str | None,
+             prefix: str | None, source_name: str, source_table: str | None, source_schema: str | None,
+             dialect: str | None, k: int | None, materialized: str, profile: str, overwrite: bool,
+             accept_risk: str | None, report: Path | None) -> None:
+    """The models of a set (``dbt.sets.write_dbt_set``)."""
+    if model is not None or source_table is not None:
+        raise OutputError(f"{'--model' if model is not None else '--source-table'} names one table's model; a spec "
+                          f"with [[table]] gets one model per table: name them with --prefix")
+    plan = release_plan(problem, policy, levels)
+    pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, f"dbt models of a set in {project}")
+    out = write_dbt_set(problem, plan, project, prefix=DEFAULT_PREFIX if prefix is None else prefix,
+                        source_name=source_name, source_schema=source_schema, dialect=dialect, k=k,
+                        materialized=materialized, profile=profile, overwrite=overwrite, accept_risk=accept_risk)
+    if out.created_project:
+        click.echo(f"created dbt project {project} (dbt_project.yml, profile {profile})")
+    if out.profile_written:
+        click.echo(f"wrote profiles.yml (dbt-duckdb with the plugin deid_sql.dbt.duckdb_plugin; the key is read from "
+                   f"${problem.spec.columns.secret_env} when dbt runs)")
+    click.echo(f"wrote {len(out.models)} models of the set to {project}: {', '.join(out.models)}")
+    if out.unchanged:
+        click.echo(f"unchanged: {', '.join(out.unchanged)}")
+    echo_release(out)
+    if pending is not None:
+        pending.report["summary"]["released"] = f"dbt models {', '.join(out.models)} in project {project}"
+    finish_release_report(pending, [])
+    click.echo(f"next: dbt run && dbt test  (in {project}, with ${problem.spec.columns.secret_env} set: the plugin "
+               f"reads the key from it)")
