@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
-from .base import Backend, Finish
+from .base import Backend, Finish, SetFinish, SetTable, miscounted
 
 _counter = itertools.count()
 
@@ -268,37 +268,47 @@ class DuckDBBackend(Backend):
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
+        one: SetFinish | None = None if finish is None else (lambda run, targets: finish(run, targets[0]))
+        return self.create_tables(database, [(name, query, expected_rows)], replace, one)[0]
+
+    def create_tables(self, database: Path | None, tables: Sequence[SetTable], replace: bool,
+                      finish: SetFinish | None = None) -> list[int]:
+        """One transaction of the output file: each query of this session streamed (Arrow) into its
+        table and counted, ``finish`` judging them and adding companions, then one ``COMMIT``; a new
+        database file is linked into place only after it (``_building``)."""
         database = _file(database)
-        target = _target(name)
-        rel = self._sql(render(query))
+        targets = [_target(name) for name, _, _ in tables]
+        rows: list[int] = []
         with _building(database) as work:
             con = _connect(work)
             try:
-                if not replace and _exists(con, name):
-                    raise OutputError(
-                        f"{database} already has a table named {name!r}; pick another name or pass --overwrite"
-                    )
-                reader = rel.to_arrow_reader(1_000_000)
-                con.register("deid_incoming", reader)
+                for name, _, _ in tables if not replace else ():
+                    if _exists(con, name):
+                        raise OutputError(f"{database} already has a table named {name!r}; pick another name or "
+                                          f"pass --overwrite")
                 con.execute("BEGIN TRANSACTION")
-                if replace:
-                    con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
-                con.execute(render(exp.Create(this=target, kind="TABLE",
-                                              expression=exp.select("*").from_("deid_incoming"))))
-                count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
-                rows = int(count[0][0]) if count else -1
-                if rows != expected_rows:
-                    con.execute("ROLLBACK")
-                    raise OutputError(
-                        f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
-                    )
-                if finish is not None:
-                    try:
-                        extra = finish(lambda q: _arrow(con.execute(render(q))), target.copy())
+                try:
+                    for (name, query, expected), target in zip(tables, targets):
+                        con.register("deid_incoming", self._sql(render(query)).to_arrow_reader(1_000_000))
+                        try:
+                            if replace:
+                                con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
+                            con.execute(render(exp.Create(this=target.copy(), kind="TABLE",
+                                                          expression=exp.select("*").from_("deid_incoming"))))
+                        finally:
+                            con.unregister("deid_incoming")
+                        count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target.copy())))
+                        found = count.fetchall()
+                        rows.append(int(found[0][0]) if found else -1)
+                        if rows[-1] != expected:
+                            raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
+                    if finish is not None:
+                        extra = finish(lambda q: _arrow(con.execute(render(q))), [t.copy() for t in targets])
                         _write_companions(con, database, extra, replace)
-                    except BaseException:
+                except BaseException:
+                    with suppress(duckdb.Error):
                         con.execute("ROLLBACK")
-                        raise
+                    raise
                 con.execute("COMMIT")
             except duckdb.Error as e:
                 raise BackendError(_one_line(e)) from None
