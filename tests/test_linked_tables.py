@@ -102,6 +102,7 @@ def test_a_duckdb_file_holds_the_same_set_as_the_folder(tmp_path: Path) -> None:
     assert encounters["removed_with_suppressed_persons"] == encounters["source_rows"] - encounters["rows"]
 
 
+@pytest.mark.slow
 def test_a_schema_prefix_in_a_duckdb_file_and_the_record_checks_the_rows(tmp_path: Path) -> None:
     import duckdb
 
@@ -409,3 +410,54 @@ def test_a_sets_report_is_refused_inside_its_folder_and_a_failed_report_removes_
     result = run("materialize", spec, "--policy", POLICY, "--out", tmp_path / "other", "--report", tmp_path / "r.html")
     one_line(result, "already exists")
     assert not (tmp_path / "other").exists()
+
+
+# -- Spark: a kill during the swap -------------------------------------------------------------------------
+@pytest.mark.engine
+@pytest.mark.slow
+def test_a_kill_during_the_spark_swap_leaves_no_record_and_the_next_run_cleans_up(tmp_path: Path) -> None:
+    """kill -9 of ``materialize --tables --overwrite`` (a fresh process, Spark's in-memory catalog: the
+    earlier set is leftover folders) while its tables are swapped in: the record table is gone, so
+    the set shows as incomplete; the next command removes the staging folders, and the same command
+    again places the whole set with its record."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("pyspark")
+    spec = write(tmp_path, tables())
+    spec.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n' + spec.read_text(encoding="utf-8"),
+                    encoding="utf-8")
+    env = {**os.environ, "DEID_SQL_SPARK_HOME": str(tmp_path / "spark-home"), "SPARK_LOCAL_IP": "127.0.0.1"}
+    warehouse = tmp_path / "spark-home" / "warehouse"
+    command = [sys.executable, "-c", "from deid_sql.cli.main import main; main()", "materialize", str(spec),
+               "--policy", POLICY, "--tables", "deid_"]
+
+    def cli(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command, *extra], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    done = cli()
+    assert done.returncode == 0, done.stderr
+    assert (warehouse / "deid_release").is_dir()
+    run = subprocess.Popen([*command, "--suppress-below", "2", "--overwrite"], cwd=tmp_path, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline and (warehouse / "deid_release").exists():
+        time.sleep(0.002)
+    assert run.poll() is None, "the write ended before its swap could be cut short: nothing was tested"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    assert not (warehouse / "deid_release").exists()  # a set without its record: incomplete
+    assert list(warehouse.glob("deid_staging_*"))  # the killed run's staged tables
+    refused = cli("--tables", "deid-")  # any command of a Spark spec sweeps them, before Spark starts
+    assert refused.returncode == 2 and "not a name" in refused.stderr, refused.stderr
+    assert not list(warehouse.glob("deid_staging_*"))
+    done = cli("--suppress-below", "2", "--overwrite")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(pq.read_table(warehouse / "deid_release").column("sidecar")[0].as_py())
+    assert record["figures"]["suppressed"] == 4
+    for t in record["release"]["tables"]:
+        assert pq.read_table(warehouse / t["table"]).num_rows == t["rows"], t["table"]
+    assert not list(warehouse.glob("deid_staging_*"))

@@ -7,18 +7,20 @@ Spark's catalog has no transactions, so "all or none" is built from renames, in 
    (``spark_writes.staging_name``: ``deid_staging_<pid>_<start>_<random>``) in its target's
    database, counted and judged (``finish``); the companion tables (the record) are staged too.
    A failure here drops the staging tables: nothing was visible, nothing changed.
-2. **swap**: the old record is renamed aside first, then each table in turn (an old table of
-   the name renamed aside, a leftover folder of the name removed, the staged table renamed into
-   place), the new record last.  A failure here puts the old tables back from aside and drops
-   the new ones.
+2. **swap**: the old record is renamed aside (or its leftover folder removed) first, then each
+   table in turn (an old table of the name renamed aside, a leftover folder of the name removed,
+   the staged table renamed into place), the new record last.  A failure here puts the old
+   tables back from aside and drops the new ones (a leftover folder of an earlier process,
+   which no catalog table owns, cannot be put back: it is removed only right before its
+   replacement is placed).
 3. **drop** what was set aside.
 
 Whatever is renamed aside gets a staging name too, so the folders a killed writer leaves behind
 are all ``deid_staging_*``: ``spark_writes.sweep_staging`` removes them when the next deid-sql
 command (or Spark backend) starts and that writer is gone.  A ``kill -9`` during step 2 can leave
-part of a set in place — some tables new, some old or missing — but never the new record beside
-them, since the record is renamed away first and placed last: a set whose record table is
-missing is incomplete.  Running the same command again with ``--overwrite`` replaces every table
+part of a set in place — some tables new, some old or missing — but never with a record table
+beside them, since the old record goes away first and the new one is placed last: a set whose
+record table is missing is incomplete.  Running the same command again with ``--overwrite`` replaces every table
 and places the record.
 """
 
@@ -72,8 +74,11 @@ def create_tables(backend: SparkBackend, tables: Sequence[SetTable], replace: bo
             records.append(_slot(backend, name, replace))
             records[-1].staging = staged(records[-1].target)
             backend._run(exp.Create(this=records[-1].staging.copy(), kind="TABLE", expression=literal_rows(table)))
-        for slot in records:  # the old record goes first: a set cut short by a kill has none
+        for slot in records:  # the old record goes first (a leftover folder too): a set cut short by a kill has none
             _set_aside(backend, slot)
+            if slot.leftover is not None:
+                backend._remove_folder(slot.leftover)
+                slot.leftover = None
         for slot in [*slots, *records]:
             _set_aside(backend, slot)
             if slot.leftover is not None:
