@@ -8,7 +8,9 @@ judged; each linked table's file (``linked_rows``: the rows of the persons the p
 keeps, dates shifted by the same offsets, the key under the same pseudonym), its row count
 checked; and one sidecar, ``release.json``, listing every table with its file, rows, hash,
 columns, orphans and rows removed with suppressed persons.  The folder is renamed into place in
-one step, so a reader — or a killed run — never leaves part of a set behind.
+one step, so a reader — or a killed run — never leaves part of a set behind.  The same set can
+be written as tables of an engine or a DuckDB file (``release_set_tables``), from the same
+``prepare_set``.
 """
 
 from __future__ import annotations

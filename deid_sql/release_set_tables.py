@@ -20,6 +20,7 @@ table is refused without ``--overwrite``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from .targets import input_tables, set_names
 
 
 @dataclass(frozen=True)
-class SetTable:
+class TableOfSet:
     """One table of a set written as tables: its release name, its table name, its rows."""
 
     name: str
@@ -58,7 +59,7 @@ class WrittenTables:
     written) and verdict, and the record table."""
 
     database: Path | None
-    tables: tuple[SetTable, ...]
+    tables: tuple[TableOfSet, ...]
     figures: ReleaseFigures
     verdict: Verdict
     sidecar: str
@@ -110,7 +111,8 @@ def materialize_set_tables(problem: Problem, plan: ReleasePlan, prefix: str, dat
     sources = [spec.source.describe()] + [s.table.source.describe() for s in prepared.linked]
     done: dict[str, Any] = {}
 
-    def finish(run: Any, targets: list[exp.Expression]) -> dict[str, pa.Table]:  # inside the writing transaction
+    def finish(run: Callable[[exp.Expression], pa.Table],
+               targets: Sequence[exp.Expression]) -> dict[str, pa.Table]:  # inside the writing transaction
         figures = gate.measure(run, targets[0])  # the person source as written: figures in persons
         verdict = gate.judge(figures)
         entries = []
@@ -126,7 +128,7 @@ def materialize_set_tables(problem: Problem, plan: ReleasePlan, prefix: str, dat
 
     with progress.watching(f"writing {len(tables)} tables", backend.progress):
         rows = backend.create_tables(db, tables, overwrite, finish=finish)
-    written = tuple(SetTable(name, table, n) for (name, table), n in zip(names, rows))
+    written = tuple(TableOfSet(name, table, n) for (name, table), n in zip(names, rows))
     return WrittenTables(db, written, done["figures"], done["verdict"], record_name, done["record"])
 
 
@@ -139,4 +141,4 @@ def record_table(record: dict[str, Any]) -> pa.Table:
     return base.append_column("tables", pa.array([tables], pa.string()))
 
 
-__all__ = ["SetTable", "WrittenTables", "check_set_names", "materialize_set_tables", "record_table"]
+__all__ = ["TableOfSet", "WrittenTables", "check_set_names", "materialize_set_tables", "record_table"]
