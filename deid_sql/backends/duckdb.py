@@ -282,10 +282,10 @@ class DuckDBBackend(Backend):
         with _building(database) as work:
             con = _connect(work)
             try:
-                for name, _, _ in tables if not replace else ():
-                    if _exists(con, name):
-                        raise OutputError(f"{database} already has a table named {name!r}; pick another name or "
-                                          f"pass --overwrite")
+                taken = [] if replace else [name for name, _, _ in tables if _exists(con, name)]
+                if taken:
+                    raise OutputError(f"{database} already has a table named {taken[0]!r}; pick another name or "
+                                      f"pass --overwrite")
                 con.execute("BEGIN TRANSACTION")
                 try:
                     for (name, query, expected), target in zip(tables, targets):
