@@ -175,6 +175,7 @@ def test_overwrite_replaces_the_whole_set(tmp_path: Path) -> None:
     (["--tables", "deid_", "--out", "{tmp}/patients.parquet"], "--tables writes the set as tables"),
     (["--tables", "deid_", "--out", "{tmp}/missing/x.duckdb"], "does not exist; create it first"),
     (["--table", "x", "--out", "{tmp}/x.duckdb"], "not --table"),
+    (["--tables", "rel.", "--out", "{tmp}/x.duckdb"], "has no schema 'rel' for table 'rel.patients'; create it first"),
 ])
 def test_bad_prefixes_and_names_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     spec = write(tmp_path, tables(6))

@@ -282,6 +282,8 @@ class DuckDBBackend(Backend):
         with _building(database) as work:
             con = _connect(work)
             try:
+                for name, _, _ in tables:
+                    _check_schema(con, database, name)
                 taken = [] if replace else [name for name, _, _ in tables if _exists(con, name)]
                 if taken:
                     raise OutputError(f"{database} already has a table named {taken[0]!r}; pick another name or "
@@ -295,8 +297,9 @@ class DuckDBBackend(Backend):
                                 con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
                             con.execute(render(exp.Create(this=target.copy(), kind="TABLE",
                                                           expression=exp.select("*").from_("deid_incoming"))))
-                        finally:
-                            con.unregister("deid_incoming")
+                        finally:  # (in an aborted transaction this fails too: the first error speaks)
+                            with suppress(duckdb.Error):
+                                con.unregister("deid_incoming")
                         count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target.copy())))
                         found = count.fetchall()
                         rows.append(int(found[0][0]) if found else -1)
@@ -440,6 +443,22 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     n1 = con.execute(render(q)).fetchall()
     n2 = con.execute(render(v)).fetchall()
     return bool(n1[0][0] or n2[0][0])
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, database: Path, name: str) -> None:
+    """``SCHEMA.NAME`` needs the schema in the file: refused in one line that says how to make it."""
+    from ..names import split_name
+
+    schema, _ = split_name(name, "table name")
+    if schema is None:
+        return
+    q = exp.select(exp.func("count", exp.Star())).from_(exp.Table(this=exp.Anonymous(this="duckdb_schemas"))).where(
+        exp.and_(
+            exp.column("database_name").eq(exp.func("current_database")),
+            exp.column("schema_name").eq(exp.Literal.string(schema))))
+    if not con.execute(render(q)).fetchall()[0][0]:
+        raise OutputError(f"{database} has no schema {schema!r} for table {name!r}; create it first (CREATE SCHEMA "
+                          f"in that file) or name the table without a schema")
 
 
 def _one_line(e: Exception) -> str:
