@@ -277,6 +277,17 @@ def test_every_engine_writes_the_set_as_tables(engine: Engine, tmp_path: Path) -
         assert record["figures"][key] == sidecar["figures"][key], key
 
 
+def test_a_refused_gate_creates_no_table_in_any_engine(engine: Engine, tmp_path: Path) -> None:
+    _, spec = engine_spec(engine, tmp_path, tables(30))
+    spec.write_text(spec.read_text(encoding="utf-8").replace("max_record_risk = 1.0", "min_k = 50"), encoding="utf-8")
+    place = Place(engine, tmp_path)
+    result = run("materialize", spec, "--policy", POLICY, *place.args())
+    assert result.exit_code == 2 and "release refused by the gate" in result.output, result.output
+    assert not [t for t in place.catalog() if t.startswith(("out", "deid_"))]
+    if place.database is not None:
+        assert not place.database.exists()
+
+
 def test_an_input_is_never_a_target(engine: Engine, tmp_path: Path) -> None:
     if engine.name == "duckdb":
         pytest.skip("DuckDB's inputs are files: test_bad_prefixes_and_names_are_one_line")
