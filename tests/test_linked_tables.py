@@ -283,7 +283,7 @@ def test_a_refused_gate_creates_no_table_in_any_engine(engine: Engine, tmp_path:
     place = Place(engine, tmp_path)
     result = run("materialize", spec, "--policy", POLICY, *place.args())
     assert result.exit_code == 2 and "release refused by the gate" in result.output, result.output
-    assert not [t for t in place.catalog() if t.startswith(("out", "deid_"))]
+    assert not [t for t in place.catalog() if t.startswith((place.prefix.split(".")[-1], "deid_"))]
     if place.database is not None:
         assert not place.database.exists()
 
