@@ -8,7 +8,9 @@ judged; each linked table's file (``linked_rows``: the rows of the persons the p
 keeps, dates shifted by the same offsets, the key under the same pseudonym), its row count
 checked; and one sidecar, ``release.json``, listing every table with its file, rows, hash,
 columns, orphans and rows removed with suppressed persons.  The folder is renamed into place in
-one step, so a reader — or a killed run — never leaves part of a set behind.
+one step, so a reader — or a killed run — never leaves part of a set behind.  The same set can
+be written as tables of an engine or a DuckDB file (``release_set_tables``), from the same
+``prepare_set``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .linked_rows import KEY, LinkedSource, counted, kept_keys, linked_query, op
 from .output import check_not_input, measure_file, prejudge, write_file
 from .problem import Problem
 from .release.figures import ReleaseFigures
-from .release.gate import ReleaseSource, Verdict, build_gate
+from .release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from .release.plan import ReleasePlan
 from .release.sidecar import FORMAT, file_sha256, to_json
 from .sqltext import col
@@ -103,42 +105,60 @@ def linked_sources(problem: Problem, kept: exp.Select | None = None) -> list[Lin
                     kept if kept is not None else everyone) for i, t in enumerate(spec.tables)]
 
 
+@dataclass(frozen=True)
+class PreparedSet:
+    """A set judged before anything is written: the person source's gate and release query, each
+    linked table opened and counted, and its release query."""
+
+    gate: ReleaseGate
+    person: exp.Select
+    linked: list[LinkedSource]
+    queries: list[exp.Select]
+
+
+def prepare_set(problem: Problem, plan: ReleasePlan, call: str, accept_risk: str | None) -> PreparedSet:
+    """The gate of the whole set (the person source's release, judged where the data is: a refused
+    set never touches the disk or the catalog), and every linked table's rows counted (orphans
+    refused by their rule) and its release query: what both forms of a set write."""
+    spec = problem.spec
+    if spec.person is None or not spec.tables:
+        raise OutputError(f"spec {spec.path} declares no [[table]]: release it as one file with "
+                          f"--out FILE.parquet")
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk, whole_set=True)
+    gate.precheck()
+    backend = problem.backend
+    person_query = problem.query(plan)
+    prejudge(backend, person_query, gate)
+    kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
+    linked = linked_sources(problem, kept)
+    return PreparedSet(gate, person_query, linked, [linked_query(backend, spec, s, kept) for s in linked])
+
+
 def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: str | None = None,
                     overwrite: bool = False, accept_risk: str | None = None) -> WrittenSet:
     """Write the person source and every linked table of ``problem``'s spec to the folder ``out``
     (one file per table, named by its release name, and ``release.json``), judged once."""
     spec = problem.spec
-    if spec.person is None or not spec.tables:
-        raise OutputError(f"spec {spec.path} declares no [[table]]: release it as one file with "
-                          f"--out FILE.parquet")
     kind = fmt or "parquet"
     if kind not in FILE_FORMATS:
         raise OutputError(f"a release set is written as parquet or csv files, not {kind!r}; pass --format parquet")
     folder = Path(out)
     check_folder(problem, folder, overwrite)
     call = f"deid_sql.release_set.materialize_set(problem, {plan.repr_call()}, {str(folder)!r})"
-    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk, whole_set=True)
-    gate.precheck()
-    backend = problem.backend
-    person_query = problem.query(plan)
-    prejudge(backend, person_query, gate)  # a refused set never touches the disk
-    kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
-    linked = linked_sources(problem, kept)
-    queries = [linked_query(backend, spec, s, kept) for s in linked]
+    prepared = prepare_set(problem, plan, call, accept_risk)
+    gate, backend = prepared.gate, problem.backend
     ext = FILE_FORMATS[kind]
     with replacing_folder(folder, overwrite) as stage:
         person_file = stage / f"{spec.source_name}{ext}"
-        rows = write_file(backend, spec, person_query, person_file, kind, problem.source_rows, person_file.name)
+        rows = write_file(backend, spec, prepared.person, person_file, kind, problem.source_rows, person_file.name)
         figures = measure_file(gate, person_file, kind)
         verdict = gate.judge(figures)
-        entries = [_entry(spec.source_name, "person source", person_file, rows, list(gate.columns),
-                          spec.source.describe())]
+        entries = [entry(spec.source_name, _file(person_file), rows, list(gate.columns), spec.source.describe())]
         written = [WrittenTable(spec.source_name, folder / person_file.name, rows)]
-        for s, query in zip(linked, queries):
+        for s, query in zip(prepared.linked, prepared.queries):
             path = stage / f"{s.table.name}{ext}"
             n = write_file(backend, spec, query, path, kind, s.released, path.name)
-            entries.append(_entry(s.table.name, "linked", path, n, released_columns(s), s.table.source.describe(),
-                                  s))
+            entries.append(entry(s.table.name, _file(path), n, released_columns(s), s.table.source.describe(), s))
             written.append(WrittenTable(s.table.name, folder / path.name, n))
         release = {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
                    "rows": sum(t.rows for t in written), "tables": entries}
@@ -146,14 +166,22 @@ def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: s
     return WrittenSet(folder, kind, tuple(written), figures, verdict, folder / SIDECAR)
 
 
-def _entry(name: str, role: str, path: Path, rows: int, columns: list[tuple[str, str]], source: str,
-           linked: LinkedSource | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "role": role, "file": path.name, "rows": rows, "sha256": file_sha256(path),
-                           "source": source, "columns": [{"name": n, "role": r} for n, r in columns]}
+def _file(path: Path) -> dict[str, Any]:
+    return {"file": path.name, "sha256": file_sha256(path)}
+
+
+def entry(name: str, where: dict[str, Any], rows: int, columns: list[tuple[str, str]], source: str,
+          linked: LinkedSource | None = None) -> dict[str, Any]:
+    """One table of a set's record: its name and role, where it was written (``where``: its file and
+    hash, or its table and row hash), rows, source, columns with their roles, and for a linked table
+    its person key, source rows, orphans (and their rule) and rows removed with suppressed persons."""
+    out: dict[str, Any] = {"name": name, "role": "linked" if linked is not None else "person source", **where,
+                           "rows": rows, "source": source, "columns": [{"name": n, "role": r} for n, r in columns]}
     if linked is not None:
         out |= {"person": linked.table.person, "source_rows": linked.rows, "orphans": linked.orphans,
                 "orphans_rule": linked.table.orphans, "removed_with_suppressed_persons": linked.removed}
     return out
 
 
-__all__ = ["SIDECAR", "WrittenSet", "WrittenTable", "check_folder", "linked_sources", "materialize_set"]
+__all__ = ["SIDECAR", "PreparedSet", "WrittenSet", "WrittenTable", "check_folder", "entry", "linked_sources",
+           "materialize_set", "prepare_set"]

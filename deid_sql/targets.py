@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .backends.base import Backend
 from .errors import OutputError
-from .names import check_output_name
+from .names import check_name, check_output_name
 from .release.sidecar import sidecar_path, sidecar_table
 from .spec import Spec
 from .tableref import TableRef, engine_inputs
@@ -33,6 +33,7 @@ class Target:
     replace: bool = False
     sidecar: bool = False
     flag: str = "--overwrite"
+    what: str | None = None  # the option that named it, for messages (default "table name"/"view name")
 
     def names(self) -> list[str]:
         """The table or view names this target creates: its own, and its sidecar table's."""
@@ -56,6 +57,33 @@ def table_target(database: Path | None, name: str | None, replace: bool, kind: s
     """A table or view target (none when ``name`` is None)."""
     return [] if name is None else [Target(kind, None if database is None else Path(database), name, replace,
                                            sidecar, flag)]
+
+
+#: the last part of the name of a release set's record table: ``PREFIX`` + ``release``
+SET_RECORD = "release"
+
+
+def set_names(spec: Spec, prefix: str) -> tuple[list[tuple[str, str]], str]:
+    """The tables of a release set written as tables (``--tables PREFIX``): ``(release name, table
+    name)`` of the person source and each linked table, in order, and the set's record table, each
+    ``PREFIX`` + its release name (a schema ``release.`` or a name prefix ``deid_``; the names are
+    then parsed by the engine's rules like any output name)."""
+    if not prefix.strip():
+        raise OutputError("--tables needs a prefix for the set's tables: a schema (--tables release.) or a name "
+                          "prefix (--tables deid_), so the record table is not called just 'release'")
+    released = [spec.source_name, *(t.name for t in spec.tables)]
+    if SET_RECORD in released:
+        raise OutputError(f"--tables {prefix}: the table released as {SET_RECORD!r} would take the name of the "
+                          f"set's record table {prefix + SET_RECORD!r}; give it another name = \"…\" in the spec")
+    return [(name, prefix + name) for name in released], prefix + SET_RECORD
+
+
+def set_tables(spec: Spec, prefix: str, database: Path | None, replace: bool) -> list[Target]:
+    """What ``materialize --tables PREFIX`` writes: one table per table of the set and the record
+    table, inside the engine (``database`` None) or a DuckDB file."""
+    names, record = set_names(spec, prefix)
+    return [Target("table", None if database is None else Path(database), name, replace, False, what="--tables")
+            for name in [*(n for _, n in names), record]]
 
 
 def release_targets(*, out: Path | None = None, fmt: str | None = None, table: str | None = None,
@@ -111,6 +139,8 @@ def check_targets(spec: Spec, backend: Backend, targets: Sequence[Target]) -> No
             raise OutputError(f"output folder {t.path.parent} does not exist; create it first")
         if t.path is None and backend.catalog:
             check_output_name(spec.backend.engine, t.name, _what(t), inputs=input_tables(spec), sidecar=t.sidecar)
+        elif t.what is not None:
+            check_name(t.name, t.what)
         if t.replace or (t.path is not None and not t.path.exists()):
             continue
         if t.path is None and not backend.catalog:
@@ -136,9 +166,10 @@ def check_file(spec: Spec, path: Path, replace: bool, flag: str = "--overwrite")
 
 
 def _what(t: Target) -> str:
-    return "view name" if t.kind == "view" else "table name"
+    return t.what or ("view name" if t.kind == "view" else "table name")
 
 
 def input_tables(spec: Spec, extra: Sequence[TableRef] = ()) -> list[str]:
-    """The engine tables a job reads (the spec's source and population, a batch): never outputs."""
-    return engine_inputs(spec.source, spec.population, *extra)
+    """The engine tables a job reads (the spec's source, population and linked tables, a batch):
+    never outputs."""
+    return engine_inputs(spec.source, spec.population, *(t.source for t in spec.tables), *extra)

@@ -22,6 +22,11 @@ from ..tableref import TableRef
 #: runs a query there and the new table, it inspects what was written (raising aborts the write)
 #: and returns companion tables (name -> rows) to create in the same transaction
 Finish = Callable[[Callable[[exp.Expression], pa.Table], exp.Expression], Mapping[str, pa.Table]]
+#: ``Finish`` of a set of tables written together (``Backend.create_tables``): given the same query
+#: function and the new tables, in order, it judges them and returns the companion tables
+SetFinish = Callable[[Callable[[exp.Expression], pa.Table], Sequence[exp.Expression]], Mapping[str, pa.Table]]
+#: one table of a set: its name, the query that fills it, and the rows it must have
+SetTable = tuple[str, exp.Expression, int]
 
 
 class Backend(ABC):
@@ -137,6 +142,15 @@ class Backend(ABC):
         adds companion tables; if it raises, nothing is written.  Returns the row count."""
 
     @abstractmethod
+    def create_tables(self, database: Path | None, tables: Sequence[SetTable], replace: bool,
+                      finish: SetFinish | None = None) -> list[int]:
+        """``create_table`` for several tables that land together or not at all (a release set of
+        linked tables): every table is written and its row count checked, ``finish`` judges them
+        all and adds companion tables, and only then does any of them become visible; any failure
+        (a wrong row count, a refused gate, an engine error) leaves none of them, and a table of
+        the same name that existed before stays as it was.  Returns the row counts, in order."""
+
+    @abstractmethod
     def exists(self, database: Path | None, name: str) -> bool:
         """Whether ``database`` already holds a table or view called ``name`` (checked before a
         job writes several objects, so a clash stops it before anything is written)."""
@@ -202,6 +216,14 @@ class Backend(ABC):
         returns the same pseudonym for the same text, so releases join across engines and
         batches.  The key is in the expression (as HMAC pads): run it, never store it (no view,
         no printed SQL)."""
+
+
+def miscounted(name: str, rows: int, expected: int, tables: int = 1) -> str:
+    """The one line of a write whose table got another row count than its source gives."""
+    if tables == 1:
+        return f"materialized {rows} rows but the source has {expected}; nothing was written"
+    return (f"materialized {rows} rows into {name}, not the {expected} its source gives; no table of the set "
+            f"was written")
 
 
 def literal_rows(table: pa.Table) -> exp.Select:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
-from .base import Backend, Finish
+from .base import Backend, Finish, SetFinish, SetTable, miscounted
 
 _counter = itertools.count()
 
@@ -268,37 +268,50 @@ class DuckDBBackend(Backend):
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
+        one: SetFinish | None = None if finish is None else (lambda run, targets: finish(run, targets[0]))
+        return self.create_tables(database, [(name, query, expected_rows)], replace, one)[0]
+
+    def create_tables(self, database: Path | None, tables: Sequence[SetTable], replace: bool,
+                      finish: SetFinish | None = None) -> list[int]:
+        """One transaction of the output file: each query of this session streamed (Arrow) into its
+        table and counted, ``finish`` judging them and adding companions, then one ``COMMIT``; a new
+        database file is linked into place only after it (``_building``)."""
         database = _file(database)
-        target = _target(name)
-        rel = self._sql(render(query))
+        targets = [_target(name) for name, _, _ in tables]
+        rows: list[int] = []
         with _building(database) as work:
             con = _connect(work)
             try:
-                if not replace and _exists(con, name):
-                    raise OutputError(
-                        f"{database} already has a table named {name!r}; pick another name or pass --overwrite"
-                    )
-                reader = rel.to_arrow_reader(1_000_000)
-                con.register("deid_incoming", reader)
+                for name, _, _ in tables:
+                    _check_schema(con, database, name)
+                taken = [] if replace else [name for name, _, _ in tables if _exists(con, name)]
+                if taken:
+                    raise OutputError(f"{database} already has a table named {taken[0]!r}; pick another name or "
+                                      f"pass --overwrite")
                 con.execute("BEGIN TRANSACTION")
-                if replace:
-                    con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
-                con.execute(render(exp.Create(this=target, kind="TABLE",
-                                              expression=exp.select("*").from_("deid_incoming"))))
-                count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
-                rows = int(count[0][0]) if count else -1
-                if rows != expected_rows:
-                    con.execute("ROLLBACK")
-                    raise OutputError(
-                        f"materialized {rows} rows but the source has {expected_rows}; nothing was written"
-                    )
-                if finish is not None:
-                    try:
-                        extra = finish(lambda q: _arrow(con.execute(render(q))), target.copy())
+                try:
+                    for (name, query, expected), target in zip(tables, targets):
+                        con.register("deid_incoming", self._sql(render(query)).to_arrow_reader(1_000_000))
+                        try:
+                            if replace:
+                                con.execute(render(exp.Drop(tables=[target.copy()], kind="TABLE", exists=True)))
+                            con.execute(render(exp.Create(this=target.copy(), kind="TABLE",
+                                                          expression=exp.select("*").from_("deid_incoming"))))
+                        finally:  # (in an aborted transaction this fails too: the first error speaks)
+                            with suppress(duckdb.Error):
+                                con.unregister("deid_incoming")
+                        count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target.copy())))
+                        found = count.fetchall()
+                        rows.append(int(found[0][0]) if found else -1)
+                        if rows[-1] != expected:
+                            raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
+                    if finish is not None:
+                        extra = finish(lambda q: _arrow(con.execute(render(q))), [t.copy() for t in targets])
                         _write_companions(con, database, extra, replace)
-                    except BaseException:
+                except BaseException:
+                    with suppress(duckdb.Error):
                         con.execute("ROLLBACK")
-                        raise
+                    raise
                 con.execute("COMMIT")
             except duckdb.Error as e:
                 raise BackendError(_one_line(e)) from None
@@ -430,6 +443,22 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     n1 = con.execute(render(q)).fetchall()
     n2 = con.execute(render(v)).fetchall()
     return bool(n1[0][0] or n2[0][0])
+
+
+def _check_schema(con: duckdb.DuckDBPyConnection, database: Path, name: str) -> None:
+    """``SCHEMA.NAME`` needs the schema in the file: refused in one line that says how to make it."""
+    from ..names import split_name
+
+    schema, _ = split_name(name, "table name")
+    if schema is None:
+        return
+    q = exp.select(exp.func("count", exp.Star())).from_(exp.Table(this=exp.Anonymous(this="duckdb_schemas"))).where(
+        exp.and_(
+            exp.column("database_name").eq(exp.func("current_database")),
+            exp.column("schema_name").eq(exp.Literal.string(schema))))
+    if not con.execute(render(q)).fetchall()[0][0]:
+        raise OutputError(f"{database} has no schema {schema!r} for table {name!r}; create it first (CREATE SCHEMA "
+                          f"in that file) or name the table without a schema")
 
 
 def _one_line(e: Exception) -> str:

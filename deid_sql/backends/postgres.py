@@ -26,7 +26,7 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError, Unreachable
 from ..sqltext import to_sql
 from ..tableref import TableRef
-from .base import Backend, Finish, literal_rows
+from .base import Backend, Finish, SetFinish, SetTable, literal_rows, miscounted
 from .postgres_casts import try_casts
 from .postgres_refresh import (
     kind_of,
@@ -190,22 +190,32 @@ class PostgresBackend(Backend):
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
+        one: SetFinish | None = None if finish is None else (lambda run, targets: finish(run, targets[0]))
+        return self.create_tables(database, [(name, query, expected_rows)], replace, one)[0]
+
+    def create_tables(self, database: Path | None, tables: Sequence[SetTable], replace: bool,
+                      finish: SetFinish | None = None) -> list[int]:
         _no_file(database)
-        target = pg_name(name)
+        names = [pg_name(name) for name, _, _ in tables]
         # all or nothing: staged, judged and swapped in one transaction (postgres_refresh), so a failure
-        # or a killed writer rolls everything back, staging table included
+        # or a killed writer rolls everything back, staging tables included
         with self._errors(), self.con.transaction():
-            existing = kind_of(self.con, target)
-            if existing is not None and not replace:
-                raise taken(existing, name, "--overwrite")
-            staging = staging_for(self.con, target)
-            self._run(exp.Create(this=staging.table(), kind="TABLE", expression=query))
-            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.table())).column(0)[0]
-                       .as_py())
-            if rows != expected_rows:
-                raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was written")
-            companions = finish(self.execute, staging.table()) if finish is not None else {}
-            swap_in(self.con, staging, target, "--overwrite")
+            for (name, _, _), target in zip(tables, names):
+                existing = kind_of(self.con, target)
+                if existing is not None and not replace:
+                    raise taken(existing, name, "--overwrite")
+            staged, rows = [], []
+            for (name, query, expected), target in zip(tables, names):
+                staging = staging_for(self.con, target)
+                self._run(exp.Create(this=staging.table(), kind="TABLE", expression=query))
+                rows.append(int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.table()))
+                                .column(0)[0].as_py()))
+                if rows[-1] != expected:
+                    raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
+                staged.append(staging)
+            companions = finish(self.execute, [s.table() for s in staged]) if finish is not None else {}
+            for staging, target in zip(staged, names):
+                swap_in(self.con, staging, target, "--overwrite")
             self._companions(companions, replace)
         return rows
 

@@ -38,7 +38,6 @@ import itertools
 import logging
 import os
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -56,10 +55,11 @@ from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
 from . import engine_logs_shown
-from .base import Backend, Finish, literal_rows
+from .base import Backend, Finish, SetFinish, SetTable, literal_rows
 from .spark_arrow import arrow_schema, partition_batches, type_name
 from .spark_home import home_folder, open_log, remove_folder, startup_settings, table_folder
-from .spark_writes import check_outputs, local_warehouse, spark_output_name, spark_table, staging_name, sweep_staging
+from .spark_sets import create_tables
+from .spark_writes import check_outputs, local_warehouse, spark_output_name, spark_table, sweep_staging
 
 # Fixed when Spark starts (the first backend of the process); a backend's conf overrides them (and so do
 # spark_home's folder settings).  No web UI, no progress bars.  No relation cache: each backend is its own
@@ -358,55 +358,17 @@ class SparkBackend(Backend):
 
     def create_table(self, database: Path | None, name: str, query: exp.Expression,
                      expected_rows: int, replace: bool, finish: Finish | None = None) -> int:
-        """Written under a temporary name, counted, then renamed into place; a replaced table is
-        renamed aside first and dropped only once the new one is in place (a leftover folder of
-        the name is removed right before)."""
+        """Written under a staging name, counted, judged, then renamed into place, its companions
+        (the record) with it; a replaced table is renamed aside first and dropped only once the new
+        one is in place (``spark_sets``)."""
+        one: SetFinish | None = None if finish is None else (lambda run, targets: finish(run, targets[0]))
+        return self.create_tables(database, [(name, query, expected_rows)], replace, one)[0]
+
+    def create_tables(self, database: Path | None, tables: Sequence[SetTable], replace: bool,
+                      finish: SetFinish | None = None) -> list[int]:
+        """No transactions in Spark: staged, then swapped in by renames (``spark_sets``)."""
         _no_file(database)
-        target = self._creatable(name)
-        kind = self._kind(target)
-        leftover = self._leftover(target) if kind != "TABLE" else None
-        if not replace:
-            self._refuse_taken(name, kind, leftover)
-        staging, placed = target.copy(), False
-        staging.set("this", exp.to_identifier(staging_name(), quoted=True))  # whose it is: spark_writes
-        extra: Mapping[str, pa.Table] = {}
-        companions_placed = False
-        try:
-            self._run(exp.Create(this=staging.copy(), kind="TABLE", expression=query))
-            rows = int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.copy()))
-                       .column(0)[0].as_py())
-            if rows != expected_rows:
-                raise OutputError(f"materialized {rows} rows but the source has {expected_rows}; nothing was "
-                                  f"written")
-            extra = finish(self.execute, staging.copy()) if finish is not None else {}
-            self._check_companions(extra, replace)
-            self._companions(extra)
-            aside = _sibling(target, "deid_replaced") if kind is not None else None
-            if aside is not None:
-                self._run(_rename(target, aside, kind))
-            try:
-                if leftover is not None:
-                    self._remove_folder(leftover)
-                self._run(_rename(staging, target, "TABLE"))
-            except BaseException:
-                if aside is not None:  # put the old one back
-                    with suppress(BackendError):
-                        self._run(_rename(aside, target, kind))
-                raise
-            placed = True
-            companions_placed = True
-            if aside is not None:  # the new table is in place: the old one goes
-                with suppress(BackendError):
-                    self._run(exp.Drop(tables=[aside], kind=kind, exists=True))
-            return rows
-        finally:
-            if not placed:  # failed: leave nothing behind, and let the first error speak
-                with suppress(BackendError):
-                    self._run(exp.Drop(tables=[staging], kind="TABLE", exists=True))
-            if not companions_placed:
-                for companion in extra:
-                    with suppress(BackendError):
-                        self._run(exp.Drop(tables=[quoted_table(companion)], kind="TABLE", exists=True))
+        return create_tables(self, tables, replace, finish)
 
     def _creatable(self, name: str, what: str = "table name") -> exp.Table:
         """``name`` as a table expression, once Spark's catalog can hold it (``spark_output_name``),
@@ -567,17 +529,6 @@ def _try_casts(query: exp.Expression) -> exp.Expression:
         return node
 
     return query.transform(safe)
-
-
-def _rename(table: exp.Table, to: exp.Table, kind: str | None) -> exp.Alter:
-    return exp.Alter(this=table.copy(), kind=kind, actions=[exp.AlterRename(this=to.copy())])
-
-
-def _sibling(target: exp.Table, prefix: str) -> exp.Table:
-    """A fresh name in the same database as ``target``."""
-    sibling = target.copy()
-    sibling.set("this", exp.to_identifier(f"{prefix}_{uuid.uuid4().hex[:12]}", quoted=True))
-    return sibling
 
 
 def _no_file(database: Path | None) -> None:

@@ -140,7 +140,7 @@ def check_outputs(options: Mapping[str, Any], targets: Sequence[Any], running_co
     for target in targets:
         if target.kind == "file" or target.path is not None or target.name is None:
             continue
-        noun = "view name" if target.kind == "view" else "table name"
+        noun = getattr(target, "what", None) or ("view name" if target.kind == "view" else "table name")
         names = target.names()  # the output and its sidecar table
         parts = [spark_output_name(name, noun, case_sensitive) for name in names]
         if target.kind == "view" and not persistent:

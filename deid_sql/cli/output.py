@@ -10,9 +10,9 @@ from ..compile import DIALECTS
 from ..errors import OutputError
 from ..output import FORMATS, compile_release, create_view, materialize, output_format
 from ..records import NO_RECORD, write_compiled
-from ..release.sidecar import sidecar_path
+from ..release.sidecar import read_sidecar, sidecar_path
 from ..spec import Spec
-from ..targets import file, folder, release_targets
+from ..targets import file, folder, release_targets, set_tables
 from .options import (
     accept_risk_option,
     echo_release,
@@ -24,7 +24,14 @@ from .options import (
     spec_argument,
     suppress_option,
 )
-from .report import finish_release_report, prepare_release_report, report_option, written_files
+from .report import (
+    add_set,
+    check_report_outside,
+    finish_release_report,
+    prepare_release_report,
+    report_option,
+    written_files,
+)
 
 
 @click.command(name="compile")
@@ -83,14 +90,18 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
 @format_option
 @click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
                                             "table to create in the engine when --out is left out.")
+@click.option("--tables", "tables", default=None, metavar="PREFIX",
+              help="A spec that links tables ([[table]]): write the set as tables PREFIX + each release name "
+                   "and the record table PREFIX + release, all or none, inside the engine (or with --out "
+                   "FILE.duckdb inside that file); PREFIX is a schema (release.) or a name prefix (deid_).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file or table (and --report).")
 @suppress_option
 @accept_risk_option
 @report_option
 @handles_errors
 def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path | None, fmt: str | None,
-                 table: str | None, overwrite: bool, suppress_below: int | None, accept_risk: str | None,
-                 report: Path | None) -> None:
+                 table: str | None, tables: str | None, overwrite: bool, suppress_below: int | None,
+                 accept_risk: str | None, report: Path | None) -> None:
     """Write the de-identified table (atomic; row count checked against the source).
 
     Only the columns the spec declares leave, and the rows written are checked against the spec's
@@ -99,14 +110,20 @@ def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path |
     with --report FILE.html the report a reviewer signs (written after the release; if it cannot be,
     the release file and its record are removed again).
 
-    A spec that links tables to its source ([[table]]) is released as one set: --out names a new
-    folder, which gets one file per table, judged once, and one record, release.json.
+    A spec that links tables to its source ([[table]]) is released as one set, judged once: --out
+    FOLDER writes one file per table and one record, release.json; --tables PREFIX writes one table
+    per table and the record table PREFIX + release, all or none, in the engine or a .duckdb --out.
 
     Example: deid-sql materialize demo/demo.toml --policy 'age:cuts=18,65|race:top' --out release.parquet
     """
-    if Spec.read(spec).tables:
-        _materialize_set(spec, policy, levels, out, fmt, table, overwrite, suppress_below, accept_risk, report)
+    parsed = Spec.read(spec)
+    if parsed.tables:
+        _materialize_set(parsed, policy, levels, out, fmt, table, tables, overwrite, suppress_below, accept_risk,
+                         report)
         return
+    if tables is not None:
+        raise OutputError(f"--tables writes a set of linked tables, and {spec} declares no [[table]]: name the one "
+                          f"table with --table NAME")
     early = release_targets(out=out, fmt=fmt, table=table, report=report, replace=overwrite)
     with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
@@ -124,26 +141,67 @@ def materialize_(spec: Path, policy: str | None, levels: str | None, out: Path |
         finish_release_report(pending, written_files(written), figures=written.figures)
 
 
-def _materialize_set(spec: Path, policy: str | None, levels: str | None, out: Path | None, fmt: str | None,
-                     table: str | None, overwrite: bool, suppress_below: int | None, accept_risk: str | None,
-                     report: Path | None) -> None:
-    """``materialize`` of a spec with linked tables: the whole set into the folder ``out``."""
-    from ..release_set import materialize_set
+def _materialize_set(spec: Spec, policy: str | None, levels: str | None, out: Path | None, fmt: str | None,
+                     table: str | None, tables: str | None, overwrite: bool, suppress_below: int | None,
+                     accept_risk: str | None, report: Path | None) -> None:
+    """``materialize`` of a spec with linked tables: the whole set into the folder ``out``, or as
+    tables (``--tables PREFIX``) in the engine or the DuckDB file ``out``."""
+    if table is not None:
+        raise OutputError("this spec links tables ([[table]]), which are released together, as one set: name them "
+                          "with --tables PREFIX (one table per table), not --table")
+    if tables is not None:
+        _materialize_set_tables(spec, policy, levels, out, fmt, tables, overwrite, suppress_below, accept_risk,
+                                report)
+        return
+    from ..release_set import SIDECAR, materialize_set
 
-    if out is None or table is not None or out.suffix.lower() in FORMATS:
+    if out is None or out.suffix.lower() in FORMATS:
         raise OutputError("this spec links tables ([[table]]), which are released together, as one set: write it to "
-                          "a folder with --out FOLDER (one file per table and release.json)")
-    if report is not None:
-        raise OutputError("--report is not written for a set of linked tables yet: release.json in the folder is "
-                          "the set's record; leave out --report")
-    with open_problem(spec, targets=folder(out, overwrite)) as problem:
+                          "a folder with --out FOLDER (one file per table and release.json), or as tables with "
+                          "--tables PREFIX")
+    check_report_outside(report, out)
+    with open_problem(spec.path, targets=folder(out, overwrite) + file(report, overwrite)) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk,
+                                         f"{out}/ (a set of {len(spec.tables) + 1} tables)", whole_set=True)
         written = materialize_set(problem, plan, out, fmt, overwrite, accept_risk=accept_risk)
         click.echo(f"wrote {len(written.tables)} tables ({written.rows:,} rows) to {written.folder}/ "
                    f"({written.format})")
         for t in written.tables:
             click.echo(f"  {t.name}: {t.rows:,} rows")
         echo_release(written)
+        if pending is not None:
+            add_set(pending, read_sidecar(written.sidecar), f"{written.folder}/{SIDECAR}", spec)
+        finish_release_report(pending, [written.folder], figures=written.figures)
+
+
+def _materialize_set_tables(spec: Spec, policy: str | None, levels: str | None, out: Path | None,
+                            fmt: str | None, prefix: str, overwrite: bool, suppress_below: int | None,
+                            accept_risk: str | None, report: Path | None) -> None:
+    """``materialize --tables PREFIX`` of a set: inside the engine, or the DuckDB file ``out``."""
+    from ..release_set_tables import materialize_set_tables
+
+    if out is not None and (fmt or FORMATS.get(out.suffix.lower())) != "duckdb":
+        raise OutputError(f"--tables writes the set as tables, inside the spec's engine (leave out --out) or inside "
+                          f"a DuckDB file (--out FILE.duckdb), not {out}; --out FOLDER alone writes it as files")
+    if out is None and fmt is not None:
+        raise OutputError(f"--format {fmt} names a file format, and --tables without --out writes tables of the "
+                          f"engine: leave out --format")
+    with open_problem(spec.path, targets=set_tables(spec, prefix, out, overwrite) + file(report, overwrite)) \
+            as problem:
+        plan = release_plan(problem, policy, levels, suppress_below)
+        where = f"in {out}" if out is not None else f"in the {spec.backend.engine} engine"
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk,
+                                         f"tables {prefix}… {where} (a set of {len(spec.tables) + 1} tables)",
+                                         whole_set=True)
+        written = materialize_set_tables(problem, plan, prefix, out, overwrite, accept_risk=accept_risk)
+        click.echo(f"wrote {len(written.tables)} tables ({written.rows:,} rows) {where}")
+        for t in written.tables:
+            click.echo(f"  {t.table}: {t.rows:,} rows")
+        echo_release(written)
+        if pending is not None:
+            add_set(pending, written.record, f"table {written.sidecar}", spec)
+        finish_release_report(pending, [], figures=written.figures)
 
 
 @click.command()

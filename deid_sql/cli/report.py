@@ -14,6 +14,7 @@ written.
 from __future__ import annotations
 
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -187,11 +188,14 @@ class PendingReport:
 
 
 def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None, overwrite: bool,
-                           accept_risk: str | None, released: str, release: Path | None = None) -> PendingReport | None:
+                           accept_risk: str | None, released: str, release: Path | None = None,
+                           whole_set: bool = False) -> PendingReport | None:
     """Refuse a bad ``--report`` target and build the report, both before the release is written,
     so a bad target or a failing build writes nothing at all (the release included); ``release`` is the
     release file, which the report must not replace (nor its sidecar).  ``plan`` is what the
-    release releases."""
+    release releases.  ``whole_set``: the release of a set of linked tables, whose report describes
+    the person source's release (its gate is the set's) and gets the set's tables once written
+    (``add_set``)."""
     if out is None:
         return None
     from ..report.release_report import build_report
@@ -200,12 +204,14 @@ def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None
     check_report_target(out, overwrite, "--report")
     _check_report_paths(problem.spec, out, release)
     command = INVOCATION.get()  # the release's command line: it reproduces the release and this report
-    built = build_report(problem, plan, command=command, accept_risk=accept_risk)
+    built = build_report(problem, plan, command=command, accept_risk=accept_risk, whole_set=whole_set)
     built["summary"]["released"] = released
     built["method"]["commands"]["release"] = command
-    if plan.suppression is None:
+    if whole_set:  # `deid-sql report` describes one table: the set's release command writes this report again
+        rebuild: list[str] | None = None
+    elif plan.suppression is None:
         named = ["--levels", plan.levels] if plan.levels is not None else ["--policy", plan.text or plan.readable]
-        rebuild: list[str] | None = ["deid-sql", "report", str(problem.spec.path), *named]
+        rebuild = ["deid-sql", "report", str(problem.spec.path), *named]
     elif release is not None and _sidecar_file(release):  # it records the suppression: the report rebuilds this
         rebuild = ["deid-sql", "report", str(problem.spec.path), "--from-release", str(sidecar_path(release))]
     else:  # a view or table with suppression: its release command writes this report again
@@ -216,6 +222,25 @@ def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None
     else:
         built["method"]["commands"]["report"] = command
     return PendingReport(built, out, overwrite)
+
+
+def add_set(pending: PendingReport, record: dict[str, Any], where: str, spec: Spec) -> None:
+    """The tables of a set, as its record (``release.json`` or the record table ``where``) lists
+    them, added to a report prepared before the set was written."""
+    from ..report.release_report import set_section
+
+    pending.report["data"]["set"] = set_section(record, where, spec)
+
+
+def check_report_outside(report: Path | None, folder: Path) -> None:
+    """A set's report goes beside its folder, never into it: the folder holds the set's files only
+    (and is replaced as a whole with ``--overwrite``)."""
+    if report is None:
+        return
+    inside = folder.resolve()
+    if any(inside == parent for parent in report.resolve().parents):
+        raise OutputError(f"--report {report} is inside the set's folder {folder}, which holds the set's files only; "
+                          f"write the report beside it (e.g. {folder.name}-report.html)")
 
 
 def _check_report_paths(spec: Spec, out: Path, release: Path | None) -> None:
@@ -302,7 +327,10 @@ def finish_release_report(pending: PendingReport | None, undo: list[Path], err: 
         paths = write_report(pending.report, pending.out, pending.overwrite)
     except BaseException as e:
         for path in undo:
-            path.unlink(missing_ok=True)
+            if path.is_dir():  # a set's folder
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         if not isinstance(e, (OSError, OutputError)):
             raise
         removed = f"; the release ({', '.join(p.name for p in undo)}) was removed too" if undo else \

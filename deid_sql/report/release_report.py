@@ -38,11 +38,12 @@ from .frontier_report import CHECKPOINT, problem_identity
 if TYPE_CHECKING:
 
     from ..problem import Problem
+    from ..spec import Spec
 
 FORMAT = "deid-sql-report"
 VERSION = 1
 ROLE_WORDS = {"qi": "QI", "drop": "dropped", "pseudonymize": "pseudonymized", "sensitive": "sensitive",
-              "keep": "kept", "flag": "suppression flag"}
+              "keep": "kept", "flag": "suppression flag", "shift": "shifted"}
 ATTESTATION = ["Name", "Role", "Organization", "Date", "Signature"]
 PAPERS = {
     "001": {"authors": "Kathleen Benitez, Grigorios Loukides, Bradley Malin",
@@ -131,13 +132,15 @@ def _reason(e: Exception) -> str:
 # -- the report -------------------------------------------------------------------------------
 def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any] | None = None,
                  frontier: Path | None = None, sample_rows: int = 0, command: str | None = None,
-                 accept_risk: str | None = None) -> dict[str, Any]:
+                 accept_risk: str | None = None, whole_set: bool = False) -> dict[str, Any]:
     """The report dict (see the module docstring and docs/report.md) of releasing ``plan``
     (``release.plan.plan_of``).
 
     The figures are measured on the release query's rows and the distributions computed from
     cells with the same suppression, and the two must agree (``ReportInputError`` otherwise: the
-    report would describe another release)."""
+    report would describe another release).  ``whole_set``: ``plan`` releases the person source
+    of a set of linked tables (``release_set``), described here as a single table's release; its
+    tables are added once written (``set_section``)."""
     if sample_rows < 0:
         raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")
     spec = problem.spec
@@ -145,7 +148,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     if accept_risk is None and sidecar is not None:
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
     call = f"build_report(Problem.from_spec({str(spec.path)!r}), {plan.repr_call()})"
-    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk, whole_set=whole_set)
     figures = gate.measure(problem.backend.execute, problem.query(plan, measuring=True))
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
@@ -241,6 +244,27 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                    "commands": {"release": release_cmd, "report": report_cmd}},
         "attestation": {"fields": list(ATTESTATION)},
     }
+
+
+def set_section(record: dict[str, Any], where: str, spec: Spec) -> dict[str, Any]:
+    """The report's list of a set's tables, from the set's record (what was written, as written):
+    each table's name, file or engine table, rows written, source rows, orphans and their rule,
+    rows removed with suppressed persons, and its columns with their roles, a shifted date with the
+    most days it moved (``[person] shift_days``)."""
+    days = spec.person.shift_days if spec.person is not None else None
+    tables = []
+    for t in record["release"]["tables"]:
+        linked = t["role"] == "linked"
+        columns = [{"name": c["name"], "role": c["role"], "words": ROLE_WORDS.get(c["role"], c["role"]),
+                    "shift_days": days if c["role"] == "shift" else None} for c in t["columns"]]
+        tables.append({"name": t["name"], "role": t["role"], "written_to": t.get("file") or t.get("table"),
+                       "form": "file" if "file" in t else "table", "rows": t["rows"], "source": t["source"],
+                       "source_rows": t["source_rows"] if linked else record["source"]["rows"],
+                       "person": t.get("person", spec.person.column if spec.person is not None else None),
+                       "orphans": t.get("orphans"), "orphans_rule": t.get("orphans_rule"),
+                       "removed_with_suppressed_persons": t.get("removed_with_suppressed_persons"),
+                       "columns": columns})
+    return {"record": where, "shift_days": days, "rows": record["release"]["rows"], "tables": tables}
 
 
 def _status(verdict: Verdict) -> str:
