@@ -14,9 +14,10 @@ one step, so a reader — or a killed run — never leaves part of a set behind.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -30,6 +31,10 @@ from .release.gate import ReleaseSource, Verdict, build_gate
 from .release.plan import ReleasePlan
 from .release.sidecar import FORMAT, file_sha256, to_json
 from .sqltext import col
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .spec import Spec
 
 SIDECAR = "release.json"
 FILE_FORMATS = {"parquet": ".parquet", "csv": ".csv"}
@@ -71,12 +76,19 @@ def set_inputs(problem: Problem) -> list[Path]:
 
 def check_folder(problem: Problem, out: Path, overwrite: bool) -> None:
     """Refuse an output folder that holds an input or, to be replaced, is not a set's release."""
+    check_set_folder(out, set_inputs(problem), overwrite)
+    check_not_input(problem.spec, out)
+
+
+def check_set_folder(out: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+    """Refuse an output folder that is or holds one of ``inputs`` (a set's folder is replaced as a
+    whole) or, to be replaced, is not a set's release: shared by every path that writes a set."""
     folder = out.resolve()
-    for path in set_inputs(problem):
+    for path in inputs:
+        path = path.resolve()
         if path == folder or folder in path.parents:
             raise OutputError(f"output folder {out} holds an input of the spec ({path}); write the release set "
                               f"to a new folder")
-    check_not_input(problem.spec, out)
     if out.exists() and overwrite and out.is_dir():
         sidecar = out / SIDECAR
         try:
@@ -93,14 +105,56 @@ def linked_sources(problem: Problem, kept: exp.Select | None = None) -> list[Lin
     """Every linked table of ``problem``'s spec opened, checked and counted against the person
     source: its orphans, and the rows of persons not in ``kept`` (the persons a release keeps;
     everyone when None).  Raises one ``DataError`` for the first table with a problem."""
-    spec = problem.spec
+    return count_linked(problem.backend, problem.spec,
+                        [open_linked(problem.backend, problem.spec, t, i) for i, t in enumerate(problem.spec.tables)],
+                        problem.source, kept)
+
+
+def count_linked(backend: Backend, spec: Spec, opened: Sequence[LinkedSource], person_source: exp.Expression,
+                 kept: exp.Select | None = None) -> list[LinkedSource]:
+    """The opened linked tables counted against ``person_source`` (the person source's relation, or
+    a batch's): orphans, and rows of persons not in ``kept`` (everyone when None)."""
     assert spec.person is not None
-    source = problem.source.copy()
+    source = person_source.copy()
     if isinstance(source, exp.Select):
         source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
     everyone = exp.select(exp.alias_(col(spec.person.column), KEY)).distinct().from_(source)
-    return [counted(problem.backend, open_linked(problem.backend, spec, t, i), everyone,
-                    kept if kept is not None else everyone) for i, t in enumerate(spec.tables)]
+    return [counted(backend, s, everyone, kept if kept is not None else everyone) for s in opened]
+
+
+@dataclass(frozen=True)
+class SetTable:
+    """One table for a set's staged folder: its release name, its release query and the rows it
+    must write, its released columns, where it is read from, and a linked table's counts."""
+
+    name: str
+    query: exp.Select
+    rows: int
+    columns: list[tuple[str, str]]
+    source: str
+    linked: LinkedSource | None = None
+
+
+def write_tables(backend: Backend, spec: Spec, stage: Path, folder: Path, kind: str,
+                 tables: Sequence[SetTable]) -> list[tuple[dict[str, Any], WrittenTable]]:
+    """Write each table into the staged folder ``stage`` (to land as ``folder``), its row count
+    checked; returns each table's ``release.json`` entry with what was written.  Every path that
+    writes a set of files (``materialize_set``, a policy file's batches) writes through here, so
+    their folders and sidecars have one shape."""
+    out = []
+    for t in tables:
+        path = stage / f"{t.name}{FILE_FORMATS[kind]}"
+        n = write_file(backend, spec, t.query, path, kind, t.rows, path.name)
+        role = "person source" if t.linked is None else "linked"
+        out.append((_entry(t.name, role, path, n, t.columns, t.source, t.linked),
+                    WrittenTable(t.name, folder / path.name, n)))
+    return out
+
+
+def set_release(folder: Path, kind: str, written: Sequence[tuple[dict[str, Any], WrittenTable]]) -> dict[str, Any]:
+    """The ``release`` entry of a set's ``release.json``: the folder and every table's entry."""
+    return {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
+            "rows": sum(w.rows for _, w in written), "tables": [e for e, _ in written]}
 
 
 def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: str | None = None,
@@ -125,25 +179,17 @@ def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: s
     kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
     linked = linked_sources(problem, kept)
     queries = [linked_query(backend, spec, s, kept) for s in linked]
-    ext = FILE_FORMATS[kind]
     with replacing_folder(folder, overwrite) as stage:
-        person_file = stage / f"{spec.source_name}{ext}"
-        rows = write_file(backend, spec, person_query, person_file, kind, problem.source_rows, person_file.name)
-        figures = measure_file(gate, person_file, kind)
+        written = write_tables(backend, spec, stage, folder, kind, [SetTable(
+            spec.source_name, person_query, problem.source_rows, list(gate.columns), spec.source.describe())])
+        figures = measure_file(gate, stage / written[0][1].path.name, kind)
         verdict = gate.judge(figures)
-        entries = [_entry(spec.source_name, "person source", person_file, rows, list(gate.columns),
-                          spec.source.describe())]
-        written = [WrittenTable(spec.source_name, folder / person_file.name, rows)]
-        for s, query in zip(linked, queries):
-            path = stage / f"{s.table.name}{ext}"
-            n = write_file(backend, spec, query, path, kind, s.released, path.name)
-            entries.append(_entry(s.table.name, "linked", path, n, released_columns(s), s.table.source.describe(),
-                                  s))
-            written.append(WrittenTable(s.table.name, folder / path.name, n))
-        release = {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
-                   "rows": sum(t.rows for t in written), "tables": entries}
+        written += write_tables(backend, spec, stage, folder, kind, [
+            SetTable(s.table.name, q, s.released, released_columns(s), s.table.source.describe(), s)
+            for s, q in zip(linked, queries)])
+        release = set_release(folder, kind, written)
         (stage / SIDECAR).write_text(to_json(gate.record(figures, verdict, release)), encoding="utf-8")
-    return WrittenSet(folder, kind, tuple(written), figures, verdict, folder / SIDECAR)
+    return WrittenSet(folder, kind, tuple(w for _, w in written), figures, verdict, folder / SIDECAR)
 
 
 def _entry(name: str, role: str, path: Path, rows: int, columns: list[tuple[str, str]], source: str,
@@ -156,4 +202,5 @@ def _entry(name: str, role: str, path: Path, rows: int, columns: list[tuple[str,
     return out
 
 
-__all__ = ["SIDECAR", "WrittenSet", "WrittenTable", "check_folder", "linked_sources", "materialize_set"]
+__all__ = ["FILE_FORMATS", "SIDECAR", "SetTable", "WrittenSet", "WrittenTable", "check_folder", "check_set_folder",
+           "count_linked", "linked_sources", "materialize_set", "set_release", "write_tables"]
