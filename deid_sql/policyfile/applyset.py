@@ -201,6 +201,15 @@ def _refs(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     return pf, ref, linked_refs(pf, linked)
 
 
+def _inputs(pf: PolicyFile, refs: list[TableRef]) -> list[Path]:
+    """The files a set's release folder must not hold: the policy file, its spec, the batches and
+    the files the set was saved on."""
+    saved = [] if pf.linked is None or pf.path is None else [
+        pf.path.resolve().parent / t.source for t in pf.linked.tables if t.source.endswith((".csv", ".parquet"))]
+    return [pf.spec, *([pf.path] if pf.path is not None else []), *saved,
+            *[Path(r.path) for r in refs if r.path is not None]]
+
+
 def check_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,
               linked: Mapping[str, str | Path | TableRef]) -> SetCheck:
     """The person batch's drift check (``check_policy``) and each linked batch's rows, orphans and
@@ -227,12 +236,16 @@ def apply_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     if folder.suffix.lower() in FORMATS:
         raise OutputError(f"--out {folder} names a file; the batches of a set are released together into a folder: "
                           f"--out FOLDER (one file per table and release.json)")
-    inputs = [pf.spec, *[r.path for r in (ref, *refs.values()) if r.path is not None]]
-    check_set_folder(folder, [*inputs, *([pf.path] if pf.path is not None else [])], overwrite)
+    if folder.exists() and not overwrite:
+        raise OutputError(f"output {folder} already exists; pass --overwrite to replace it")
+    # before a batch is read: the folder is replaced whole, so it must hold no input of the set
+    check_set_folder(folder, _inputs(pf, [ref, *refs.values()]), overwrite)
     with open_set(pf, ref, refs) as opened:
         batch = opened.batch
-        if batch.original is not None:
-            check_set_folder(folder, [batch.original], overwrite)
+        spec = batch.spec
+        more = [batch.original, spec.population.path if spec.population is not None else None,
+                *[q.hierarchy for q in spec.qis]]
+        check_set_folder(folder, [Path(p) for p in more if p is not None], overwrite)
         drift = drift_report(batch)
         if drift.drifted and reason is None:
             raise DriftRefused(drift)
@@ -240,7 +253,7 @@ def apply_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,
                 f"{ {n: str(r.path or r.table) for n, r in refs.items()}!r}, {str(folder)!r})")
         gate = batch_gate(batch, drift, call, accept_risk, reason, whole_set=True)
         gate.precheck()
-        spec, backend = batch.spec, batch.backend
+        backend = batch.backend
         person_query = batch.release_query()
         prejudge(backend, person_query, gate)  # a refused set never touches the disk
         with replacing_folder(folder, overwrite) as stage:
