@@ -132,6 +132,10 @@ def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshol
     click.echo(f"  {MEASURE} {f.mean_record_risk:.6g}; {limit}"
                + (f"; fallback label {saved.fallback!r}" if saved.fallback is not None else ""))
     click.echo(f"  label shares: each QI tested against the saved ones at a family-wise alpha of {shift_alpha:g}")
+    if saved.linked is not None:
+        names = ", ".join(saved.linked.names)
+        click.echo(f"  set: {saved.linked.source_name} with the linked tables {names}; apply and check take a batch of "
+                   f"each: --linked NAME=FILE")
 
 
 def _batch(source: Path | None, source_table: str | None, table: str | None) -> TableRef:

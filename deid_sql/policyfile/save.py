@@ -38,7 +38,9 @@ def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, th
     (``tolerance.py``), so a batch from the same population passes but a riskier mix does not.
     ``fallback`` labels values of later batches that are outside the saved domains.
     ``shift_alpha`` is the family-wise level of the distribution test (``shift.py``: a batch whose
-    released label shares moved is refused too).
+    released label shares moved is refused too).  A spec with linked tables (``[[table]]``) saves
+    its set too (``linkedset.py``), each linked table checked as ``materialize`` checks it, so its
+    batches can be released together later (``applyset.py``).
     """
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
     target = Path(out)
