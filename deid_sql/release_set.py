@@ -16,9 +16,10 @@ be written as tables of an engine or a DuckDB file (``release_set_tables``), fro
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -32,6 +33,10 @@ from .release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from .release.plan import ReleasePlan
 from .release.sidecar import FORMAT, file_sha256, to_json
 from .sqltext import col
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .spec import Spec
 
 SIDECAR = "release.json"
 FILE_FORMATS = {"parquet": ".parquet", "csv": ".csv"}
@@ -73,12 +78,19 @@ def set_inputs(problem: Problem) -> list[Path]:
 
 def check_folder(problem: Problem, out: Path, overwrite: bool) -> None:
     """Refuse an output folder that holds an input or, to be replaced, is not a set's release."""
+    check_set_folder(out, set_inputs(problem), overwrite)
+    check_not_input(problem.spec, out)
+
+
+def check_set_folder(out: Path, inputs: Sequence[Path], overwrite: bool) -> None:
+    """Refuse an output folder that is or holds one of ``inputs`` (a set's folder is replaced as a
+    whole) or, to be replaced, is not a set's release: shared by every path that writes a set."""
     folder = out.resolve()
-    for path in set_inputs(problem):
+    for path in inputs:
+        path = path.resolve()
         if path == folder or folder in path.parents:
             raise OutputError(f"output folder {out} holds an input of the spec ({path}); write the release set "
                               f"to a new folder")
-    check_not_input(problem.spec, out)
     if out.exists() and overwrite and out.is_dir():
         sidecar = out / SIDECAR
         try:
@@ -95,14 +107,55 @@ def linked_sources(problem: Problem, kept: exp.Select | None = None) -> list[Lin
     """Every linked table of ``problem``'s spec opened, checked and counted against the person
     source: its orphans, and the rows of persons not in ``kept`` (the persons a release keeps;
     everyone when None).  Raises one ``DataError`` for the first table with a problem."""
-    spec = problem.spec
+    return count_linked(problem.backend, problem.spec,
+                        [open_linked(problem.backend, problem.spec, t, i) for i, t in enumerate(problem.spec.tables)],
+                        problem.source, kept)
+
+
+def count_linked(backend: Backend, spec: Spec, opened: Sequence[LinkedSource], person_source: exp.Expression,
+                 kept: exp.Select | None = None) -> list[LinkedSource]:
+    """The opened linked tables counted against ``person_source`` (the person source's relation, or
+    a batch's): orphans, and rows of persons not in ``kept`` (everyone when None)."""
     assert spec.person is not None
-    source = problem.source.copy()
+    source = person_source.copy()
     if isinstance(source, exp.Select):
         source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
     everyone = exp.select(exp.alias_(col(spec.person.column), KEY)).distinct().from_(source)
-    return [counted(problem.backend, open_linked(problem.backend, spec, t, i), everyone,
-                    kept if kept is not None else everyone) for i, t in enumerate(spec.tables)]
+    return [counted(backend, s, everyone, kept if kept is not None else everyone) for s in opened]
+
+
+@dataclass(frozen=True)
+class SetTable:
+    """One table for a set's staged folder: its release name, its release query and the rows it
+    must write, its released columns, where it is read from, and a linked table's counts."""
+
+    name: str
+    query: exp.Select
+    rows: int
+    columns: list[tuple[str, str]]
+    source: str
+    linked: LinkedSource | None = None
+
+
+def write_tables(backend: Backend, spec: Spec, stage: Path, folder: Path, kind: str,
+                 tables: Sequence[SetTable]) -> list[tuple[dict[str, Any], WrittenTable]]:
+    """Write each table into the staged folder ``stage`` (to land as ``folder``), its row count
+    checked; returns each table's ``release.json`` entry with what was written.  Every path that
+    writes a set of files (``materialize_set``, a policy file's batches) writes through here, so
+    their folders and sidecars have one shape."""
+    out = []
+    for t in tables:
+        path = stage / f"{t.name}{FILE_FORMATS[kind]}"
+        n = write_file(backend, spec, t.query, path, kind, t.rows, path.name)
+        out.append((entry(t.name, _file(path), n, t.columns, t.source, t.linked),
+                    WrittenTable(t.name, folder / path.name, n)))
+    return out
+
+
+def set_release(folder: Path, kind: str, written: Sequence[tuple[dict[str, Any], WrittenTable]]) -> dict[str, Any]:
+    """The ``release`` entry of a set's ``release.json``: the folder and every table's entry."""
+    return {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
+            "rows": sum(w.rows for _, w in written), "tables": [e for e, _ in written]}
 
 
 @dataclass(frozen=True)
@@ -147,23 +200,17 @@ def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: s
     call = f"deid_sql.release_set.materialize_set(problem, {plan.repr_call()}, {str(folder)!r})"
     prepared = prepare_set(problem, plan, call, accept_risk)
     gate, backend = prepared.gate, problem.backend
-    ext = FILE_FORMATS[kind]
     with replacing_folder(folder, overwrite) as stage:
-        person_file = stage / f"{spec.source_name}{ext}"
-        rows = write_file(backend, spec, prepared.person, person_file, kind, problem.source_rows, person_file.name)
-        figures = measure_file(gate, person_file, kind)
+        written = write_tables(backend, spec, stage, folder, kind, [SetTable(
+            spec.source_name, prepared.person, problem.source_rows, list(gate.columns), spec.source.describe())])
+        figures = measure_file(gate, stage / written[0][1].path.name, kind)
         verdict = gate.judge(figures)
-        entries = [entry(spec.source_name, _file(person_file), rows, list(gate.columns), spec.source.describe())]
-        written = [WrittenTable(spec.source_name, folder / person_file.name, rows)]
-        for s, query in zip(prepared.linked, prepared.queries):
-            path = stage / f"{s.table.name}{ext}"
-            n = write_file(backend, spec, query, path, kind, s.released, path.name)
-            entries.append(entry(s.table.name, _file(path), n, released_columns(s), s.table.source.describe(), s))
-            written.append(WrittenTable(s.table.name, folder / path.name, n))
-        release = {"kind": "set", "name": folder.name, "path": str(folder.resolve()), "format": kind,
-                   "rows": sum(t.rows for t in written), "tables": entries}
+        written += write_tables(backend, spec, stage, folder, kind, [
+            SetTable(s.table.name, q, s.released, released_columns(s), s.table.source.describe(), s)
+            for s, q in zip(prepared.linked, prepared.queries)])
+        release = set_release(folder, kind, written)
         (stage / SIDECAR).write_text(to_json(gate.record(figures, verdict, release)), encoding="utf-8")
-    return WrittenSet(folder, kind, tuple(written), figures, verdict, folder / SIDECAR)
+    return WrittenSet(folder, kind, tuple(w for _, w in written), figures, verdict, folder / SIDECAR)
 
 
 def _file(path: Path) -> dict[str, Any]:
@@ -183,5 +230,6 @@ def entry(name: str, where: dict[str, Any], rows: int, columns: list[tuple[str, 
     return out
 
 
-__all__ = ["SIDECAR", "PreparedSet", "WrittenSet", "WrittenTable", "check_folder", "entry", "linked_sources",
-           "materialize_set", "prepare_set"]
+__all__ = ["FILE_FORMATS", "SIDECAR", "PreparedSet", "SetTable", "WrittenSet", "WrittenTable", "check_folder",
+           "check_set_folder", "count_linked", "entry", "linked_sources", "materialize_set", "prepare_set",
+           "set_release", "write_tables"]

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import click
 
-from ..errors import DataError
-from ..policyfile import DriftReport, MovedGroup, PolicyFile, apply_policy, check_policy, save_policy
+from ..errors import DataError, OutputError
+from ..policyfile import (
+    DriftReport,
+    MovedGroup,
+    PolicyFile,
+    apply_policy,
+    apply_set,
+    check_policy,
+    check_set,
+    save_policy,
+)
+from ..policyfile.applyset import linked_ref
 from ..policyfile.batch import batch_ref, engine_ref
 from ..policyfile.format import MEASURE
 from ..policyfile.shift import ALPHA
@@ -41,6 +51,34 @@ source_table_option = click.option(
     help="The new batch as a table of the spec's [backend] engine (PostgreSQL schema.table, a Spark catalog "
          "table), instead of --source.")
 table_option = click.option("--table", default=None, help="The batch's table inside a .duckdb --source.")
+
+
+def linked_options(fn: F) -> F:
+    """``--linked NAME=FILE`` and ``--linked-table NAME=TABLE``: the batches of a set's linked tables."""
+    fn = click.option("--linked-table", "linked_tables", multiple=True, metavar="NAME=TABLE",
+                      help="A linked table's batch as a table of the spec's engine (PostgreSQL schema.table, a Spark "
+                           "catalog table); repeat for each.")(fn)
+    return click.option("--linked", "linked", multiple=True, metavar="NAME=FILE",
+                        help="The batch of the linked table NAME ([[table]] name) of a policy saved on a set: a .csv "
+                             "or .parquet file; repeat for each linked table (every one needs its batch).")(fn)
+
+
+def _linked(files: tuple[str, ...], tables: tuple[str, ...]) -> dict[str, Path | TableRef]:
+    """The linked batches by release name, each NAME=VALUE checked (one line for a bad one); a file
+    is opened after its name is known to be a linked table of the set (``applyset.linked_refs``)."""
+    out: dict[str, Path | TableRef] = {}
+    for flag, values, table in (("--linked", files, False), ("--linked-table", tables, True)):
+        for value in values:
+            name, sep, where = value.partition("=")
+            if not sep or not name.strip() or not where.strip():
+                raise DataError(f"{flag} {value!r} must be NAME={'TABLE' if table else 'FILE'}: a linked table's "
+                                f"release name and its batch, e.g. {flag} encounters="
+                                + ("staging.encounters_06" if table else "encounters-06.parquet"))
+            if name.strip() in out:
+                raise DataError(f"{flag} {name.strip()}=…: the linked table {name.strip()!r} is given twice; give "
+                                f"each linked table one batch")
+            out[name.strip()] = linked_ref(where.strip(), engine_table=True) if table else Path(where.strip())
+    return out
 RULE_HELP = (
     "By default the limit is the saved figure plus a tolerance for chance: the batch's records and the saved "
     "records are pooled per released group, 999 batches of the batch's size are drawn from that pool at random "
@@ -94,6 +132,10 @@ def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshol
     click.echo(f"  {MEASURE} {f.mean_record_risk:.6g}; {limit}"
                + (f"; fallback label {saved.fallback!r}" if saved.fallback is not None else ""))
     click.echo(f"  label shares: each QI tested against the saved ones at a family-wise alpha of {shift_alpha:g}")
+    if saved.linked is not None:
+        names = ", ".join(saved.linked.names)
+        click.echo(f"  set: {saved.linked.source_name} with the linked tables {names}; apply and check take a batch of "
+                   f"each: --linked NAME=FILE")
 
 
 def _batch(source: Path | None, source_table: str | None, table: str | None) -> TableRef:
@@ -112,8 +154,9 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
 @source_option
 @source_table_option
 @table_option
-@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the release: .parquet, .csv or .duckdb (table --out-table).")
+@click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
+              help="Write the release: .parquet, .csv or .duckdb (table --out-table); with --linked, the folder of "
+                   "the set (one file per table and release.json).")
 @click.option("--out-table", default=None,
               help="Table name inside a .duckdb --out (default deidentified); without --out, a table of the spec's "
                    "PostgreSQL or Spark engine.")
@@ -124,27 +167,36 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
                    "REASON is printed and kept with the release.")
 @accept_risk_option
 @report_option
+@linked_options
 @handles_errors
 def apply_(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, out: Path | None,
            out_table: str | None, view: str | None, db: Path | None, overwrite: bool,
-           accept_drift: str | None, accept_risk: str | None, report: Path | None) -> None:
+           accept_drift: str | None, accept_risk: str | None, report: Path | None, linked: tuple[str, ...],
+           linked_tables: tuple[str, ...]) -> None:
     """Check a new batch for drift, then release it with a saved policy (atomic, row count checked); no
     original data needed. A drifted batch is refused (exit 1, nothing written) unless --accept-drift.
     With --report FILE.html the report a reviewer signs is written too, for the batch as released.
+    A policy saved on a set of linked tables takes a batch of each linked table (--linked NAME=FILE)
+    and writes the set into the folder --out (one file per table and release.json).
 
     Example: deid-sql apply policy.json --source demo/cohort.parquet --out release-batch.parquet
     """
+    if linked or linked_tables:
+        if view is not None or db is not None or out_table is not None or out is None:
+            raise OutputError("the batches of a set are released together into a folder: give --out FOLDER (one "
+                              "file per table and release.json), without --view, --db or --out-table")
+        if report is not None:
+            raise OutputError("--report is not written for a set of linked tables yet: release.json in the folder is "
+                              "the set's record; leave out --report")
+        _apply_set(policy_file, _batch(source, source_table, table), _linked(linked, linked_tables), out, overwrite,
+                   accept_drift, accept_risk)
+        return
     released = (f"view {view} in {db if db is not None else 'the engine'}" if view is not None else
                 f"{out}" + (f" table {out_table}" if out_table else "") if out is not None else f"table {out_table}")
     prepare = batch_report(report, overwrite, accept_risk, out if view is None else None, released)
     done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
                         overwrite, accept_drift, accept_risk, prepare=prepare)
-    d = done.drift
-    if d.drifted:
-        click.echo(f"drift accepted: {d.why()}; reason: {done.accepted_drift}")
-    else:
-        click.echo(f"drift check ok: {MEASURE} {d.new.mean_record_risk:.6g} within the limit {d.threshold:.6g}; "
-                   f"no QI's label shares moved")
+    _drift_line(done.drift, done.accepted_drift)
     if done.view is None and done.written is not None:
         w = done.written
         where = (f"{w.path}" + (f" table {w.table}" if w.table else "")) if w.path is not None else f"table {w.table}"
@@ -160,24 +212,66 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
         finish_release_report(done.prepared, written_files(done.written), figures=done.written.figures)
 
 
+def _drift_line(d: DriftReport, accepted: str | None) -> None:
+    if d.drifted:
+        click.echo(f"drift accepted: {d.why()}; reason: {accepted}")
+    else:
+        click.echo(f"drift check ok: {MEASURE} {d.new.mean_record_risk:.6g} within the limit {d.threshold:.6g}; "
+                   f"no QI's label shares moved")
+
+
+def _apply_set(policy_file: Path, source: TableRef, linked: dict[str, Path | TableRef], out: Path, overwrite: bool,
+               accept_drift: str | None, accept_risk: str | None) -> None:
+    """``apply`` of a set's batches: the person batch's drift check, then every table into ``out``."""
+    done = apply_set(policy_file, source, linked, out, None, overwrite, accept_drift, accept_risk)
+    _drift_line(done.drift, done.accepted_drift)
+    w = done.written
+    click.echo(f"wrote {len(w.tables)} tables ({w.rows:,} rows) to {w.folder}/ ({w.format})")
+    counts = {t["name"]: t for t in done.linked}
+    for t in w.tables:
+        c = counts.get(t.name)
+        extra = [] if c is None else (
+            ([f"{c['orphans']:,} orphan row(s) dropped"] if c["orphans"] else [])
+            + ([f"{c['removed_with_suppressed_persons']:,} row(s) of suppressed persons removed"]
+               if c["removed_with_suppressed_persons"] else []))
+        click.echo(f"  {t.name}: {t.rows:,} rows" + (f" ({'; '.join(extra)})" if extra else ""))
+    echo_release(w)
+    if done.outside.records:
+        click.echo(f"fallback: {done.outside.records:,} {_rows(done.policy)} had values outside the saved domain and "
+                   f"were released as {done.policy.fallback!r} ({done.outside.summary()})")
+
+
 @click.command(name="check", help=(
     f"Recompute a saved policy's risk on a new batch; exit 1 when its {MEASURE} (expected re-identifications "
     f"per record) exceeds the drift limit or a QI's label shares moved, 0 when not, 2 for bad input. It prints "
     f"saved against new, the groups "
     f"whose record risk rose, and per QI the label shares that changed most.\n\n{RULE_HELP}\n\n"
+    f"A policy saved on a set of linked tables takes a batch of each (--linked NAME=FILE): the person batch's "
+    f"drift is checked, and each linked batch's rows, orphans and rows of suppressed persons are counted.\n\n"
     f"Example: deid-sql check policy.json --source demo/cohort.parquet"))
 @policy_file_argument
 @source_option
 @source_table_option
 @table_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures, the limit, groups and shares as JSON.")
+@linked_options
 @handles_errors
-def check(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, as_json: bool) -> None:
-    report = check_policy(policy_file, _batch(source, source_table, table))
+def check(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, as_json: bool,
+          linked: tuple[str, ...], linked_tables: tuple[str, ...]) -> None:
+    ref = _batch(source, source_table, table)
+    if linked or linked_tables:
+        checked = check_set(policy_file, ref, _linked(linked, linked_tables))
+        report, counts = checked.drift, checked.linked
+    else:
+        report, counts = check_policy(policy_file, ref), []
     if as_json:
-        echo_json(report.to_dict())
+        echo_json(report.to_dict() | ({"linked": counts} if counts else {}))
     else:
         _print_report(report)
+        for c in counts:
+            click.echo(f"linked  {c['name']} {c['batch']}: {c['rows']:,} rows, {c['orphans']:,} orphan row(s) "
+                       f"(orphans = {c['orphans_rule']!r}), {c['removed_with_suppressed_persons']:,} row(s) of "
+                       f"suppressed persons; {c['released']:,} rows to release")
     if report.drifted:
         sys.exit(1)
 

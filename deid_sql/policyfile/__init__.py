@@ -8,10 +8,14 @@
 - ``apply_policy(policy_file, source, out=… | view=… | out_table=…)`` runs that check, refuses a
   drifted batch (``DriftRefused``) unless ``accept_drift`` gives a reason, and releases the batch
   without the data the policy was chosen on (``apply.py``, over ``batch.py``).  A batch is a file,
-  or (``engine_ref``) a table of the spec's PostgreSQL or Spark engine.
+  or (``engine_ref``) a table of the spec's PostgreSQL or Spark engine;
+- a policy saved on a spec with linked tables (``[[table]]``) keeps its set (``linkedset.py``), and
+  ``apply_set``/``check_set`` (``applyset.py``) take a batch of the person source and one of every
+  linked table, released together into one folder as ``materialize_set`` releases a set.
 """
 
 from .apply import Applied, apply_policy
+from .applyset import AppliedSet, SetCheck, apply_set, check_set
 from .batch import Batch, Outside, batch_ref, engine_ref, open_batch
 from .drift import DriftRefused, DriftReport, Measured, MovedGroup, ShareChange, check_policy, drift_report, measure
 from .format import MEASURE, VERSION, Figures, Groups, PolicyFile, PolicyFileError
@@ -19,7 +23,8 @@ from .save import save_policy
 from .tolerance import Limit, Tolerance
 
 __all__ = [
-    "MEASURE", "VERSION", "Applied", "Batch", "DriftRefused", "DriftReport", "Figures", "Groups", "Limit", "Measured",
-    "MovedGroup", "Outside", "PolicyFile", "PolicyFileError", "ShareChange", "Tolerance", "apply_policy", "batch_ref",
-    "check_policy", "drift_report", "engine_ref", "measure", "open_batch", "save_policy",
+    "MEASURE", "VERSION", "Applied", "AppliedSet", "Batch", "DriftRefused", "DriftReport", "Figures", "Groups",
+    "Limit", "Measured", "MovedGroup", "Outside", "PolicyFile", "PolicyFileError", "SetCheck", "ShareChange",
+    "Tolerance", "apply_policy", "apply_set", "batch_ref", "check_policy", "check_set", "drift_report", "engine_ref",
+    "measure", "open_batch", "save_policy",
 ]

@@ -26,6 +26,7 @@ from ..tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
 from .format import PolicyFile
+from .linkedset import one_table
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     """
     reason = override_reason(accept_drift, "--accept-drift", "new clinic joined in June")
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
+    one_table(pf, "apply")
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
     engine = engine_of(spec_for_batch(pf.spec, ref)[1])
     target = _check_target(pf, engine, out, view, db, out_table, overwrite)
@@ -108,12 +110,13 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
 
 
 def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | None,
-               accept_drift: str | None) -> ReleaseGate:
+               accept_drift: str | None, whole_set: bool = False) -> ReleaseGate:
     """The release gate of a batch (``build_gate``, as every release path): the spec's criteria
     and roles, the census people of the batch's released groups (from the drift check's census
     query), Safe Harbor on the batch itself, and the drift check's record.  With ``[person]`` the
     gate counts persons (distinct released keys) on the rows written; the source is described by
-    its rows, which the written rows must match."""
+    its rows, which the written rows must match.  ``whole_set``: the batches of a set of linked
+    tables released together (``applyset``), the only path that may release a spec with ``[[table]]``."""
     spec, pf = batch.spec, batch.policy
     measured = drift.groups
     people = (None if measured is None or measured.population is None else
@@ -141,7 +144,7 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
                 "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None},
         extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}},
         person=spec.person.column if spec.person is not None else None)
-    return build_gate(released, pf.plan(), call, accept_risk)
+    return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set)
 
 
 def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,

@@ -14,7 +14,7 @@ source is when it loads (``persons.check_batch``) and released as ``Problem.quer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,12 +29,14 @@ from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
 from ..guards import IN_LIST, in_domain
 from ..hierarchy import Hierarchy
+from ..linked import default_name
 from ..loading import read_problem, shift_problems
 from ..person_rows import check_person_release, derived_columns, person_rows
 from ..recoding import Recoding
 from ..shifting import shift_source, source_shift
-from ..spec import BackendSpec, QISpec, Spec, TableRef, read_toml
+from ..spec import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
+from .linkedset import set_difference, spec_set
 from .persons import SavedPerson, check_batch, difference
 
 BATCH_VIEW = "deid_batch"
@@ -65,23 +67,51 @@ def engine_ref(name: str) -> TableRef:
     return TableRef(None, "table", name.strip())
 
 
-def spec_for_batch(spec_path: Path, ref: TableRef) -> tuple[Spec, dict[str, object]]:
-    """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML."""
+def spec_for_batch(spec_path: Path, ref: TableRef,
+                   linked: Mapping[str, TableRef] | None = None) -> tuple[Spec, dict[str, object]]:
+    """The policy's spec with ``[source]`` replaced by the batch, and the spec's raw TOML; with
+    ``linked`` (release name -> batch) each ``[[table]]`` of a set is replaced by its batch too."""
     raw = read_toml(spec_path, missing=f"the policy's spec {spec_path} does not exist; restore it, or {RESAVE}")
     engine = engine_class(engine_of(raw))
-    reason = engine.unreadable(ref)
-    if reason is not None:
-        raise SpecError(f"spec {spec_path} runs on {engine.title}, which {reason}: {_readable_hint(engine)}")
+    for r in [ref, *(linked or {}).values()]:
+        reason = engine.unreadable(r)
+        if reason is not None:
+            raise SpecError(f"spec {spec_path} runs on {engine.title}, which {reason}: {_readable_hint(engine)}")
     data = dict(raw)
-    old = raw.get("source") if isinstance(raw.get("source"), dict) else {}
-    source: dict[str, object] = {"table": ref.table} if ref.format == "table" else {"path": str(ref.path),
-                                                                                    "format": ref.format}
-    if ref.table and ref.format != "table":
-        source["table"] = ref.table
-    if ref.format == "csv" and isinstance(old, dict) and old.get("delimiter"):
-        source["delimiter"] = old["delimiter"]  # a batch is read like the spec's source
-    data["source"] = source
+    # the person source keeps its release name (a set's file name, in its hash), whatever the batch is called
+    name = _release_name(raw.get("source"))
+    data["source"] = _located(ref, raw.get("source")) | ({"name": name} if name else {})
+    if linked is not None:  # a set's batches: each linked table keeps its release name too
+        tables = raw.get("table") if isinstance(raw.get("table"), list) else []
+        data["table"] = [{k: v for k, v in t.items() if k not in LOCATION_KEYS}
+                         | {"name": _release_name(t)} | _located(linked[_release_name(t)], t)
+                         if isinstance(t, dict) and _release_name(t) in linked else t
+                         for t in tables]  # type: ignore[union-attr]
     return Spec.from_dict(data, base=spec_path.resolve().parent, path=spec_path), raw
+
+
+def _release_name(entry: object) -> str:
+    """The release name of a spec table's raw entry: its ``name``, or the one the spec gives it
+    from where it lives (``linked.default_name``)."""
+    if not isinstance(entry, dict):
+        return ""
+    if isinstance(entry.get("name"), str):
+        return str(entry["name"])
+    path, table = entry.get("path"), entry.get("table")
+    return default_name(TableRef(Path(str(path)) if path is not None else None, "file",
+                                 str(table) if table is not None else None))
+
+
+def _located(ref: TableRef, old: object) -> dict[str, object]:
+    """Where a spec table reads ``ref``: a file (its format, a CSV delimiter kept from ``old``, the
+    spec's entry it replaces) or a table of the engine."""
+    where: dict[str, object] = {"table": ref.table} if ref.format == "table" else {"path": str(ref.path),
+                                                                                   "format": ref.format}
+    if ref.table and ref.format != "table":
+        where["table"] = ref.table
+    if ref.format == "csv" and isinstance(old, dict) and old.get("delimiter"):
+        where["delimiter"] = old["delimiter"]  # a batch is read like the spec's table
+    return where
 
 
 def _readable_hint(engine: type[Backend]) -> str:
@@ -133,9 +163,12 @@ def declarations(spec: Spec, policy: PolicyFile) -> list[dict[str, object]]:
 
 def spec_digest(spec: Spec, policy: PolicyFile, columns: Sequence[tuple[str, str]]) -> str:
     """The spec hash of ``spec`` over a source of ``columns`` (name, type class): its QI
-    declarations and, with ``[person]``, its person declaration (``persons.SavedPerson``)."""
+    declarations and, with ``[person]``, its person declaration (``persons.SavedPerson``), and
+    with ``[[table]]`` its set (``linkedset.spec_set``)."""
     person = SavedPerson.of_spec(spec)
-    return spec_sha256(declarations(spec, policy), columns, person.to_json() if person is not None else None)
+    linked = spec_set(spec, policy.linked)
+    return spec_sha256(declarations(spec, policy), columns, person.to_json() if person is not None else None,
+                       linked.declaration() if linked is not None else None)
 
 
 def _declared_domain(q: QISpec, frozen: SavedQI | None) -> object:
@@ -238,7 +271,8 @@ class Batch:
             return
         saved = [q.declaration() for q in self.policy.qis]
         detail = (_difference(saved, declarations(self.spec, self.policy))
-                  or difference(self.policy.person, SavedPerson.of_spec(self.spec)))
+                  or difference(self.policy.person, SavedPerson.of_spec(self.spec))
+                  or set_difference(self.policy.linked, spec_set(self.spec, self.policy.linked)))
         raise PolicyFileError(f"policy file {self.policy.describe()} was saved for another spec/schema (hash "
                               f"{self.policy.spec_sha256[:12]}…, now {digest[:12]}…{detail}); {RESAVE}")
 
@@ -352,9 +386,10 @@ class Batch:
                            f"batch {self.describe()}")
 
 
-def open_batch(policy: PolicyFile, ref: TableRef) -> Batch:
-    """Open ``ref`` as a batch of ``policy`` on the spec's engine; raises one ``DeidError`` for bad input."""
-    spec, raw = spec_for_batch(policy.spec, ref)
+def open_batch(policy: PolicyFile, ref: TableRef, linked: Mapping[str, TableRef] | None = None) -> Batch:
+    """Open ``ref`` as a batch of ``policy`` on the spec's engine (with ``linked``: the batches of a
+    set's linked tables in its spec, opened by ``applyset``); raises one ``DeidError`` for bad input."""
+    spec, raw = spec_for_batch(policy.spec, ref, linked)
     backend = connect(spec.backend.engine, **spec.backend.options())
     try:
         return Batch(policy, ref, spec, raw, backend)

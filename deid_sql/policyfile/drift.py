@@ -39,6 +39,7 @@ from ..release.figures import FLAG
 from ..spec import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
+from .linkedset import one_table
 from .persons import count_persons
 from .shift import ShareChange, ShiftResult, label_counts, shift_test
 from .shift import share_changes as qi_share_changes
@@ -283,6 +284,7 @@ def check_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
                  shown: int = SHOWN) -> DriftReport:
     """Recompute the saved policy's risk on a batch and hold it to the policy's drift limit."""
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
+    one_table(pf, "check")
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)
     with open_batch(pf, ref) as batch:
         return drift_report(batch, shown)

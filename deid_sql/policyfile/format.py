@@ -7,7 +7,8 @@ and their sizes) and the drift rule (``tolerance.py``: a permutation test agains
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
 exact limit it was saved with) with the level of the distribution test (``shift.py``; a file
 without it runs that test at the default level), and the ``[person]`` declaration of a spec that
-counts persons (``persons.py``; the hash covers it).  ``PolicyFile.read`` checks all of it and refuses a
+counts persons (``persons.py``) and the set of a spec with linked tables (``linkedset.py``; the
+hash covers both).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
 
@@ -35,6 +36,7 @@ from ..spec import Spec
 from ..suppression import Suppression
 from .groups import Groups
 from .layout import pretty
+from .linkedset import SavedSet
 from .persons import SavedPerson
 from .shift import Shift
 from .tolerance import RULES, Tolerance
@@ -86,12 +88,14 @@ def value_to_json(domain: Domain, pos: int) -> Any:
 
 
 def spec_sha256(declarations: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
-                person: dict[str, Any] | None = None) -> str:
+                person: dict[str, Any] | None = None, linked: dict[str, Any] | None = None) -> str:
     """sha256 over the canonical JSON of the QI declarations (name, column, kind, nulls, domain),
     the source's columns (name, type class; sorted by name, so column order does not count) and
-    the ``[person]`` declaration (only when there is one: a file without it hashes as before)."""
+    the ``[person]`` declaration and the set of linked tables (``linkedset.SavedSet``; each only
+    when there is one: a file without it hashes as before)."""
     payload = {"qis": list(declarations), "columns": sorted([list(c) for c in columns])}
     payload |= {"person": person} if person is not None else {}
+    payload |= {"set": linked} if linked is not None else {}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -248,6 +252,7 @@ class PolicyFile:
     levels: str | None = None  # the level vector's text, when the policy is one (``--levels``, anonymize)
     suppression: Suppression | None = None  # groups suppressed by label (an anonymization's)
     person: SavedPerson | None = None  # the [person] declaration: the figures count persons
+    linked: SavedSet | None = None  # the set of linked tables its batches are released with
     saved_at: str = ""
     saved_with: str = ""
     path: Path | None = None
@@ -305,6 +310,7 @@ class PolicyFile:
                        "columns": [{"name": c.name, "type": c.type, "class": c.kind} for c in self.columns]},
             "qis": [q.to_json() for q in self.qis],
             **({"person": self.person.to_json()} if self.person is not None else {}),
+            **({"set": self.linked.to_json()} if self.linked is not None else {}),
             "fallback": self.fallback,
             "risk_model": self.risk_model,
             "metrics": self.metrics,
@@ -411,8 +417,10 @@ class _Reader:
                 if not np.array_equal(parsed.qi_bits(i).astype(np.uint8), q.bits()):
                     raise self.fail(f"qis[{i}].intervals", f"of QI {q.name!r} disagree with the policy text")
         digest = self.get(spec, "sha256", str, "spec")
+        linked = SavedSet.from_json(data.get("set"), self.fail)
         own = spec_sha256([q.declaration() for q in qis], [(c.name, c.kind) for c in columns],
-                          person.to_json() if person is not None else None)
+                          person.to_json() if person is not None else None,
+                          linked.declaration() if linked is not None else None)
         if own != digest:
             raise PolicyFileError(f"policy file {self.path}: its QIs or columns do not match its spec hash "
                                   f"(edited by hand?); {RESAVE}")
@@ -451,7 +459,7 @@ class _Reader:
             metrics=self.get(data, "metrics", dict, ""), threshold=threshold, threshold_from=threshold_from,
             figures=figures,
             groups=self.groups(self.get(release, "groups", dict, "release"), tuple(names)),
-            tolerance=tolerance, shift=shift, source_table=source_table, person=person,
+            tolerance=tolerance, shift=shift, source_table=source_table, person=person, linked=linked,
             saved_at=str(data.get("saved_at", "")), saved_with=str(data.get("saved_with", "")), path=self.path)
 
     def tolerance(self, drift: dict[str, Any], threshold_from: str) -> Tolerance:

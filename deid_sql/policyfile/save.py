@@ -18,6 +18,7 @@ from ..recoding import Recoding
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from ..targets import check_file
+from .applyset import saved_set
 from .batch import open_batch, spec_digest, spec_for_batch
 from .drift import measure_with_risk
 from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of
@@ -37,7 +38,9 @@ def save_policy(spec: str | Path | Spec, policy: str | None, out: str | Path, th
     (``tolerance.py``), so a batch from the same population passes but a riskier mix does not.
     ``fallback`` labels values of later batches that are outside the saved domains.
     ``shift_alpha`` is the family-wise level of the distribution test (``shift.py``: a batch whose
-    released label shares moved is refused too).
+    released label shares moved is refused too).  A spec with linked tables (``[[table]]``) saves
+    its set too (``linkedset.py``), each linked table checked as ``materialize`` checks it, so its
+    batches can be released together later (``applyset.py``).
     """
     parsed = spec if isinstance(spec, Spec) else Spec.read(spec)
     target = Path(out)
@@ -65,11 +68,6 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     if plan.suppression is not None and plan.suppression.below is not None:
         raise PolicyError("a policy file keeps suppressed groups by their labels (anonymize --save-policy); "
                           "suppression of small groups (--suppress-below) is not saved")
-    if parsed.tables:
-        names = ", ".join(repr(t.name) for t in parsed.tables)
-        raise PolicyError(f"spec {parsed.path} links tables ({names}) to its source; a policy file and its batches "
-                          f"hold one table, so the set's batches cannot be applied yet: release the set with deid-sql "
-                          f"materialize --out FOLDER")
     check_person_release(parsed)  # with [person]: a batch's release carries the person key
     spec_for_batch(parsed.path, parsed.source)  # refuses what a batch could not be read with, before loading
     recoding = plan.recoding
@@ -86,7 +84,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
         policy=plan.text or plan.levels or plan.readable, readable=plan.readable, spec=parsed.path.resolve(),
         spec_sha256="", levels=plan.levels, suppression=plan.suppression,
         source=str(parsed.source.table) if on_table else relative(Path(str(parsed.source.path)), target.parent),
-        source_table=on_table, person=SavedPerson.of_spec(parsed),
+        source_table=on_table, person=SavedPerson.of_spec(parsed), linked=saved_set(problem, target.parent),
         columns=columns, qis=qis, fallback=fallback, risk_model=risk_model_of(parsed), metrics=metrics,
         threshold=1.0, threshold_from="saved figure", figures=_empty_figures(),
         groups=Groups(names, (), np.zeros(0, dtype=np.int64), None, np.zeros(0)),
