@@ -23,7 +23,7 @@ from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
-from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, example_query, person_cells_query
+from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query, fast_person_cells, person_cells_query
 from .spec import QISpec, Spec, TableRef
 from .sqltext import exact_text
 
@@ -203,16 +203,17 @@ def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Ta
 
 
 def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
-              raw: exp.Expression | None = None) -> exp.Expression:
+              raw: exp.Expression | None = None, sql_type: str | None = None) -> exp.Expression:
     """Position of the normalized key in the domain, NULL when outside it."""
     if isinstance(domain, IntegerDomain):
         # test the raw value: the key is already CAST to BIGINT, which rounds 45.5 to 46
         value = (raw if raw is not None else key).copy()
         as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
-        as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
-        ok = exp.and_(as_dbl.eq(as_int.copy()),
-                      exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
-                                  high=exp.Literal.number(domain.hi)))
+        ok: exp.Expression = exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
+                                         high=exp.Literal.number(domain.hi))
+        if not is_integer_type(sql_type):  # a whole number: an integer column always holds one
+            as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
+            ok = exp.and_(as_dbl.eq(as_int.copy()), ok)
         return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=exp.Literal.number(domain.lo)))
     if isinstance(domain, DateDomain):
         as_date = exp.TryCast(this=key.copy(), to=exp.DataType.build("DATE"))
@@ -237,7 +238,8 @@ def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], tab
             backend.register_table(dom, pa.table({"v": pa.array(d.values, pa.string()),
                                                   "pos": pa.array(np.arange(d.size), pa.int32())}))
             select = select.join(exp.to_table(dom), on=exp.column("v", table=dom).eq(key), join_type="LEFT")
-        select = select.select(exp.alias_(_position(q, d, key, i, col(name, "t")), f"p{i}"))
+        position = _position(q, d, key, i, col(name, "t"), table.columns.get(name))
+        select = select.select(exp.alias_(position, f"p{i}"))
     return select
 
 
@@ -258,10 +260,14 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
             problems.append(f"population count column {spec.count_column!r} has type {ctype}; it must hold numbers")
             return None
         measure = exp.func("sum", exp.cast(count, "DOUBLE"))
+    fast: FastCells | None = None
     if table.label == "source" and spec.person is not None:
         ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))
                 for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
-        query = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
+        order_type = table.columns.get(spec.person.order) if spec.person.order else None
+        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, ties, backend.arg_aggregates)
+        query = fast.query
+        exact = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
     else:
         query = pos.select(exp.alias_(measure, "n"))
         query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
@@ -270,6 +276,8 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
         with progress.watching(f"reading the {table.label} {ref.describe()}", backend.progress):
             result = _scan(backend, spec, table, query, count, ref, problems)
+            if fast is not None and result is not None:  # the exact query only for persons to report
+                result = backend.execute(exact) if fast.unsure(result) else fast.cells(result)
     except Unreachable:
         raise
     except BackendError as e:
