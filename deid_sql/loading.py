@@ -202,9 +202,10 @@ def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Ta
     return cls(tuple(values))
 
 
-def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
-              raw: exp.Expression | None = None, sql_type: str | None = None) -> exp.Expression:
-    """Position of the normalized key in the domain, NULL when outside it."""
+def _position(domain: Domain, key: exp.Expression, raw: exp.Expression | None = None,
+              sql_type: str | None = None) -> exp.Expression:
+    """Position of the normalized key in an integer or date domain, NULL when outside it (a
+    category's is a join or ``Backend.value_position``: ``positions_query``)."""
     if isinstance(domain, IntegerDomain):
         # test the raw value: the key is already CAST to BIGINT, which rounds 45.5 to 46
         value = (raw if raw is not None else key).copy()
@@ -220,7 +221,7 @@ def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
         ok = exp.Between(this=as_date.copy(), low=literal(domain, 0), high=literal(domain, domain.size - 1))
         diff = exp.DateDiff(this=as_date.copy(), expression=literal(domain, 0), unit=exp.var("DAY"))
         return exp.Case().when(ok, diff)
-    return exp.column("pos", table=f"deid_dom_{i}")
+    raise TypeError(f"no position expression for a {domain.kind} domain")
 
 
 def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
@@ -233,12 +234,15 @@ def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], tab
             select = select.select(exp.alias_(exp.null(), f"p{i}"))
             continue
         key = source_key(q, d, col(name, "t"), table.columns.get(name))
-        if isinstance(d, CategoryDomain):
+        position = backend.value_position(key, d.values) if isinstance(d, CategoryDomain) else None
+        if isinstance(d, CategoryDomain) and position is None:
             dom = f"deid_dom_{i}"
             backend.register_table(dom, pa.table({"v": pa.array(d.values, pa.string()),
                                                   "pos": pa.array(np.arange(d.size), pa.int32())}))
             select = select.join(exp.to_table(dom), on=exp.column("v", table=dom).eq(key), join_type="LEFT")
-        position = _position(q, d, key, i, col(name, "t"), table.columns.get(name))
+            position = exp.column("pos", table=dom)
+        elif position is None:
+            position = _position(d, key, col(name, "t"), table.columns.get(name))
         select = select.select(exp.alias_(position, f"p{i}"))
     return select
 

@@ -262,16 +262,15 @@ def fast_person_cells(rows: exp.Select, qis: Sequence[QISpec], domains: Sequence
     packs = _packs(unpacked)
     sub = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident(r)))
     count_all = exp.func("count", exp.Star())
-    mid = exp.select(exp.alias_(exp.column(PERSON, table=r), PERSON), exp.alias_(count_all.copy(), ROWS)).from_(sub)
+    mid = exp.select(exp.alias_(exp.column(PERSON, table=r), PERSON)).from_(sub)
     unsure: list[exp.Expression] = [exp.Is(this=exp.column(PERSON), expression=exp.null())]
     groups: list[str] = []
     for a, pack in enumerate(packs or ([()] if present else [])):
         packed = _packed(pack, r, present if a == 0 else [])
-        lo, hi, n = PACKED.format(a), f"deid_hi_{a}", f"deid_n_{a}"
-        mid = mid.select(exp.alias_(exp.func("min", packed.copy()), lo), exp.alias_(exp.func("max", packed.copy()), hi),
-                         exp.alias_(exp.func("count", packed), n))
-        unsure += [exp.LT(this=exp.column(n), expression=exp.column(ROWS)),
-                   exp.GT(this=exp.column(hi), expression=exp.column(lo))]
+        lo, hi = PACKED.format(a), f"deid_hi_{a}"
+        mid = mid.select(exp.alias_(exp.func("min", packed.copy()), lo), exp.alias_(exp.func("max", packed), hi))
+        unsure += [exp.LT(this=exp.column(lo), expression=exp.Literal.number(0)),  # a row with a NULL
+                   exp.GT(this=exp.column(hi), expression=exp.column(lo))]  # a QI that varies
         groups.append(lo)
     for i, q in enumerate(qis):
         if q.derived == "rows":
@@ -306,8 +305,8 @@ def _packs(unpacked: Sequence[tuple[int, int]]) -> list[list[tuple[int, int, int
 
 
 def _packed(pack: Sequence[tuple[int, int, int]], table: str, present: Sequence[exp.Expression]) -> exp.Expression:
-    """Σ position * multiplier over ``pack``, NULL when a position is (the sum is) or when a ruled
-    QI's value is missing on the row (``present``)."""
+    """Σ position * multiplier over ``pack``, or -1 when a position is NULL or a ruled QI's value is
+    missing on the row (``present``): one ``min`` then finds every such row (no ``count`` each)."""
     terms: list[exp.Expression] = []
     for i, multiplier, _ in pack:
         p = exp.cast(exp.column(f"p{i}", table=table), "BIGINT")
@@ -318,7 +317,7 @@ def _packed(pack: Sequence[tuple[int, int, int]], table: str, present: Sequence[
     if present:
         there = exp.and_(*[exp.Not(this=exp.Is(this=v.copy(), expression=exp.null())) for v in present])
         total = exp.Case().when(there, total)
-    return total
+    return exp.func("coalesce", total, exp.Literal.number(-1))
 
 
 def _pos_ref(rows: exp.Select, i: int) -> exp.Expression:
