@@ -5,10 +5,11 @@ skewed number of rows each, the age varying across a person's rows so ``per_pers
 does work) is written as Parquet, with the one-row-per-person table of the same persons beside
 it.  Printed, each the median of --runs, with its ratio to a baseline measured in the same run:
 
-1. building the cells of persons (the load's one query: positions per row, the per-person windows
-   and aggregates, the ``GROUP BY`` of the persons' positions; run on DuckDB over the file, as
-   ``Problem.from_spec`` runs it) against a plain ``GROUP BY`` of the person key over the same
-   session view (reading the rows once, counting them per person), target <= 1.5x; the whole
+1. building the cells of persons (the load's query: positions per row, the per-person ``min`` and
+   ``max``, the ``GROUP BY`` of the persons' positions; run on DuckDB over the file, as
+   ``Problem.from_spec`` runs it; this data has nothing to report, so the load runs no second,
+   exact query, which the script checks) against a plain ``GROUP BY`` of the person key over the
+   same session view (reading the rows once, counting them per person), target <= 1.5x; the whole
    ``Problem.from_spec`` (domains read from the data too, no cells cache) is printed beside it;
 2. evaluating policies on the cells of persons against evaluating them on the one-row-per-person
    table without ``[person]`` (the same persons), target <= 1.2x.
@@ -109,7 +110,8 @@ def specs(folder: Path, enc: Path, per: Path) -> tuple[Path, Path]:
 
 def cells_against_group_by(spec_path: Path) -> tuple[float, float]:
     """(seconds of the cells-of-persons query, seconds of a plain GROUP BY of the person key), both
-    on one DuckDB session's view over the encounters file, domains resolved first (not timed)."""
+    on one DuckDB session's view over the encounters file, domains resolved first (not timed); the
+    query is the load's fast one (``person_cells.fast_person_cells``), sure of every person here."""
     from sqlglot import exp
 
     from deid_sql.backends import connect

@@ -17,29 +17,30 @@ A person's value of a QI (positions in the domain's order):
 A person with a row outside a QI's domain gets NULL for that QI, so the row is reported as for
 a source without persons.
 
-Two queries give these cells; the load runs the first, and the second only when the first
-finds a person to report:
+Two queries give these cells.  The load runs the first, and the second only when the first
+counts persons it cannot vouch for:
 
-- ``fast_person_cells`` (every load): the per-person work is a few plain ``min``/``max``/``count``
-  aggregates, the cost that decides the load (the bench's ``GROUP BY`` of 10 M rows by 1 M
-  persons).  The positions of the QIs without a rule are packed into one integer per row
-  (position * the product of the sizes before it), so "constant within the person" is one
-  ``min`` = ``max`` for all of them instead of a ``count``, ``min`` and ``max`` each; the packed
-  value is NULL when any position on the row is, so one ``count`` finds every row outside a
-  domain.  ``first``/``last`` of an integer or date QI ordered by an integer or date column is
-  ``min``/``max`` of one integer, rank(order) * size + position: the least (greatest) order,
-  NULL last, then the least (greatest) position, which is the least (greatest) source value
-  because the position of an integer or a date grows with it (a person with a row outside
-  the domain gets NULL whichever row is chosen).  That replaces a sort of every row (window)
-  or a struct-keyed ``arg_min``, which cost more than all the rest of the query together.
-  Persons that are not certain (a NULL key, a row outside a domain, a varying QI, a row count
-  outside the derived QI's domain, an order too far from 0 to rank) are counted, not described;
-- ``person_cells_query`` (only when the fast one counted such persons): per QI a ``count``,
-  ``min`` and ``max``, a window or ``arg_min``/``arg_max`` for first/last, and the flags the load
-  reports (persons with a varying QI, rows without a key, row counts out of the domain).
+- ``fast_person_cells``: a few plain ``min``/``max`` per person.  The positions of the QIs
+  without a rule are packed into one integer per row (position * the product of the sizes
+  before it; -1 when a position on the row is NULL), so one ``min`` and one ``max`` tell
+  whether all of them are constant within the person and present on every row.
+  ``first``/``last`` of an integer or date QI ordered by an integer or date column is the
+  ``min``/``max`` of rank(order) * size + position: the least (greatest) order, NULL last, then
+  the least (greatest) position, which is the least (greatest) source value because an integer's
+  or a date's position grows with it (a person with a row outside the domain gets NULL,
+  whichever row is taken).  Other first/last (a category, a text or timestamp order) stay a
+  window or ``arg_min``/``arg_max``.  A person with a NULL key, a row outside a domain, a
+  varying QI, a row count outside the derived QI's domain, or an order too far from 0 to rank
+  is counted as unsure (``UNSURE``), not described;
+- ``person_cells_query``: per QI a ``count``, ``min`` and ``max``, a window or ``arg_min``/``arg_max``
+  for first/last, and the flags the load reports (persons with a varying QI, rows without a key,
+  row counts outside the domain).
 
-Both give the same cells whenever the fast one is certain of every person (the engine tests
-compare them with the windows PostgreSQL and Spark run).
+When the fast query is sure of every person, the exact one would find nothing to report and
+give the same cells (``tests/test_person_cells.py``; the engine tests compare both with the
+windows PostgreSQL and Spark run).  On 10 M rows of 1 M persons, the exact query's ``count``,
+``min`` and ``max`` per QI and its struct-keyed ``arg_min`` cost more than everything else in it
+(docs/benchmarks.md, Persons).
 """
 
 from __future__ import annotations
@@ -267,11 +268,12 @@ def fast_person_cells(rows: exp.Select, qis: Sequence[QISpec], domains: Sequence
     groups: list[str] = []
     for a, pack in enumerate(packs or ([()] if present else [])):
         packed = _packed(pack, r, present if a == 0 else [])
-        lo, hi = PACKED.format(a), f"deid_hi_{a}"
-        mid = mid.select(exp.alias_(exp.func("min", packed.copy()), lo), exp.alias_(exp.func("max", packed), hi))
-        unsure += [exp.LT(this=exp.column(lo), expression=exp.Literal.number(0)),  # a row with a NULL
-                   exp.GT(this=exp.column(hi), expression=exp.column(lo))]  # a QI that varies
-        groups.append(lo)
+        least, greatest = PACKED.format(a), f"deid_hi_{a}"
+        mid = mid.select(exp.alias_(exp.func("min", packed.copy()), least),
+                         exp.alias_(exp.func("max", packed), greatest))
+        unsure += [exp.LT(this=exp.column(least), expression=exp.Literal.number(0)),  # a row with a NULL
+                   exp.GT(this=exp.column(greatest), expression=exp.column(least))]  # a QI that varies
+        groups.append(least)
     for i, q in enumerate(qis):
         if q.derived == "rows":
             lo, hi = int(q.min), int(q.max)
