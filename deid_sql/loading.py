@@ -25,7 +25,7 @@ from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
-from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, example_query, person_cells_query
+from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query, fast_person_cells, person_cells_query
 from .persons import null_keys_problem, rows_out_problem, varying_problem
 from .shifting import shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
@@ -232,24 +232,26 @@ def _domain(backend: Backend, q: QISpec, hierarchy: Hierarchy | None, source: Ta
     return cls(tuple(values))
 
 
-def _position(q: QISpec, domain: Domain, key: exp.Expression, i: int,
-              raw: exp.Expression | None = None) -> exp.Expression:
-    """Position of the normalized key in the domain, NULL when outside it."""
+def _position(domain: Domain, key: exp.Expression, raw: exp.Expression | None = None,
+              sql_type: str | None = None) -> exp.Expression:
+    """Position of the normalized key in an integer or date domain, NULL when outside it (a
+    category's is a join or ``Backend.value_position``: ``positions_query``)."""
     if isinstance(domain, IntegerDomain):
         # test the raw value: the key is already CAST to BIGINT, which rounds 45.5 to 46
         value = (raw if raw is not None else key).copy()
         as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
-        as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
-        ok = exp.and_(as_dbl.eq(as_int.copy()),
-                      exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
-                                  high=exp.Literal.number(domain.hi)))
+        ok: exp.Expression = exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
+                                         high=exp.Literal.number(domain.hi))
+        if not is_integer_type(sql_type):  # a whole number: an integer column always holds one
+            as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
+            ok = exp.and_(as_dbl.eq(as_int.copy()), ok)
         return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=exp.Literal.number(domain.lo)))
     if isinstance(domain, DateDomain):
         as_date = exp.TryCast(this=key.copy(), to=exp.DataType.build("DATE"))
         ok = exp.Between(this=as_date.copy(), low=literal(domain, 0), high=literal(domain, domain.size - 1))
         diff = exp.DateDiff(this=as_date.copy(), expression=literal(domain, 0), unit=exp.var("DAY"))
         return exp.Case().when(ok, diff)
-    return exp.column("pos", table=f"deid_dom_{i}")
+    raise TypeError(f"no position expression for a {domain.kind} domain")
 
 
 def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Table,
@@ -262,12 +264,16 @@ def positions_query(backend: Backend, spec: Spec, domains: Sequence[Domain], tab
             select = select.select(exp.alias_(exp.null(), f"p{i}"))
             continue
         key = source_key(q, d, col(name, "t"), table.columns.get(name))
-        if isinstance(d, CategoryDomain):
+        position = backend.value_position(key, d.values) if isinstance(d, CategoryDomain) else None
+        if isinstance(d, CategoryDomain) and position is None:
             dom = f"deid_dom_{i}"
             backend.register_table(dom, pa.table({"v": pa.array(d.values, pa.string()),
                                                   "pos": pa.array(np.arange(d.size), pa.int32())}))
             select = select.join(exp.to_table(dom), on=exp.column("v", table=dom).eq(key), join_type="LEFT")
-        select = select.select(exp.alias_(_position(q, d, key, i, col(name, "t")), f"p{i}"))
+            position = exp.column("pos", table=dom)
+        elif position is None:
+            position = _position(d, key, col(name, "t"), table.columns.get(name))
+        select = select.select(exp.alias_(position, f"p{i}"))
     return select
 
 
@@ -288,10 +294,14 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
             problems.append(f"population count column {spec.count_column!r} has type {ctype}; it must hold numbers")
             return None
         measure = exp.func("sum", exp.cast(count, "DOUBLE"))
+    fast: FastCells | None = None
     if table.label == "source" and spec.person is not None:
         ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))
                 for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
-        query = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
+        order_type = table.columns.get(spec.person.order) if spec.person.order else None
+        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, ties, backend.arg_aggregates)
+        query = fast.query
+        exact = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
     else:
         query = pos.select(exp.alias_(measure, "n"))
         query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
@@ -300,6 +310,8 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
     try:  # the full scan happens here: a CSV may turn out to be unreadable past the sniffed rows
         with progress.watching(f"reading the {table.label} {ref.describe()}", backend.progress):
             result = _scan(backend, spec, table, query, count, ref, problems)
+            if fast is not None and result is not None:  # the exact query only for persons to report
+                result = backend.execute(exact) if fast.unsure(result) else fast.cells(result)
     except Unreachable:
         raise
     except BackendError as e:

@@ -102,6 +102,12 @@ class Backend(ABC):
     def columns(self, name: str) -> dict[str, str]:
         """Column name -> SQL type name of a table or view, in order."""
 
+    def value_position(self, key: exp.Expression, values: Sequence[str]) -> exp.Expression | None:
+        """The position of the text ``key`` among ``values`` (byte for byte; NULL when it is none of
+        them) as one expression, where the engine has one cheaper than the load's join of every row
+        to a table of the values; None (the default): the load joins."""
+        return None
+
     def text_collations(self, ref: TableRef, names: Sequence[str]) -> dict[str, str]:
         """The columns among ``names`` of the source ``ref`` whose text the engine compares under a rule
         other than its bytes — a case- or accent-folding collation, blank-padded ``CHAR(n)`` — each with
