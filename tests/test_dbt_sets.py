@@ -130,7 +130,7 @@ def test_dbt_run_of_a_set_gives_materialize_sets_rows_with_no_key_in_any_file(tm
 
 def test_the_plugin_refuses_a_missing_or_short_key(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("dbt.adapters.duckdb")
-    from deid_sql.dbt.duckdb_plugin import register, secret_of
+    from deid_sql.backends.dbt_duckdb import register, secret_of
 
     monkeypatch.delenv("DEID_LINK_KEY")
     with pytest.raises(Exception, match="DEID_LINK_KEY"):

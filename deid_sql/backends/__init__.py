@@ -9,6 +9,15 @@ from ..registry import ENGINES, Entry
 from .base import Backend
 
 _engine_logs = False
+#: the dbt adapters (by sqlglot dialect) whose connection a deid-sql plugin gives the key's functions at
+#: ``dbt run`` time, reading the key from the environment: their models hold no key (``dbt/sets.py``)
+DBT_KEY_PLUGINS = {"duckdb": "deid_sql.backends.dbt_duckdb"}
+
+
+def dbt_key_plugin(dialect: str) -> str | None:
+    """The module of the dbt plugin that computes pseudonyms and date offsets on ``dialect``'s
+    adapter, or None where no plugin can (the models' SQL would have to hold the key)."""
+    return DBT_KEY_PLUGINS.get(dialect)
 
 
 def show_engine_logs(on: bool) -> None:

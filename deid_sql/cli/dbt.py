@@ -62,7 +62,7 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
     and the tests' macros; all of it or nothing.
 
     A spec with [[table]] gets one model per table of the set (<prefix><release name>), the key's
-    functions registered by the dbt-duckdb plugin deid_sql.dbt.duckdb_plugin (no key in any file).
+    functions registered by the dbt-duckdb plugin deid_sql.backends.dbt_duckdb (no key in any file).
 
     Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
     """
@@ -109,7 +109,7 @@ def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path
     if out.created_project:
         click.echo(f"created dbt project {project} (dbt_project.yml, profile {profile})")
     if out.profile_written:
-        click.echo(f"wrote profiles.yml (dbt-duckdb with the plugin deid_sql.dbt.duckdb_plugin; the key is read from "
+        click.echo(f"wrote profiles.yml (dbt-duckdb with the plugin deid_sql.backends.dbt_duckdb; the key is read from "
                    f"${problem.spec.columns.secret_env} when dbt runs)")
     click.echo(f"wrote {len(out.models)} models of the set to {project}: {', '.join(out.models)}")
     if out.unchanged:

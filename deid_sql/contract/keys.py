@@ -5,7 +5,7 @@ default the SQL computes them from the engine's SHA-256 with the key's HMAC pads
 literals (``Pads``: ``Backend.pseudonymize``), so it is run and never stored.  SQL that will be
 stored — a dbt model of a set — calls named scalar functions instead (``Udfs``): the engine's
 session registers them with the key it reads from its own environment when the SQL runs
-(``dbt/duckdb_plugin.py``), and no file holds the key.  Both give the reference's values
+(``backends/dbt_duckdb.py``), and no file holds the key.  Both give the reference's values
 (``pseudonym.pseudonym``, ``shift.offset``), so the two releases agree byte for byte.
 """
 

@@ -3,7 +3,7 @@
 A set (the person source and every ``[[table]]``) pseudonymizes the person key and may shift
 dates, both HMACs under the spec's secret.  The single-table path refuses such SQL because it
 would hold the key's pads; here every keyed expression is a call of a function that the dbt-duckdb
-plugin ``deid_sql.dbt.duckdb_plugin`` registers at ``dbt run`` time from the key in its
+plugin ``deid_sql.backends.dbt_duckdb`` registers at ``dbt run`` time from the key in its
 environment (``contract.keys.Udfs``), so the stored SQL holds none.  Only the duckdb adapter runs
 that plugin: another dialect is refused (its SQL would have to carry the key).
 
@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from ..backends import dbt_key_plugin
 from ..compile import to_sql
 from ..contract.keys import Udfs
 from ..contract.roles import FLAG, apply_roles
@@ -56,7 +57,6 @@ from .project import check_targets, declared_source, project_paths, write_all
 from .text import header, jinja_str, jinja_text, yaml_dump
 
 DEFAULT_PREFIX = "deid_"
-PLUGIN = "deid_sql.dbt.duckdb_plugin"
 TESTS_MACRO = "deid_sql_tests.sql"
 PERSON_SENTINEL = SENTINEL + "_persons"  # the person model in a linked model, replaced by {{ ref() }}
 
@@ -87,7 +87,8 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
         raise OutputError(f"spec {spec.path} declares no [[table]]; a single table's model is written without "
                           f"a set (deid-sql dbt as usual)")
     dialect = dbt_dialect(dialect or spec.backend.engine)
-    if dialect != "duckdb":
+    plugin = dbt_key_plugin(dialect)
+    if plugin is None:
         raise OutputError(f"dbt models of a set run only on dbt-duckdb (--dialect duckdb): on {dialect} the models' "
                           f"SQL would have to hold the key (no plugin registers its functions there); release the "
                           f"set with deid-sql materialize --out FOLDER instead")
@@ -132,7 +133,8 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     if out.created_project:
         files["dbt_project.yml"] = project_yml(root, profile)
     if not (root / "profiles.yml").exists() and spec.source.format == "duckdb" and spec.source.path is not None:
-        files["profiles.yml"] = profiles_yml(profile, Path(spec.source.path).resolve(), spec.columns.secret_env or "")
+        files["profiles.yml"] = profiles_yml(profile, Path(spec.source.path).resolve(), spec.columns.secret_env or "",
+                                              plugin)
         out.profile_written = True
     person_model = models[0]
     files[f"{models_dir}/{person_model}.sql"] = _model(person_sql(problem, plan), {SENTINEL: person_source},
@@ -145,7 +147,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
         sql = linked_sql(problem, s, spec.person.column, flagged)
         files[f"{models_dir}/{model}.sql"] = _model(sql, {SENTINEL: source, PERSON_SENTINEL: person_model},
                                                     materialized)
-        files[f"{models_dir}/{model}.yml"] = linked_yml(s, model, person_model, spec.person.column)
+        files[f"{models_dir}/{model}.yml"] = linked_yml(s, model, person_model, spec.person.column, plugin)
     source_file = f"{models_dir}/deid_sql_source__{source_name}__{person_model}.yml"
     undeclared = [s for s in sources if declared_source(root, models_dir, s, source_file) is None]
     if undeclared:
@@ -158,7 +160,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     sidecar = f"{models_dir}/{person_model}{SIDECAR}"
     files[sidecar] = to_json(gate.record(figures, verdict, {
         "kind": "dbt set", "name": person_model, "project": str(root), "dialect": dialect,
-        "materialized": materialized, "plugin": PLUGIN, "secret_env": spec.columns.secret_env,
+        "materialized": materialized, "plugin": plugin, "secret_env": spec.columns.secret_env,
         "rows": sum(int(e["rows"]) for e in entries), "min_group_test": k, "models": entries}))
     shared = {f"{macros_dir}/{TESTS_MACRO}", source_file}
     unchanged: set[str] = set()
@@ -237,13 +239,13 @@ def _linked_source(name: str, identifier: str, schema: str | None) -> Source:
     return Source(name, dbt_name(identifier), identifier, schema)
 
 
-def linked_yml(source: LinkedSource, model: str, person_model: str, person_column: str) -> str:
+def linked_yml(source: LinkedSource, model: str, person_model: str, person_column: str, plugin: str) -> str:
     """A linked model's yml: what it is, and a test that every row's person is in the person model."""
     t = source.table
     doc = {"version": 2, "models": [{
         "name": model,
         "description": f"{t.source.describe()} de-identified by deid-sql: rows of the persons {person_model} keeps, "
-                       f"dates shifted, {t.person} pseudonymized (functions of {PLUGIN})",
+                       f"dates shifted, {t.person} pseudonymized (functions of {plugin})",
         "config": {"meta": {"deid_set_person_model": person_model, "deid_source_rows": source.rows,
                             "deid_orphans": source.orphans, "deid_orphans_rule": t.orphans,
                             "deid_removed_with_suppressed_persons": source.removed}},
@@ -271,13 +273,13 @@ def sources_yml(sources: list[Source]) -> str:
     return f"# {header()}\n" + yaml_dump({"version": 2, "sources": list(entries.values())}, raw=raw)
 
 
-def profiles_yml(profile: str, warehouse: Path, secret_env: str) -> str:
+def profiles_yml(profile: str, warehouse: Path, secret_env: str, plugin: str) -> str:
     """A dbt-duckdb profile over the spec's warehouse file with the key's plugin; it names the
     environment variable holding the key, never the key."""
     return (f"# {header().split(';')[0]}; the key is read from ${secret_env} when dbt runs, never written here\n"
             + yaml_dump({profile: {"target": "dev", "outputs": {"dev": {
                 "type": "duckdb", "path": str(warehouse), "threads": 1,
-                "plugins": [{"module": PLUGIN, "config": {"secret_env": secret_env}}]}}}}))
+                "plugins": [{"module": plugin, "config": {"secret_env": secret_env}}]}}}}))
 
 
-__all__ = ["DEFAULT_PREFIX", "PLUGIN", "DbtSetOutput", "linked_sql", "person_sql", "write_dbt_set"]
+__all__ = ["DEFAULT_PREFIX", "DbtSetOutput", "linked_sql", "person_sql", "write_dbt_set"]

@@ -12,7 +12,7 @@ time, from the environment variable its config names.  In ``profiles.yml``::
         type: duckdb
         path: warehouse.duckdb
         plugins:
-          - module: deid_sql.dbt.duckdb_plugin
+          - module: deid_sql.backends.dbt_duckdb
             config: {secret_env: DEID_SECRET}
 
 The only module of the package that imports dbt (dbt-duckdb loads it by name); NULL in is NULL
@@ -36,7 +36,7 @@ def secret_of(env: Any) -> bytes:
     """The key in the environment variable ``env`` (the spec's ``secret_env``): missing, empty or
     short is one clear error, as for every release (``ColumnRoles.secret``)."""
     if not isinstance(env, str) or not env.strip():
-        raise ValueError("deid_sql.dbt.duckdb_plugin needs config: {secret_env: <environment variable holding the "
+        raise ValueError("deid_sql.backends.dbt_duckdb needs config: {secret_env: <environment variable holding the "
                          "key>} in the profile's plugins entry (the spec's [columns] secret_env)")
     return ColumnRoles(secret_env=env).secret()
 
