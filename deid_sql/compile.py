@@ -136,7 +136,7 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
             projections.append(exp.alias_(label, ident(name), copy=False))
         else:
             projections.append(col(name))
-    inner = exp.select(*projections, copy=False).from_(_from(source), copy=False)  # no deep copy of the CASEs
+    inner = exp.select(*projections, copy=False).from_(from_relation(source), copy=False)  # no deep copy of the CASEs
     for table, on in joins:
         inner = inner.join(table, on=on, join_type="LEFT", copy=False)
     return suppress(inner, [q.column for q in qis], list(columns), suppression, flag, person)
@@ -259,7 +259,9 @@ def _suppressed_groups(qi_cols: Sequence[str], groups: Sequence[tuple[str, ...]]
     return (table, on), hit
 
 
-def _from(source: exp.Expression) -> exp.Expression:
+def from_relation(source: exp.Expression) -> exp.Expression:
+    """``source`` as a FROM item: a table as itself, a query (a shifted or rewritten source) as a
+    subquery."""
     if isinstance(source, exp.Select):
         return exp.Subquery(this=source, alias=exp.TableAlias(this=ident("source")))
     return source

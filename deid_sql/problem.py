@@ -20,7 +20,7 @@ from .backends import Backend, local
 from .backends.lazy import LazyBackend
 from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
 from .cells import Cells
-from .compile import compile_source, generalize, to_sql
+from .compile import compile_source, from_relation, generalize, to_sql
 from .contract.pseudonym import type_problems
 from .contract.roles import apply_roles
 from .cuts import allowed_mask
@@ -340,10 +340,8 @@ class Problem:
         if self.spec.person is None:
             return self.sample.total
         if self._source_rows is None:
-            source = self.source.copy()
-            if isinstance(source, exp.Select):  # the dates of [columns] shift moved (``shifting``)
-                source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
-            query = exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(source)
+            # the source may be a query (the dates of [columns] shift moved: ``shifting``)
+            query = exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(from_relation(self.source.copy()))
             self._source_rows = int(self.backend.execute(query).column("n")[0].as_py())
         return self._source_rows
 

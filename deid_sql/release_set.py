@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from .atomic import replacing_folder
+from .compile import from_relation
 from .errors import OutputError
 from .linked_rows import KEY, LinkedSource, counted, kept_keys, linked_query, open_linked, released_columns
 from .output import check_not_input, measure_file, prejudge, write_file
@@ -117,9 +118,7 @@ def count_linked(backend: Backend, spec: Spec, opened: Sequence[LinkedSource], p
     """The opened linked tables counted against ``person_source`` (the person source's relation, or
     a batch's): orphans, and rows of persons not in ``kept`` (everyone when None)."""
     assert spec.person is not None
-    source = person_source.copy()
-    if isinstance(source, exp.Select):
-        source = exp.Subquery(this=source, alias=exp.TableAlias(this=exp.to_identifier("deid_source")))
+    source = from_relation(person_source.copy())
     everyone = exp.select(exp.alias_(col(spec.person.column), KEY)).distinct().from_(source)
     return [counted(backend, s, everyone, kept if kept is not None else everyone) for s in opened]
 

@@ -44,7 +44,7 @@ from ..release_set import (
 )
 from ..spec import TableRef
 from .apply import batch_gate
-from .batch import SHOWN, Batch, Outside, batch_ref, engine_ref, spec_for_batch
+from .batch import Batch, Outside, batch_ref, engine_ref, schema_differences, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
 from .format import RESAVE, PolicyFile, relative, type_class
 from .linkedset import SavedSet, SavedTable
@@ -150,12 +150,8 @@ def _check_schema(batch: Batch, saved: SavedTable, ref: TableRef, index: int, po
         now = {n: type_class(t) for n, t in batch.backend.columns(view).items()}
     except BackendError as e:
         raise DataError(read_problem(f"linked batch {saved.name!r}", ref.describe(), str(e))) from None
-    was = dict(saved.columns)
-    problems = [f"missing column {c!r}" for c in was if c not in now]
-    problems += [f"column {c!r} is {now[c]}, was {was[c]}" for c in was if c in now and now[c] != was[c]]
-    problems += [f"extra column {c!r} (not reviewed when the policy was saved)" for c in now if c not in was]
-    if problems:
-        shown = "; ".join(problems[:SHOWN]) + (f"; … {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
+    shown = schema_differences(dict(saved.columns), now)
+    if shown:
         raise DataError(f"linked batch {saved.name!r} ({ref.describe()}) does not have the columns the policy "
                         f"{policy.describe()} was saved for: {shown}; fix the batch, or {RESAVE} on a spec whose "
                         f"[[table]] {saved.name!r} has these columns")

@@ -254,13 +254,9 @@ class Batch:
 
     # -- checks ---------------------------------------------------------------------------
     def _check_schema(self) -> None:
-        saved = {c.name: c.kind for c in self.policy.columns}
-        now = {name: type_class(t) for name, t in self.columns.items()}
-        problems = [f"missing column {c!r}" for c in saved if c not in now]
-        problems += [f"column {c!r} is {now[c]}, was {saved[c]}" for c in saved if c in now and now[c] != saved[c]]
-        problems += [f"extra column {c!r} (not reviewed when the policy was saved)" for c in now if c not in saved]
-        if problems:
-            shown = "; ".join(problems[:SHOWN]) + (f"; … {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
+        shown = schema_differences({c.name: c.kind for c in self.policy.columns},
+                                   {name: type_class(t) for name, t in self.columns.items()})
+        if shown:
             raise DataError(f"batch {self.describe()} does not have the columns the policy {self.policy.describe()} "
                             f"was saved for: {shown}; fix the batch, or {RESAVE} on a spec whose source has "
                             f"these columns")
@@ -384,6 +380,15 @@ class Batch:
             return query
         return apply_roles(query, self.spec.columns, [q.column for q in self.spec.qis], self.backend,
                            f"batch {self.describe()}")
+
+
+def schema_differences(saved: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """How a batch's columns (name → type class) differ from those saved, shortened to ``SHOWN``
+    items; empty when they agree."""
+    problems = [f"missing column {c!r}" for c in saved if c not in now]
+    problems += [f"column {c!r} is {now[c]}, was {saved[c]}" for c in saved if c in now and now[c] != saved[c]]
+    problems += [f"extra column {c!r} (not reviewed when the policy was saved)" for c in now if c not in saved]
+    return "; ".join(problems[:SHOWN]) + (f"; … {len(problems) - SHOWN} more" if len(problems) > SHOWN else "")
 
 
 def open_batch(policy: PolicyFile, ref: TableRef, linked: Mapping[str, TableRef] | None = None) -> Batch:
