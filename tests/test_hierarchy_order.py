@@ -118,6 +118,7 @@ def nested(draw: st.DrawFn) -> tuple[Hierarchy, list[str]]:
     return Hierarchy("random.csv", rows, height), list(shuffled)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(nested())
 def test_the_derived_order_makes_every_group_a_run(case: tuple[Hierarchy, list[str]]):
