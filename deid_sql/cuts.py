@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,16 +106,23 @@ def hierarchy_domain(domain: Domain, hierarchy: Hierarchy, where: str) -> tuple[
     in the order their first value is declared, values within a group as declared."""
     if not isinstance(domain, CategoryDomain):
         return domain, None
-    values = domain.values
-    split = hierarchy.split_group(values)
+    split = hierarchy.split_group(domain.values)
     if split is None:
         return domain, None
-    order = hierarchy.nested_order(values)
-    ordered = type(domain)(tuple(values[i] for i in order))
+    ordered = type(domain)(hierarchy_values(domain.values, hierarchy))
     level, label, _, between = split
     return ordered, (f"{where}: values ordered as the hierarchy groups them, since the declared order splits "
                      f"level {level} group {label!r} ({shown(between, 3)} between its values): "
                      f"{shown(ordered.values, 6)}")
+
+
+def hierarchy_values(values: Sequence[str], hierarchy: Hierarchy) -> tuple[str, ...]:
+    """Category ``values`` in the order ``cuts = "hierarchy"`` gives their domain (``hierarchy_domain``),
+    as they are when a value has no row (the load refuses that).  The policy file's spec hash
+    declares this order, so a saved file names the domain its load builds."""
+    if any(v not in hierarchy.rows for v in values):
+        return tuple(values)
+    return tuple(values[i] for i in hierarchy.nested_order(values))
 
 
 def cut_position(domain: Domain, raw: object) -> int | None:

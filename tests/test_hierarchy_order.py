@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deid_sql.cuts import hierarchy_domain
+from deid_sql.cuts import hierarchy_domain, hierarchy_values
 from deid_sql.domain import CategoryDomain, IntegerDomain, ZipDomain
 from deid_sql.errors import SpecError
 from deid_sql.hierarchy import Hierarchy
@@ -143,6 +143,9 @@ def test_cuts_hierarchy_orders_a_category_domain_by_its_hierarchy(project, run):
     with Problem.from_spec(spec) as problem:
         i = problem.lattice.index("race")
         assert problem.domains[i].values == ("White", "Asian", "Black", "Other")
+        # what a policy file's spec hash declares (policyfile.batch): the order the load built
+        assert hierarchy_values(["White", "Black", "Asian", "Other"], problem.lattice.hierarchies["race"]) == \
+            problem.domains[i].values
         assert problem.lattice.qi_allowed(i).tolist() == [False, True, False]
         level1 = problem.policy("race:level=1")  # a lattice policy now, not only a recoding
         assert level1 == problem.policy("race:bottom")
@@ -228,3 +231,17 @@ def test_every_adult_hierarchy_level_is_a_policy_with_cuts_hierarchy(tmp_path: P
     reordered = [line.split("'")[1] for line in out.splitlines() if line.startswith("  hierarchy  QI")]
     # workclass's file lists its groups' values together already, so its order is kept
     assert reordered == ["education", "marital-status", "native-country", "occupation"]
+
+
+@pytest.mark.slow
+def test_a_policy_file_saved_on_a_reordered_domain_applies(project, run, tmp_path):
+    import pyarrow.parquet as pq
+
+    (project.dir / "race.csv").write_text(RACE_CSV, encoding="utf-8")
+    spec = project.spec(qis=[AGE, SEX, RACE, ZIP])
+    saved = tmp_path / "policy.json"
+    run("policy", "save", spec, "--policy", "age:every=10|race:level=1|zip:digits=3", "--out", saved)
+    out = tmp_path / "release.parquet"
+    run("apply", saved, "--source", project.source_parquet, "--out", out)
+    races = set(pq.read_table(out).column("race").to_pylist())
+    assert races <= {"White|Asian", "Black|Other", "*"} and {"White|Asian", "Black|Other"} <= races
