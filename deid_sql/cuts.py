@@ -9,7 +9,10 @@ propose.  A ``[[qi]]`` table may therefore restrict the boundaries a policy may 
 - ``cuts = [18, 30, 45, 65, 90]`` (any kind): only at these values (each a domain value
   after the first; dates as ``2020-01-01``, categories and ZIPs as strings);
 - ``cuts = "hierarchy"``: only between the groups of level 1 of the QI's hierarchy (every
-  coarser level's groups are unions of those, so every level is reachable);
+  coarser level's groups are unions of those, so every level is reachable).  Every group of
+  every level must be a run of the domain order: a category or ZIP domain whose declared order
+  splits a group is put in the hierarchy's own order (``hierarchy_domain``, which ``validate``
+  notes); an integer or date domain keeps its order, so a group it splits is refused;
 - ``zip_digits = [3, 5]`` (ZIPs): only where the first 3 (or 5) digits change;
 - ``date_cuts = ["month", "quarter", "year"]`` (dates): only on the first day of a month,
   quarter or year.
@@ -24,14 +27,15 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .domain import DateDomain, Domain, IntegerDomain, ZipDomain, parse_date
+from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain, parse_date
 from .errors import Problems, SpecError
-from .hierarchy import Hierarchy
+from .hierarchy import Hierarchy, shown
 
 UNITS = ("month", "quarter", "year")
 RULE_KEYS = ("cuts", "zip_digits", "date_cuts")
@@ -90,6 +94,35 @@ def level_bits(domain: Domain, hierarchy: Hierarchy, level: int) -> np.ndarray |
     adjacent domain values (the level is then a recoding, not a set of boundaries)."""
     rec = hierarchy.recoding(domain, level)
     return np.diff(rec.group_of) != 0 if rec.contiguous else None
+
+
+def hierarchy_domain(domain: Domain, hierarchy: Hierarchy, where: str) -> tuple[Domain, str | None]:
+    """``domain`` in an order where every group of every level of ``hierarchy`` is a run, and a
+    note saying why when that is not the declared order (None when it is).
+
+    Only a category or ZIP domain is reordered: an integer or date domain's order is its
+    values', and ``allowed_mask`` refuses a group it splits.  Every domain value needs a row
+    (``Hierarchy.recoding`` checks that first).  The order is ``Hierarchy.nested_order``: groups
+    in the order their first value is declared, values within a group as declared."""
+    if not isinstance(domain, CategoryDomain):
+        return domain, None
+    split = hierarchy.split_group(domain.values)
+    if split is None:
+        return domain, None
+    ordered = type(domain)(hierarchy_values(domain.values, hierarchy))
+    level, label, _, between = split
+    return ordered, (f"{where}: values ordered as the hierarchy groups them, since the declared order splits "
+                     f"level {level} group {label!r} ({shown(between, 3)} between its values): "
+                     f"{shown(ordered.values, 6)}")
+
+
+def hierarchy_values(values: Sequence[str], hierarchy: Hierarchy) -> tuple[str, ...]:
+    """Category ``values`` in the order ``cuts = "hierarchy"`` gives their domain (``hierarchy_domain``),
+    as they are when a value has no row (the load refuses that).  The policy file's spec hash
+    declares this order, so a saved file names the domain its load builds."""
+    if any(v not in hierarchy.rows for v in values):
+        return tuple(values)
+    return tuple(values[i] for i in hierarchy.nested_order(values))
 
 
 def cut_position(domain: Domain, raw: object) -> int | None:
@@ -234,13 +267,21 @@ def allowed_mask(rule: CutRule, domain: Domain, hierarchy: Hierarchy | None, whe
             return None
         mask[[int(pos) - 1 for pos in positions if pos]] = True
     elif rule.hierarchy:
-        mask = None
-        if hierarchy is not None and hierarchy.height > 1:
-            mask = level_bits(domain, hierarchy, 1)
-        if mask is None:
-            problems.append(f'{where}: cuts = "hierarchy" needs level 1 of the hierarchy to group adjacent values '
-                            f"only; order the domain as the hierarchy groups it (values = [...]) or list the cuts")
+        if hierarchy is None or hierarchy.height < 2:
+            problems.append(f'{where}: cuts = "hierarchy" needs a hierarchy with a level above the values; '
+                            f"add one, or list the cuts")
             return None
+        split = hierarchy.split_group([domain.text(i) for i in range(domain.size)])
+        if split is not None:
+            level, label, members, between = split
+            fix = (f"{domain.kind} values keep their own order: give the hierarchy groups of adjacent values, "
+                   f"or list the cuts") if domain.kind in ("integer", "date") else \
+                "order the domain as the hierarchy groups it (values = [...]) or list the cuts"
+            problems.append(f'{where}: cuts = "hierarchy" needs every group to be a run of adjacent values, but '
+                            f"level {level} group {label!r} holds {shown(members)} with {shown(between)} between "
+                            f"them; {fix}")
+            return None
+        mask = np.diff(hierarchy.recoding(domain, 1).group_of) != 0
     elif rule.zip_digits and isinstance(domain, ZipDomain):
         mask = np.zeros(n, dtype=bool)
         for d in rule.zip_digits:

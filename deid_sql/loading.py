@@ -21,6 +21,7 @@ from .cells import Cells
 from .compile import col, ident, is_integer_type, literal, source_key
 from .contract.pseudonym import type_problems
 from .contract.shift import shift_type_problems
+from .cuts import hierarchy_domain
 from .domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from .errors import BackendError, DataError, SpecError, Unreachable
 from .hierarchy import Hierarchy
@@ -163,9 +164,11 @@ def read_problem(which: str, where: str, message: str) -> str:
 
 def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Table | None,
                     problems: list[str], known: Mapping[str, tuple[str, ...]] | None = None,
-                    ) -> tuple[list[Domain | None], dict[str, Hierarchy]]:
+                    notes: list[str] | None = None) -> tuple[list[Domain | None], dict[str, Hierarchy]]:
     """Build each QI's domain from the spec, reading values from data where asked (or taking
-    them from ``known``, a cached load's values of the same data)."""
+    them from ``known``, a cached load's values of the same data).  A QI with ``cuts =
+    "hierarchy"`` gets its hierarchy's order when the declared one splits a group
+    (``cuts.hierarchy_domain``), said in ``notes``."""
     domains: list[Domain | None] = []
     hierarchies: dict[str, Hierarchy] = {}
     for q in spec.qis:
@@ -190,11 +193,15 @@ def resolve_domains(backend: Backend, spec: Spec, source: Table, population: Tab
             problems.append(f"QI {q.name!r}: {e}")
             domains.append(None)
     problems.extend(resolved_problems(spec.qis, domains))  # before anything is sized by a domain
-    for q, d in zip(spec.qis, domains):
+    for i, (q, d) in enumerate(zip(spec.qis, domains)):
         h = hierarchies.get(q.name)
         if d is not None and h is not None:
             try:
                 h.recoding(d, 0)
+                if q.cuts is not None and q.cuts.hierarchy:
+                    domains[i], note = hierarchy_domain(d, h, f"QI {q.name!r}")
+                    if note is not None and notes is not None:
+                        notes.append(note)
             except SpecError as e:
                 problems.extend(f"QI {q.name!r}: {p}" for p in e.problems)
     return domains, hierarchies

@@ -84,6 +84,7 @@ class Problem:
         self._sql: Evaluator | None = None
         self._scratch: Backend | None = None
         self.notes: list[str] = []  # what validate says beside the figures (collated or padded text QIs)
+        self.order_notes: list[str] = []  # QI domains put in their hierarchy's order (``cuts.hierarchy_domain``)
 
     @property
     def source(self) -> exp.Expression:
@@ -171,8 +172,9 @@ class Problem:
         if cache is not None and key is None:
             key = cache.key(spec, backend, source.view, population.view if population else None)
             cached = cache.get(key) if key is not None else None
+        order_notes: list[str] = []  # domains put in their hierarchy's order (validate says so)
         domains, hierarchies = resolve_domains(backend, spec, source, population, problems,
-                                               cached.values if cached is not None else None)
+                                               cached.values if cached is not None else None, order_notes)
         problems += outside_label_problems(spec, domains)
         if problems:
             raise_if(problems + roles)
@@ -210,6 +212,7 @@ class Problem:
 
         problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
         problem.notes = [line for _, line in notes]
+        problem.order_notes = order_notes
         return problem
 
     def close(self) -> None:

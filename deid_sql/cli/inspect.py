@@ -74,6 +74,10 @@ def _report_problem(problem: Problem) -> None:
         click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
     for note in problem.notes:
         click.echo(f"  text       {note}")
+    for note in problem.order_notes:
+        click.echo(f"  hierarchy  {note}")
+    for warning in _hierarchy_warnings(problem):
+        click.echo(f"  warning    {warning}")
     lattice = problem.lattice
     allowed = (f" ({lattice.free_bits} allowed by the spec's cuts: 2^{lattice.free_bits} policies)"
                if lattice.constrained else "")
@@ -95,6 +99,18 @@ def _report_problem(problem: Problem) -> None:
                    f"+{s.person.shift_days}] days: {', '.join(shifted)}")
     if roles.pseudonymize or shifted:
         click.echo(f"  key        HMAC-SHA-256 key from ${roles.secret_env} (set)")
+
+
+def _hierarchy_warnings(problem: Problem) -> list[str]:
+    """Hierarchy labels naming a range some of their values are outside (``hierarchy_labels``)."""
+    from ..hierarchy_labels import label_warnings
+
+    lines: list[str] = []
+    for name, domain in zip(problem.spec.qi_names, problem.domains):
+        hierarchy = problem.lattice.hierarchies.get(name)
+        if hierarchy is not None:
+            lines += label_warnings(name, hierarchy, [domain.text(i) for i in range(domain.size)])
+    return lines
 
 
 def _report_linked(problem: Problem) -> None:

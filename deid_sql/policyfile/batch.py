@@ -25,6 +25,7 @@ from .. import progress
 from ..backends import Backend, connect, engine_class
 from ..compile import col, generalize, suppress
 from ..contract.roles import apply_roles
+from ..cuts import hierarchy_values
 from ..domain import CategoryDomain
 from ..errors import BackendError, DataError, OutputError, SpecError
 from ..guards import IN_LIST, in_domain
@@ -178,12 +179,20 @@ def _declared_domain(q: QISpec, frozen: SavedQI | None) -> object:
         return {"min": q.min.isoformat(), "max": q.max.isoformat()}
     extra = [q.null_label] if q.nulls == "category" else []
     if q.values is not None:
-        return {"values": [*q.values, *extra]}
+        return {"values": _load_order(q, [*q.values, *extra])}
     if q.values_from == "hierarchy" and q.hierarchy is not None:
-        return {"values": [*Hierarchy.read(q.hierarchy).rows, *extra]}
+        return {"values": _load_order(q, [*Hierarchy.read(q.hierarchy).rows, *extra])}
     if frozen is not None and frozen.kind == q.kind:
         return {"values": list(frozen.domain.values)}  # type: ignore[attr-defined]
     return {"values_from": q.values_from}
+
+
+def _load_order(q: QISpec, values: list[str]) -> list[str]:
+    """Declared values in the order a load gives the domain: a QI with ``cuts = "hierarchy"`` may
+    take its hierarchy's (``cuts.hierarchy_values``), and the saved domain is that one."""
+    if q.cuts is None or not q.cuts.hierarchy or q.hierarchy is None:
+        return values
+    return list(hierarchy_values(values, Hierarchy.read(q.hierarchy)))
 
 
 @dataclass(frozen=True)
