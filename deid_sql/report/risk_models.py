@@ -80,12 +80,13 @@ LINKING = ("Records are only linked through the released QI labels; the other re
 def population_source(problem: Problem) -> str:
     """Where each released group's population size g comes from: ``census`` (counted in the
     population table), ``weights`` (the group's summed sampling weights: an estimate), or
-    ``sample`` (nothing: g is the group's own sample count, or the model estimates without g)."""
+    ``size`` (only the population's size is known: the model estimates without g, or takes g = m)
+    or ``sample`` (the sample is its own population: g is the group's own sample count)."""
     if problem.spec.population is not None:
         return "census"
     if problem.spec.weights is not None and problem.population is not None:
         return "weights"
-    return "sample"
+    return "size" if problem.spec.population_size is not None else "sample"
 
 
 def population_sentence(problem: Problem) -> str:

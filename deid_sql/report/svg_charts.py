@@ -101,6 +101,8 @@ def tick_text(value: float) -> str:
     """A short axis label: 0 · 0.01 · 1e-5 · 10,000 · 1e6."""
     if value == 0:
         return "0"
+    if 1 <= abs(value) < 1e6 and float(value).is_integer():
+        return f"{int(value):,}"
     if abs(value) < 1e-3 or abs(value) >= 1e6:
         mantissa, exponent = f"{value:.0e}".split("e")
         return f"{mantissa}e{int(exponent)}" if mantissa != "1" else f"1e{int(exponent)}"
@@ -166,18 +168,18 @@ def histogram(chart_id: str, edges: Sequence[float], counts: Sequence[float], *,
     ``log_counts``: counts on a log axis, each bar with its count written above it."""
     return paired_histogram(chart_id, edges, [(y_label, counts, colour)], title=title, x_label=x_label,
                             y_label=y_label + (" (log scale)" if log_counts else ""), log_counts=log_counts,
-                            series_key=y_label)
+                            keys=[y_label])
 
 
 def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tuple[str, Sequence[float], str]], *,
                      title: str, x_label: str, y_label: str, log_counts: bool = False,
-                     series_key: str | None = None) -> str:
+                     keys: Sequence[str] | None = None) -> str:
     """One bar per series and bin, side by side; ``series`` = (name, counts, colour) each.
 
     Bins are drawn equal-width whatever their edges, so log-spaced bins (group sizes 1, 2, 5,
     10 … 10⁶) stay readable; the edge values are the tick labels.  The margins follow the
     labels: the left one the widest count tick, the right one half the last edge's label.
-    ``series_key``: the ``data-`` name of a lone series (default: its name).
+    ``keys``: each series' ``data-`` attribute name (default: its name).
     """
     width, height, top, bottom = 560, 230, 14, 58
     bins = max(len(edges) - 1, 1)
@@ -193,7 +195,7 @@ def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tup
     step = (x1 - x0) / bins
     bar = step * 0.8 / max(len(series), 1)
     edge_data = _data(list(edges))
-    names = [series_key] if series_key is not None and len(series) == 1 else [name for name, _, _ in series]
+    names = list(keys) if keys is not None else [name for name, _, _ in series]
     series_data = "".join(f' data-{escape(_slug(key))}="{_data(list(counts))}"'
                           for key, (_, counts, _) in zip(names, series))
     out = [_open(chart_id, width, height, title, f' data-edges="{edge_data}"{series_data}'
