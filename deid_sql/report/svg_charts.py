@@ -338,4 +338,4 @@ def scatter(chart_id: str, points: Sequence[Sequence[float]], marked: Sequence[t
 
 def _slug(name: str) -> str:
     """A series name as a ``data-`` attribute name (lower case letters, digits and dashes)."""
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "series"
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in name.lower()).strip("-") or "series"
