@@ -95,7 +95,7 @@ def test_every_risk_model_describes_itself_and_cites_its_papers(project, risk: s
     else:
         assert model["population_source"] == "size" and sizes["population"] is None
         assert "data-population" not in chart.attrs and "population" not in chart.attrs["aria-label"]
-        assert report["data"]["population"].startswith(f"no census: N = {SIZE:,} people")
+        assert report["data"]["population"].startswith(f"no census: {SIZE:,} people (N)")
         assert "(1/g)" not in model["name"] and "sample only: there is no census" in model["group_sizes_note"]
         # every no-census estimator's figures are shown, and their papers cited
         assert {"Benedetti 1998", "Zayatz 1991", "Hoshino 2001", "Chen 1998", "Dankar 2012"} <= set(method)

@@ -114,10 +114,10 @@ def _size_words(problem: Problem) -> str:
     if spec.population_size is not None:
         from ..population_size import describe
 
-        return f"N = {describe(spec.population_size, spec.population_region)}"
+        return f"{describe(spec.population_size, spec.population_region)} (N)"
     if spec.weights is not None:
-        return f"N = {problem.population_size:,.0f} people, the sum of the sampling weights (column {spec.weights!r})"
-    return f"N = {problem.population_size:,.0f} (the sample)"
+        return f"{problem.population_size:,.0f} people (N), the sum of the sampling weights (column {spec.weights!r})"
+    return f"{problem.population_size:,.0f} people (N, the sample)"
 
 
 def describe_key(risk: str) -> str:
