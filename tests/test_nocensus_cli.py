@@ -193,6 +193,7 @@ def test_the_report_shows_the_model_and_its_figures(project, run, tmp_path) -> N
     run("report", spec, "--policy", "age:every=10", "--out", tmp_path / "r.html")
     parameters = json.loads((tmp_path / "r.json").read_text())["method"]["parameters"]
     assert parameters["risk"] == "zayatz" and parameters["population"].startswith(f"no census: {SIZE:,} people")
-    assert "zayatz" in parameters["population uniques"] and "expected re-identifications" in \
-        parameters["benedetti franconi"]
+    estimates = json.loads((tmp_path / "r.json").read_text())["risk"]["no_census"]["before_suppression"]
+    assert "population_uniques" in estimates["zayatz"] and "expected_reidentifications" in \
+        estimates["benedetti_franconi"]
     assert "population uniques" in (tmp_path / "r.html").read_text()

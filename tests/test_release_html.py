@@ -280,7 +280,7 @@ def test_other_verdicts_and_no_release(verdict):
     report["summary"]["verdict"] = report["risk"]["gate"]["verdict"] = verdict
     report["summary"]["released"] = None
     report["method"]["commands"]["release"] = None
-    report["data"]["population"] = "sample"
+    report["data"]["population"] = "none: the sample is its own population (g = records in the released group)"
     report["policy"]["sample"] = {"source": "release", "columns": ["age"], "rows": [["[40-49]"]]}
     if verdict == "no criteria":
         report["risk"]["gate"] = {"criteria": {}, "checks": [], "verdict": verdict}

@@ -27,17 +27,20 @@ KEYS = {
     "": {"format", "version", "created_at", "software", "summary", "data", "policy", "risk", "utility", "frontier",
          "method", "attestation"},
     "software": {"name", "version"},
-    "summary": {"verdict", "headline", "spec", "policy", "released", "operator"},
+    "summary": {"verdict", "headline", "cautions", "spec", "policy", "released", "operator"},
     "data": {"source", "population", "columns", "qis"},
-    "policy": {"text", "levels", "readable", "sha256", "rules", "suppression", "sample"},
+    "policy": {"text", "levels", "readable", "sha256", "kind", "named", "arguments", "rules", "suppression",
+               "sample"},
     "policy.suppression": {"suppressed_records", "suppressed_groups", "share", "rule", "below", "groups"},
     "policy.sample": {"source", "columns", "rows"},
-    "risk": {"figures", "record_risk_histogram", "group_sizes", "model", "comparison", "gate"},
+    "risk": {"figures", "before_suppression", "at_risk", "record_risk_histogram", "group_sizes", "model",
+             "no_census", "comparison", "gate"},
     "risk.figures": {"records", "groups", "expected_reidentifications", "mean_record_risk", "max_record_risk", "k",
                      "sample_uniques", "suppressed", "risk"},
     "risk.record_risk_histogram": {"edges", "counts"},
     "risk.group_sizes": {"edges", "sample", "population"},
-    "risk.model": {"name", "gamma", "population", "assumptions", "adversary"},
+    "risk.model": {"key", "name", "gamma", "population", "population_source", "group_sizes", "group_sizes_note",
+                   "record_risk", "expected_reidentifications", "estimate", "assumptions", "adversary", "papers"},
     "risk.gate": {"criteria", "checks", "verdict"},
     "utility": {"kl_loss", "normalized_loss", "iyengar_loss", "per_qi", "marginals"},
     "method": {"papers", "parameters", "commands"},
@@ -65,7 +68,9 @@ def check_contract(report: dict[str, Any]) -> None:
     assert all(set(lab) == {"label", "values", "records"} for r in report["policy"]["rules"] for lab in r["labels"])
     assert all(set(c) == {"name", "type", "role"} for c in report["data"]["columns"])
     assert all(set(q) == {"name", "column", "kind", "domain", "size"} for q in report["data"]["qis"])
-    assert all(set(p) == {"authors", "title", "venue", "year", "used_for"} for p in report["method"]["papers"])
+    for paper in report["method"]["papers"] + report["risk"]["model"]["papers"]:
+        assert set(paper) == {"authors", "title", "venue", "year", "used_for"} and all(paper.values())
+    assert all(set(c) == {"kind", "text"} for c in report["summary"]["cautions"])
     if report["frontier"] is not None:
         assert set(report["frontier"]) == FRONTIER_KEYS
     assert report["summary"]["verdict"] in ("passed", "failed", "accepted", "no criteria")
@@ -320,8 +325,12 @@ def test_sample_as_population_and_a_recoding(project) -> None:
     with Problem.from_spec(project.spec(name="sampled.toml", population=None)) as problem:
         report = build_report(problem, plan_of(problem, POLICY))
     check_contract(report)
-    assert report["data"]["population"] == "sample" and report["risk"]["model"]["population"] == "sample"
-    assert report["risk"]["group_sizes"]["sample"] == report["risk"]["group_sizes"]["population"]
+    sentence = "none: the sample is its own population (g = records in the released group)"
+    assert report["data"]["population"] == report["risk"]["model"]["population"] == sentence
+    # nothing is counted in a population: no population bars equal to the sample's, and the model says g = m
+    assert report["risk"]["group_sizes"]["population"] is None and report["risk"]["model"]["group_sizes"] is None
+    assert report["risk"]["model"]["name"].startswith("sample-based record risk (1/m)^γ")
+    assert "number of released groups" in report["risk"]["model"]["expected_reidentifications"]
     with Problem.from_spec(with_roles(project, name="roles.toml")) as problem:
         harbor = safe_harbor(problem).recoding
         report = build_report(problem, plan_of(problem, harbor))

@@ -67,10 +67,22 @@ def test_a_release_with_suppress_below_gets_a_report_of_what_it_released(run, pr
     kept = collections.Counter(tuple(r[q] for q in ("age", "sex", "race", "zip")) for r in rows
                                if not r["deid_suppressed"])
     assert sum(twin["risk"]["group_sizes"]["sample"]) == len(kept) == twin["risk"]["figures"]["groups"]
-    # the comparison's row is this release, and the loss grows with the suppression
-    this = twin["risk"]["comparison"][0]
-    assert this["name"] == "this release" and this["k"] == sidecar["figures"]["k"] >= 5
+    # the comparison has the policy before suppression and the release after it, labelled; the loss grows
+    before, this = twin["risk"]["comparison"][:2]
+    assert before["name"] == "this policy, before suppression" and this["name"] == "this release, after suppression"
+    assert this["k"] == sidecar["figures"]["k"] >= 5 > before["k"]
     plain = _read_report(run, project, POLICY, project.dir / "plain.html")
+    # the figures before suppression are the policy's own, evaluate's digits: the report without suppression
+    assert before["expected_reidentifications"] == plain["risk"]["comparison"][0]["expected_reidentifications"]
+    assert twin["risk"]["before_suppression"]["k"] == plain["risk"]["figures"]["k"] == before["k"]
+    assert twin["risk"]["before_suppression"]["expected_reidentifications"] == pytest.approx(
+        plain["risk"]["figures"]["expected_reidentifications"], rel=1e-12)
+    assert twin["risk"]["figures"]["expected_reidentifications"] == this["expected_reidentifications"]
+    assert plain["risk"]["before_suppression"] is None and len(plain["risk"]["comparison"]) == 2
+    # the page gives each figure twice, in columns that say which is which
+    text = page.read_text(encoding="utf-8")
+    assert "<th class=\"num\">before suppression</th><th class=\"num\">released, after suppression</th>" in text
+    assert "--suppress-below 5" in twin["policy"]["arguments"]
     assert twin["utility"]["kl_loss"] > plain["utility"]["kl_loss"]
     assert twin["utility"]["iyengar_loss"] > plain["utility"]["iyengar_loss"]
     assert twin["method"]["commands"]["report"].startswith("deid-sql report ")

@@ -74,11 +74,13 @@ class Histogram:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Population uniques by one model; ``model`` is the one that gave the number (Dankar's pick)."""
+    """Population uniques by one model; ``model`` is the one that gave the number (Dankar's pick);
+    ``fallback_from`` the model Dankar's rule wanted but could not fit ("" when it took its pick)."""
 
     uniques: float
     model: str
     note: str = ""
+    fallback_from: str = ""
 
 
 def sampling_fraction(n: float, population: float) -> float:
@@ -342,12 +344,12 @@ def dankar(h: Histogram, population: float) -> Estimate:
             return pitman(h, population)
         except EstimationError as e:
             z = zayatz(h, population)
-            return Estimate(z.uniques, "zayatz", f"Pitman failed ({e})")
+            return Estimate(z.uniques, "zayatz", f"Pitman failed ({e})", fallback_from="pitman")
     z = zayatz(h, population)
     try:
         s = snb(h, population)
     except EstimationError as e:
-        return Estimate(z.uniques, "zayatz", f"SNB failed ({e})")
+        return Estimate(z.uniques, "zayatz", f"SNB failed ({e})", fallback_from="snb")
     return z if z.uniques < s.uniques else s
 
 

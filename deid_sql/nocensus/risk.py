@@ -185,7 +185,8 @@ def figures(m: np.ndarray, population_sizes: np.ndarray, population: float, weig
         try:
             est = population_uniques(model, h, max(population, n))
             out[model] = {"population_uniques": est.uniques, "population_uniqueness": est.uniques / population,
-                          "model": est.model, **({"note": est.note} if est.note else {})}
+                          "model": est.model, **({"note": est.note} if est.note else {}),
+                          **({"fallback_from": est.fallback_from} if est.fallback_from else {})}
         except EstimationError as e:
             out[model] = {"error": str(e)}
     p = np.clip(m / np.maximum(big, m), 0.0, 1.0)

@@ -31,6 +31,7 @@ MAX_VALUES = 10  # member values listed per label
 MAX_DOMAIN = 50  # category values listed per QI domain
 SAMPLE_ROWS = 5  # synthetic rows when no release rows are asked for
 IN_WORDS = 8  # labels named in a rule's sentence
+HIGH_RISK = 0.5  # a record risk at or above this is a caution, and the record-risk histogram's last bin
 
 
 class Groups:
@@ -58,34 +59,48 @@ class Groups:
         m_all = np.append(self.m, float(self.suppressed)) if self.suppressed else self.m
         g_all = np.append(self.g, max(total, float(self.suppressed))) if self.suppressed else self.g
         risk = group_risks(problem.record_risk, m_all, g_all) if g_all.size else np.zeros(0)
+        self.m_all, self.g_all = m_all, g_all  # every released group, the suppressed one last
         self.risk = risk[:self.g.size]
         self.suppressed_risk = float(risk[-1]) if self.suppressed else 0.0
 
+    def _released_risks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(record risk, records) of every released group, the suppressed records as one group of '*'."""
+        if self.suppressed:
+            return np.append(self.risk, self.suppressed_risk), np.append(self.m, float(self.suppressed))
+        return self.risk, self.m
+
     def record_risk_histogram(self) -> dict[str, list[Any]]:
-        """Records per record-risk bin: 0, then one bin per decade up to 1 (the last bin holds 1)."""
-        risk, m = self.risk, self.m
-        if self.suppressed:  # the suppressed records are released too, as one group of '*'
-            risk, m = np.append(risk, self.suppressed_risk), np.append(m, float(self.suppressed))
+        """Records per record-risk bin: 0, then one bin per decade up to 0.1, then [0.1, 0.5) and
+        [0.5, 1] — the last bin holds the records at risk 0.5 or more (``at_risk``), the ones a
+        reviewer must see first."""
+        risk, m = self._released_risks()
         positive = risk[risk > 0]
         low = int(math.floor(math.log10(float(positive.min())))) if positive.size else -1
         low = max(min(low, -1), -12)
-        edges = [0.0] + [10.0 ** e for e in range(low, 1)]
+        edges = [0.0] + [10.0 ** e for e in range(low, 0)] + [HIGH_RISK, 1.0]
         counts, _ = np.histogram(np.clip(risk, 0.0, 1.0), bins=edges, weights=m)
         return {"edges": edges, "counts": [int(round(c)) for c in counts]}
 
-    def group_sizes(self) -> dict[str, list[Any]]:
-        """Groups per size bin (1, 2, 5, 10, 20, 50, … : log-spaced), by sample records m and by
-        population people g; the last edge is above the largest group.  Suppressed records are
-        not a group of the release's labels and are left out."""
-        top = float(max(self.g.max(), self.m.max())) if self.m.size else 1.0
+    def at_risk(self, threshold: float = HIGH_RISK) -> int:
+        """Records whose record risk is ``threshold`` or more (suppressed records included)."""
+        risk, m = self._released_risks()
+        return int(round(float(m[risk >= threshold].sum()))) if risk.size else 0
+
+    def group_sizes(self, population: bool = True) -> dict[str, Any]:
+        """Groups per size bin (1, 2, 5, 10, 20, 50, … : log-spaced), by sample records m and — when
+        ``population`` (g is counted in a census or estimated by weights) — by population people
+        g, else ``population`` None; the last edge is above the largest group.  Suppressed records
+        are not a group of the release's labels and are left out."""
+        sizes = [self.m.max()] + ([self.g.max()] if population else []) if self.m.size else []
+        top = float(max(sizes)) if sizes else 1.0
         edges: list[int] = [1]
         step = 0
         while edges[-1] <= top:
             step += 1
             edges.append((1, 2, 5)[step % 3] * 10 ** (step // 3))
         sample, _ = np.histogram(self.m, bins=edges)
-        population, _ = np.histogram(self.g, bins=edges)
-        return {"edges": edges, "sample": [int(c) for c in sample], "population": [int(c) for c in population]}
+        counted = [int(c) for c in np.histogram(self.g, bins=edges)[0]] if population else None
+        return {"edges": edges, "sample": [int(c) for c in sample], "population": counted}
 
     def records_per_label(self, q: int, n_groups: int) -> np.ndarray:
         return np.bincount(self.ids[q], weights=self.m, minlength=n_groups)

@@ -92,9 +92,13 @@ def render_html(report: dict[str, Any]) -> str:
         raise ValueError(f"not a {FORMAT} version {VERSION} dict (format {report.get('format')!r}, "
                          f"version {report.get('version')!r}); build it with build_report")
     try:
+        verdict = report["summary"]["verdict"]
+        words = VERDICT_WORDS.get(verdict, verdict)
+        warned = len(report["summary"]["cautions"])
+        if warned:  # a pass is never shown alone when there is something to weigh
+            words += f" — with {warned} caution{'' if warned == 1 else 's'} below"
         return _environment().get_template(TEMPLATE).render(
-            r=report, charts=charts(report), figures=FIGURES, compared=COMPARED,
-            verdict_words=VERDICT_WORDS.get(report["summary"]["verdict"], report["summary"]["verdict"]))
+            r=report, charts=charts(report), figures=FIGURES, compared=COMPARED, verdict_words=words)
     except (jinja2.UndefinedError, KeyError, TypeError) as e:
         raise ValueError(f"the report dict does not follow the {FORMAT} contract: {e}") from e
 
@@ -104,14 +108,21 @@ def charts(report: dict[str, Any]) -> dict[str, Any]:
     risk = report["risk"]
     hist = risk["record_risk_histogram"]
     sizes = risk["group_sizes"]
+    series, keys = [("sample", sizes["sample"], SAMPLE_COLOUR)], ["sample"]
+    counted = risk["model"].get("group_sizes")
+    if sizes.get("population") is not None and counted:  # no census: nothing counted, no population bars
+        series.append((counted, sizes["population"], POPULATION_COLOUR))
+        keys.append("population")
     out: dict[str, Any] = {
         "record_risk": Markup(histogram("record-risk-histogram", hist["edges"], hist["counts"],
-                                        title="Records by record risk", x_label="record risk")),
+                                        title="Records by record risk", x_label="record risk (the last bin: 0.5 to 1)",
+                                        log_counts=True)),
         "group_sizes": Markup(paired_histogram(
-            "group-size-histogram", sizes["edges"],
-            [("sample", sizes["sample"], SAMPLE_COLOUR), ("population", sizes["population"], POPULATION_COLOUR)],
-            title="Released groups by size, in the sample and in the population",
-            x_label="group size (records in the sample; people in the population)", y_label="groups")),
+            "group-size-histogram", sizes["edges"], series, keys=keys,
+            title=("Released groups by size, in the sample and in the population" if len(series) > 1 else
+                   "Released groups by their records in the sample"),
+            x_label=("group size (records in the sample; " + counted + ")" if len(series) > 1 else
+                     "group size (records in the sample)"), y_label="groups")),
         "marginals": [
             {"qi": m["qi"],
              "before": Markup(bar_chart(f"marginal-{i}-before", [(b["label"], b["share"]) for b in m["before"]],

@@ -33,7 +33,9 @@ from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from . import release_contents as contents
+from .cautions import cautions
 from .frontier_report import CHECKPOINT, problem_identity
+from .risk_models import describe_model, method_papers, population_sentence
 
 if TYPE_CHECKING:
 
@@ -45,24 +47,6 @@ VERSION = 1
 ROLE_WORDS = {"qi": "QI", "drop": "dropped", "pseudonymize": "pseudonymized", "sensitive": "sensitive",
               "keep": "kept", "flag": "suppression flag", "shift": "shifted"}
 ATTESTATION = ["Name", "Role", "Organization", "Date", "Signature"]
-PAPERS = {
-    "001": {"authors": "Kathleen Benitez, Grigorios Loukides, Bradley Malin",
-            "title": "Beyond Safe Harbor: Automatic Discovery of Health Information De-identification Policy "
-                     "Alternatives",
-            "venue": "Proceedings of the 1st ACM International Health Informatics Symposium (IHI)", "year": 2010,
-            "used_for": "population-based record risk (1/g)^γ; HIPAA Safe Harbor as a policy and the reference "
-                        "it is compared with; Bisecting Policy Search for alternatives"},
-    "000": {"authors": "Weiyi Xia, Raymond Heatherly, Xiaofeng Ding, Jiuyong Li, Bradley Malin",
-            "title": "Efficient Discovery of De-identification Policies Through a Risk-Utility Frontier",
-            "venue": "Proceedings of the 3rd ACM Conference on Data and Application Security and Privacy "
-                     "(CODASPY)", "year": 2013,
-            "used_for": "the policy lattice, risk normalized by the original data's, KL-divergence utility loss, "
-                        "the risk-utility frontier and its searches"},
-    "002": {"authors": "Weiyi Xia", "title": "Optimizing the Privacy Risk - Utility Framework in Data Publication",
-            "venue": "PhD dissertation, Vanderbilt University", "year": 2017,
-            "used_for": "the adversary's re-identification attack as a Markov decision process: record risk = "
-                        "P(re-identification) × loss, thresholds k and k′"},
-}
 
 
 class ReportInputError(DeidError):
@@ -178,10 +162,20 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                    "mean_record_risk": figures.mean_record_risk, "max_record_risk": figures.max_record_risk,
                    "k": figures.k, "sample_uniques": figures.sample_unique_records, "suppressed": figures.suppressed,
                    "risk": figures.risk}
-    comparison = [_row("this release" if groups.suppressed else "this policy", metrics, figures, loss)]
+    model = describe_model(problem, groups.m_all, harbor_note)
+    if groups.suppressed:  # the policy's groups before its suppression, labelled apart from the release's
+        comparison = [_row("this policy, before suppression", metrics),
+                      _row("this release, after suppression", metrics, figures, loss)]
+        before_figures = _before_suppression(metrics)
+    else:
+        comparison = [_row("this policy", metrics, figures, loss)]
+        before_figures = None
     if harbor is not None:
         comparison.append(_row("HIPAA Safe Harbor", harbor))
     comparison.append(_row("original data", original))
+    no_census = _no_census(problem, recoding, groups)
+    at_risk = groups.at_risk()
+    warnings = cautions(figure_dict, at_risk, model, no_census)
 
     rules, per_qi, marginals = [], [], []
     for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
@@ -209,7 +203,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         "format": FORMAT, "version": VERSION, "created_at": utc_now(),
         "software": {"name": "deid-sql", "version": __version__},
         "summary": {"verdict": status, "headline": _headline(figure_dict, verdict, status),
-                    "spec": str(spec.path), "policy": readable, "released": _released(sidecar),
+                    "cautions": warnings, "spec": str(spec.path), "policy": readable, "released": _released(sidecar),
                     "operator": _operator()},
         "data": {
             "source": (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)},
@@ -219,7 +213,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                      "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
         },
         "policy": {"text": text, "levels": plan.levels, "readable": readable, "sha256": gate.policy["sha256"],
-                   "rules": rules,
+                   **policy_naming(plan), "rules": rules,
                    "suppression": {"suppressed_records": figures.suppressed,
                                    "suppressed_groups": groups.suppressed_groups,
                                    "share": figures.suppressed / figures.records if figures.records else 0.0,
@@ -228,9 +222,12 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                    "sample": sample},
         "risk": {
             "figures": figure_dict,
+            "before_suppression": before_figures,
+            "at_risk": {"threshold": contents.HIGH_RISK, "records": at_risk},
             "record_risk_histogram": groups.record_risk_histogram(),
-            "group_sizes": groups.group_sizes(),
-            "model": _model(problem, harbor_note),
+            "group_sizes": groups.group_sizes(population=model["group_sizes"] is not None),
+            "model": model,
+            "no_census": no_census,
             "comparison": comparison,
             "gate": {"criteria": _criteria(gate), "checks": [
                 {"figure": c.figure, "value": float(c.value), "limit": float(c.limit), "at_most": c.at_most,
@@ -239,8 +236,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         "utility": {"kl_loss": kl, "normalized_loss": loss, "iyengar_loss": iyengar, "per_qi": per_qi,
                     "marginals": marginals},
         "frontier": None if frontier is None else place_on_frontier(problem, Path(frontier), metrics, harbor),
-        "method": {"papers": _papers(problem), "parameters": {**_parameters(problem, gate),
-                                                              **_no_census(problem, recoding)},
+        "method": {"papers": method_papers(problem, model), "parameters": _parameters(problem, gate),
                    "commands": {"release": release_cmd, "report": report_cmd}},
         "attestation": {"fields": list(ATTESTATION)},
     }
@@ -335,7 +331,7 @@ def _resolved(value: Any) -> Any:
 
 def _population(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None) -> Any:
     if problem.spec.population is None:
-        return "sample"
+        return population_sentence(problem)
     described = (sidecar or {}).get("population") or _resolved(gate.population)
     if not isinstance(described, dict):
         return described
@@ -407,85 +403,64 @@ def _criteria(gate: ReleaseGate) -> dict[str, Any]:
     return out
 
 
-def _model(problem: Problem, harbor_note: str | None) -> dict[str, Any]:
-    spec = problem.spec
-    sampled = spec.population is None
-    population = "sample" if sampled else spec.population.describe()
-    assumptions = [
-        "The attacker knows the quasi-identifiers (QIs) of the target and nothing else the release hides.",
-        ("The sample is its own population: a released group of m records stands for m people (the "
-         "prosecutor's view, where the attacker knows the target is in the data)." if sampled else
-         f"The population table counts every person the target could be; a released group covers "
-         f"g = max(census people, sample records) of them ({problem.population_total:,} people in all)."),
-        "Records are only linked through the released QI labels; the other released columns add no "
-        "identifying information.",
-    ]
-    adversary = None
-    if spec.risk == "adversary":
-        from ..adversary.risk import thresholds
-
-        params = spec.feature("adversary")
-        t = thresholds(params)
-        adversary = {"parameters": params.to_dict(), "describe": params.describe(),
-                     "thresholds": {"k": t.k, "k_prime": t.k_prime, "k_prime_sunk": t.k_prime_sunk}}
-        name = "adversary: P(re-identification) × loss under the attacker's optimal attack"
-        assumptions += [
-            "The attacker is rational: pays to access an external data set, links and exploits only while the "
-            "expected gain exceeds the costs and the expected penalties.",
-            f"A share prior = {params.prior:g} of the population is in the external data set the attacker links.",
-            f"Groups of fewer than k = {t.k} external matches are fully exploited; groups of at least "
-            f"k′ = {t.k_prime} are not attacked at all.",
-        ]
-    else:
-        name = "population-based record risk (1/g)^γ"
-        assumptions.append(f"A record in a group of g people is re-identified with probability (1/g)^γ, "
-                           f"γ = {spec.gamma:g}.")
-    if harbor_note:
-        assumptions.append(harbor_note + ".")
-    return {"name": name, "gamma": float(spec.gamma), "population": population, "assumptions": assumptions,
-            "adversary": adversary}
+def _population_text(problem: Problem) -> str:
+    if problem.spec.population is not None:
+        return f"{problem.spec.population.describe()}, g = max(census, sample)"
+    return population_sentence(problem) + " (docs/no-census.md)"
 
 
-def _papers(problem: Problem) -> list[dict[str, Any]]:
-    keys = ["001", "000"] + (["002"] if problem.spec.risk == "adversary" else [])
-    return [dict(PAPERS[k]) for k in keys]
-
-
-def _population_text(spec: Any) -> str:
-    if spec.population is not None:
-        return f"{spec.population.describe()}, g = max(census, sample)"
-    if not spec.no_census:
-        return "sample (g = m)"
-    from ..population_size import describe
-
-    size = describe(spec.population_size, spec.population_region) if spec.population_size else "the sum of the weights"
-    weights = f"; g = the group's summed weights (column {spec.weights!r})" if spec.weights else "; g = m"
-    return f"no census: {size}{weights} (docs/no-census.md)"
-
-
-def _no_census(problem: Problem, recoding: Recoding) -> dict[str, Any]:
-    """Without a census: the population uniques by every estimator and Benedetti–Franconi's expected
-    re-identifications of the released groups (before suppression), as one line each."""
+def _no_census(problem: Problem, recoding: Recoding, groups: contents.Groups) -> dict[str, Any] | None:
+    """Without a census: every estimator's population uniques and Benedetti–Franconi's expected
+    re-identifications (``nocensus.risk.figures``) of the policy's groups before suppression, and
+    — when the release suppresses — of the released groups after it (the suppressed records one
+    group, as the gate counts them), each labelled, so no figure stands without saying which."""
     if not problem.spec.no_census:
-        return {}
-    from ..nocensus.risk import policy_figures  # scipy: loaded only without a census
+        return None
+    from ..nocensus.risk import figures, policy_figures  # scipy: loaded only without a census
 
-    f = policy_figures(problem, recoding)
-    uniques = "; ".join(f"{k} {f[k]['population_uniques']:,.4g}" + (f" ({f[k]['model']})" if k == "dankar" else "")
-                        if "population_uniques" in f[k] else f"{k}: {f[k]['error']}"
-                        for k in ("pitman", "zayatz", "snb", "dankar"))
-    bf = f["benedetti_franconi"]
-    return {"population uniques": f"of {f['population_size']:,.0f} people (f = {f['sampling_fraction']:.4g}, "
-                                  f"{f['sample_uniques']:,} sample uniques): {uniques}",
-            "benedetti franconi": f"{bf['expected_reidentifications']:,.4g} expected re-identifications "
-                                  f"(rate {bf['reidentification_rate']:.4g}, highest record risk "
-                                  f"{bf['max_record_risk']:.4g})"}
+    before = policy_figures(problem, recoding)
+    after = None
+    if groups.suppressed:
+        weighted = problem.spec.weights is not None
+        sizes = groups.g_all if weighted else groups.m_all * (problem.population_size / float(problem.sample.total))
+        after = figures(groups.m_all, sizes, problem.population_size, weighted)
+    return {"population_size": before["population_size"], "sampling_fraction": before["sampling_fraction"],
+            "before_suppression": before, "after_suppression": after}
+
+
+def _before_suppression(m: Metrics) -> dict[str, Any]:
+    """The policy's figures on its groups before suppression (``evaluate``'s), keyed as the release's."""
+    return {"records": m.records, "groups": m.groups, "expected_reidentifications": m.expected_reidentifications,
+            "mean_record_risk": m.risk_sum / m.records if m.records else 0.0, "max_record_risk": m.max_record_risk,
+            "k": m.k, "sample_uniques": m.sample_unique_records, "suppressed": 0, "risk": m.risk}
+
+
+def policy_naming(plan: ReleasePlan) -> dict[str, Any]:
+    """How the page names the release's recoding, whatever it is: ``kind`` (policy text, hierarchy
+    levels, or a recoding such as Safe Harbor's), ``named`` (the text that gives it again) and
+    ``arguments`` (the command-line options that give it, a ``--suppress-below`` included; None
+    for a recoding no option names)."""
+    if plan.levels is not None:
+        kind, named, args = "hierarchy levels", plan.levels, ["--levels", plan.levels]
+    elif plan.text is not None:
+        kind, named, args = "policy text", plan.text, ["--policy", plan.text]
+    elif plan.readable == "safe-harbor":
+        kind, named, args = "recoding", "safe-harbor (HIPAA Safe Harbor's recoding)", ["--policy", "safe-harbor"]
+    else:
+        kind, named, args = "recoding", plan.readable, None
+    suppression = plan.suppression
+    if args is not None and suppression is not None:
+        if suppression.below is not None:
+            args += ["--suppress-below", str(suppression.below)]
+        else:  # groups chosen by a search: no option names them; the sidecar or the search gives them again
+            args = None
+    return {"kind": kind, "named": named, "arguments": shlex.join(args) if args is not None else None}
 
 
 def _parameters(problem: Problem, gate: ReleaseGate) -> dict[str, Any]:
     spec = problem.spec
-    return {"risk": spec.risk, "gamma": float(spec.gamma),
-            "population": _population_text(spec),
+    return {"risk": spec.risk, "gamma": float(spec.gamma) if spec.risk == "population" else None,
+            "population": _population_text(problem),
             "criteria": _criteria(gate),
             "adversary": spec.feature("adversary").to_dict() if spec.risk == "adversary" else None,
             "safe_harbor": {"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}}

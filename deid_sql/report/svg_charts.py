@@ -7,13 +7,19 @@ browser test can read them back.  Every text that comes from data (labels, title
 through ``html.escape`` here, because the template receives these charts as finished markup.
 Each chart has a ``viewBox`` and no fixed size, so the page's stylesheet scales it to the
 column (or, printed, to the paper's width).
+
+No label may be cut off at the chart's edge ("50,00" for 50,000): an SVG has no layout
+engine, so every chart here measures its texts (``text_width``: per-glyph advance widths of
+Helvetica/Arial, the metrics the page's sans-serif fonts are close to, with a margin for the
+wider system fonts) and sizes its margins to the widest tick label, or shortens a label that
+cannot fit (``fit_text``, with "…"; the bar's ``<title>`` keeps it whole).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 from .frontier_report import DEFAULT_RISK_FLOOR, MIN_RISK_FLOOR
@@ -26,6 +32,20 @@ SAFE_HARBOR_MARK = SAFE_HARBOR_COLOUR
 POPULATION_COLOUR = DOMINATING_COLOUR
 TEXT = 'font-size="11" fill="#333"'
 MAX_SCATTER = 5_000  # background dots kept after merging those on the same pixel
+FONT_SIZE = 11  # the charts' text size (``TEXT``)
+#: advance widths in em of Helvetica/Arial (their AFM metrics) for the printable ASCII characters
+_ASCII_WIDTHS = dict(zip(
+    " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~",
+    (0.278, 0.278, 0.355, 0.556, 0.556, 0.889, 0.667, 0.191, 0.333, 0.333, 0.389, 0.584, 0.278, 0.333, 0.278, 0.278,
+     *(0.556,) * 10, 0.278, 0.278, 0.584, 0.584, 0.584, 0.556, 1.015,
+     0.667, 0.667, 0.722, 0.722, 0.667, 0.611, 0.778, 0.722, 0.278, 0.5, 0.667, 0.556, 0.833, 0.722, 0.778, 0.667,
+     0.778, 0.722, 0.667, 0.611, 0.722, 0.667, 0.944, 0.667, 0.667, 0.611, 0.278, 0.278, 0.278, 0.469, 0.556, 0.333,
+     0.556, 0.556, 0.5, 0.556, 0.556, 0.278, 0.556, 0.556, 0.222, 0.222, 0.5, 0.222, 0.833, 0.556, 0.556, 0.556,
+     0.556, 0.333, 0.5, 0.278, 0.556, 0.5, 0.722, 0.5, 0.5, 0.5, 0.334, 0.26, 0.334, 0.584), strict=True))
+_OTHER_WIDTHS = {"…": 1.0, "–": 0.556, "—": 1.0, "′": 0.3, "≤": 0.584, "≥": 0.584, "×": 0.584, "·": 0.278,
+                 "γ": 0.5, "α": 0.6, "β": 0.6, "π": 0.6, "°": 0.4, "é": 0.556, "ü": 0.556}
+WIDTH_MARGIN = 1.1  # system-ui fonts (Segoe UI, Roboto, San Francisco) run up to ~8 % wider than Arial
+ASCENT, DESCENT = 0.8, 0.25  # of the font size, above and below the baseline
 
 
 def readable_number(value: float | int | None) -> str:
@@ -55,6 +75,23 @@ def readable_number(value: float | int | None) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def text_width(text: str, size: float = FONT_SIZE, bold: bool = False) -> float:
+    """The width of ``text`` in SVG user units at font ``size``: its glyphs' Helvetica/Arial widths
+    times ``WIDTH_MARGIN`` (a character not in the tables counts one em: CJK and symbols)."""
+    em = sum(_ASCII_WIDTHS.get(c, _OTHER_WIDTHS.get(c, 1.0)) for c in text)
+    return em * size * WIDTH_MARGIN * (1.07 if bold else 1.0)
+
+
+def fit_text(text: str, room: float, size: float = FONT_SIZE, bold: bool = False) -> str:
+    """``text`` if it fits in ``room`` units, else its longest head that fits with "…" after it."""
+    if text_width(text, size, bold) <= room:
+        return text
+    cut = len(text)
+    while cut > 0 and text_width(text[:cut] + "…", size, bold) > room:
+        cut -= 1
+    return text[:cut] + "…" if cut else ""
+
+
 def share_text(share: float) -> str:
     """A share of records as a percentage: 51.2 % · 0.05 % · 0 %."""
     return readable_number(round(share * 100, 2) if share >= 0.001 else share * 100) + " %"
@@ -64,6 +101,8 @@ def tick_text(value: float) -> str:
     """A short axis label: 0 · 0.01 · 1e-5 · 10,000 · 1e6."""
     if value == 0:
         return "0"
+    if 1 <= abs(value) < 1e6 and float(value).is_integer():
+        return f"{int(value):,}"
     if abs(value) < 1e-3 or abs(value) >= 1e6:
         mantissa, exponent = f"{value:.0e}".split("e")
         return f"{mantissa}e{int(exponent)}" if mantissa != "1" else f"1e{int(exponent)}"
@@ -90,97 +129,139 @@ def _open(chart_id: str, width: int, height: int, label: str, extra: str = "") -
             f"<title>{escape(label)}</title>")
 
 
-def _count_axis(x0: float, x1: float, y0: float, y1: float, top: float, label: str) -> list[str]:
-    """Left axis from 0 to ``top`` with three ticks and light grid lines, and its label."""
+def _count_axis(x0: float, x1: float, y0: float, y1: float, ticks: Sequence[tuple[float, float]],
+                label: str) -> list[str]:
+    """Left axis with its ticks ((value, height share) each) and light grid lines, and its label
+    (rotated, shortened to the axis's height when it is longer)."""
     out = []
-    for t in (0.0, 0.5, 1.0):
+    for value, t in ticks:
         y = y1 - t * (y1 - y0)
         out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ececec"/>'
-                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{escape(tick_text(t * top))}</text>')
+                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{escape(tick_text(value))}</text>')
     out.append(f'<path d="M{x0} {y0}V{y1}H{x1}" stroke="#333" fill="none"/>')
     out.append(f'<text transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" text-anchor="middle" {TEXT}>'
-               f"{escape(label)}</text>")
+               f"{escape(fit_text(label, y1 - y0))}</text>")
     return out
 
 
+def count_ticks(peak: float, log: bool) -> tuple[list[tuple[float, float]], Callable[[float], float]]:
+    """The ticks of a count axis up to ``peak`` and the height share of a count on it.
+
+    Linear: 0, half and the nice ceiling.  Log (``log``): the powers of ten up to the first at or
+    above ``peak``, over a floor of 0.5, so a bin of one record still has a visible bar (a tail of a
+    few records among thousands stays in sight); a zero count has no bar."""
+    if not log:
+        top = nice_ceiling(peak)
+        return [(0.0, 0.0), (top / 2, 0.5), (top, 1.0)], lambda c: float(c) / top
+    decades = max(1, math.ceil(math.log10(peak) - 1e-12)) if peak > 1 else 1
+    span = math.log10(10.0 ** decades / 0.5)
+
+    def share(c: float) -> float:
+        return math.log10(float(c) / 0.5) / span if c > 0 else 0.0
+
+    return [(10.0 ** d, share(10.0 ** d)) for d in range(decades + 1)], share
+
+
 def histogram(chart_id: str, edges: Sequence[float], counts: Sequence[float], *, title: str, x_label: str,
-              y_label: str = "records", colour: str = AFTER_COLOUR) -> str:
-    """Bins as equal-width bars (edges may be on a log scale), each edge labelled below its line."""
+              y_label: str = "records", colour: str = AFTER_COLOUR, log_counts: bool = False) -> str:
+    """Bins as equal-width bars (edges may be on a log scale), each edge labelled below its line;
+    ``log_counts``: counts on a log axis, each bar with its count written above it."""
     return paired_histogram(chart_id, edges, [(y_label, counts, colour)], title=title, x_label=x_label,
-                            y_label=y_label)
+                            y_label=y_label + (" (log scale)" if log_counts else ""), log_counts=log_counts,
+                            keys=[y_label])
 
 
 def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tuple[str, Sequence[float], str]], *,
-                     title: str, x_label: str, y_label: str) -> str:
+                     title: str, x_label: str, y_label: str, log_counts: bool = False,
+                     keys: Sequence[str] | None = None) -> str:
     """One bar per series and bin, side by side; ``series`` = (name, counts, colour) each.
 
     Bins are drawn equal-width whatever their edges, so log-spaced bins (group sizes 1, 2, 5,
-    10 … 10⁶) stay readable; the edge values are the tick labels.
+    10 … 10⁶) stay readable; the edge values are the tick labels.  The margins follow the
+    labels: the left one the widest count tick, the right one half the last edge's label.
+    ``keys``: each series' ``data-`` attribute name (default: its name).
     """
-    width, height, left, right, top, bottom = 560, 230, 58, 12, 12, 58
+    width, height, top, bottom = 560, 230, 14, 58
     bins = max(len(edges) - 1, 1)
     peak = max((float(c) for _, counts, _ in series for c in counts), default=0.0)
-    ceiling = nice_ceiling(peak)
+    ticks, share = count_ticks(peak, log_counts)
+    left = 20 + max((text_width(tick_text(v)) for v, _ in ticks), default=0.0) + 8
+    every = max(1, math.ceil(len(edges) / 10))  # at most ~10 edge labels
+    shown = [i for i in range(len(edges)) if i % every == 0 or i == len(edges) - 1]
+    right = max(12.0, text_width(tick_text(edges[-1])) / 2 + 4) if edges else 12.0
+    left = max(left, text_width(tick_text(edges[0])) / 2 + 4) if edges else left
+    left, right = math.ceil(left), math.ceil(right)
     x0, x1, y0, y1 = left, width - right, top, height - bottom
     step = (x1 - x0) / bins
     bar = step * 0.8 / max(len(series), 1)
     edge_data = _data(list(edges))
-    series_data = "".join(f' data-{escape(_slug(name))}="{_data(list(counts))}"' for name, counts, _ in series)
-    out = [_open(chart_id, width, height, title, f' data-edges="{edge_data}"{series_data}')]
-    out += _count_axis(x0, x1, y0, y1, ceiling, y_label)
+    names = list(keys) if keys is not None else [name for name, _, _ in series]
+    series_data = "".join(f' data-{escape(_slug(key))}="{_data(list(counts))}"'
+                          for key, (_, counts, _) in zip(names, series))
+    out = [_open(chart_id, width, height, title, f' data-edges="{edge_data}"{series_data}'
+                 + (' data-scale="log"' if log_counts else ""))]
+    out += _count_axis(x0, x1, y0, y1, ticks, y_label)
     for s, (name, counts, colour) in enumerate(series):
         for i, count in enumerate(counts):
-            h = (float(count) / ceiling) * (y1 - y0)
+            h = share(float(count)) * (y1 - y0)
             x = x0 + i * step + step * 0.1 + s * bar
             lo, hi = edges[i], edges[i + 1] if i + 1 < len(edges) else edges[i]
             out.append(f'<rect x="{x:.1f}" y="{y1 - h:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{colour}" '
                        f'data-series="{escape(name)}" data-lo="{_data(lo)}" data-hi="{_data(hi)}" '
                        f'data-count="{_data(count)}"><title>{escape(name)} {escape(tick_text(lo))}–'
                        f"{escape(tick_text(hi))}: {escape(readable_number(count))}</title></rect>")
-    every = max(1, math.ceil(len(edges) / 10))  # at most ~10 edge labels
-    for i, edge in enumerate(edges):
-        if i % every == 0 or i == len(edges) - 1:
-            x = x0 + i * step
-            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y1 + 4}" stroke="#333"/>'
-                       f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{escape(tick_text(edge))}</text>')
-    out.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{height - 26}" text-anchor="middle" {TEXT}>{escape(x_label)}</text>')
+            if log_counts and count:
+                out.append(f'<text x="{x + bar / 2:.1f}" y="{y1 - h - 3:.1f}" text-anchor="middle" font-size="9" '
+                           f'fill="#333" class="bar-count">{escape(fit_text(readable_number(count), step, 9))}</text>')
+    for i in shown:
+        x = x0 + i * step
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y1 + 4}" stroke="#333"/>'
+                   f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{escape(tick_text(edges[i]))}</text>')
+    out.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{height - 26}" text-anchor="middle" {TEXT}>'
+               f"{escape(fit_text(x_label, width - 8))}</text>")
     if len(series) > 1:
-        x = x0
+        x = float(x0)
         for name, _, colour in series:
-            out.append(f'<rect x="{x}" y="{height - 12}" width="10" height="10" fill="{colour}"/>'
-                       f'<text x="{x + 14}" y="{height - 3}" {TEXT}>{escape(name)}</text>')
-            x += 24 + 7 * len(name)
+            label = fit_text(name, max(width - x - 18, 0))
+            out.append(f'<rect x="{x:.0f}" y="{height - 12}" width="10" height="10" fill="{colour}"/>'
+                       f'<text x="{x + 14:.0f}" y="{height - 3}" {TEXT}>{escape(label)}</text>')
+            x += 24 + text_width(label)
     out.append("</svg>")
     return "".join(out)
 
 
 def bar_chart(chart_id: str, items: Sequence[tuple[str, float]], *, title: str, colour: str = AFTER_COLOUR) -> str:
     """Shares of records per label: labelled horizontal bars for up to 12 labels, else thin
-    columns with the first and last label below (each bar names itself in a ``<title>``)."""
+    columns with the first and last label below (each bar names itself in a ``<title>``).
+    Labels longer than their room are shortened with "…"; the room for them and for the share
+    after each bar is measured, so nothing runs off the chart."""
     values = [float(v) for _, v in items]
     shares = _data(values)
+    heading = f'<text x="0" y="12" {TEXT} font-weight="bold">{escape(fit_text(title, 300, bold=True))}</text>'
     if len(items) <= 12:
-        width, row, left, right = 300, 16, 110, 54
+        width, row = 300, 16
+        right = math.ceil(max((text_width(share_text(v)) for v in values), default=0.0) + 8)
+        left = math.ceil(min(max((text_width(label) for label, _ in items), default=0.0) + 8, width * 0.45))
         height = 20 + row * max(len(items), 1)
         peak = max(values, default=0.0) or 1.0
-        out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'),
-               f'<text x="0" y="12" {TEXT} font-weight="bold">{escape(title)}</text>']
+        out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'), heading]
         for i, (label, share) in enumerate(items):
             y = 18 + i * row
-            w = float(share) / peak * (width - left - right)
-            out.append(f'<text x="{left - 4}" y="{y + 11}" text-anchor="end" {TEXT}>{escape(_clip(label, 17))}'
-                       f'</text><rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 4}" fill="{colour}" '
-                       f'data-label="{escape(label)}" data-share="{_data(share)}"><title>{escape(label)}: '
-                       f'{escape(share_text(share))}</title></rect><text x="{left + w + 4:.1f}" y="{y + 11}" '
-                       f'{TEXT}>{escape(share_text(share))}</text>')
+            w = max(float(share) / peak * (width - left - right), 0.0)
+            out.append(f'<text x="{left - 4}" y="{y + 11}" text-anchor="end" {TEXT}>'
+                       f'{escape(fit_text(label, left - 6))}</text><rect x="{left}" y="{y + 2}" width="{w:.1f}" '
+                       f'height="{row - 4}" fill="{colour}" data-label="{escape(label)}" data-share="{_data(share)}">'
+                       f'<title>{escape(label)}: {escape(share_text(share))}</title></rect><text '
+                       f'x="{left + w + 4:.1f}" y="{y + 11}" {TEXT}>{escape(share_text(share))}</text>')
         out.append("</svg>")
         return "".join(out)
-    width, height, left, right, top, bottom = 300, 130, 36, 6, 18, 22
+    width, height, top, bottom, right = 300, 130, 18, 22, 6
     ceiling = nice_ceiling(max(values, default=0.0))
+    left = math.ceil(max(36.0, text_width(share_text(ceiling), 9) + 8))
     x0, x1, y1 = left, width - right, height - bottom
     step = (x1 - x0) / len(items)
-    out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'),
-           f'<text x="0" y="12" {TEXT} font-weight="bold">{escape(title)}</text>',
+    room = (x1 - x0) / 2 - 4
+    out = [_open(chart_id, width, height, title, f' data-shares="{shares}"'), heading,
            f'<path d="M{x0} {top}V{y1}H{x1}" stroke="#333" fill="none"/>',
            f'<text x="{x0 - 4}" y="{top + 8}" text-anchor="end" font-size="9" fill="#333">'
            f"{escape(share_text(ceiling))}</text>"]
@@ -189,8 +270,9 @@ def bar_chart(chart_id: str, items: Sequence[tuple[str, float]], *, title: str, 
         out.append(f'<rect x="{x0 + i * step:.2f}" y="{y1 - h:.1f}" width="{max(step * 0.85, 0.5):.2f}" '
                    f'height="{h:.1f}" fill="{colour}" data-label="{escape(label)}" data-share="{_data(share)}">'
                    f"<title>{escape(label)}: {escape(share_text(share))}</title></rect>")
-    out.append(f'<text x="{x0}" y="{height - 6}" {TEXT}>{escape(_clip(items[0][0], 14))}</text>'
-               f'<text x="{x1}" y="{height - 6}" text-anchor="end" {TEXT}>{escape(_clip(items[-1][0], 14))}</text>')
+    first, last = fit_text(items[0][0], room), fit_text(items[-1][0], room)
+    out.append(f'<text x="{x0}" y="{height - 6}" {TEXT}>{escape(first)}</text>'
+               f'<text x="{x1}" y="{height - 6}" text-anchor="end" {TEXT}>{escape(last)}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -254,10 +336,6 @@ def scatter(chart_id: str, points: Sequence[Sequence[float]], marked: Sequence[t
     return "".join(out)
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _slug(name: str) -> str:
     """A series name as a ``data-`` attribute name (lower case letters, digits and dashes)."""
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "series"
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in name.lower()).strip("-") or "series"

@@ -1,0 +1,72 @@
+"""The report's cautions: what a reviewer must weigh even when the release passes its gate.
+
+A gate judges the criteria the spec declares, nothing else: ``no_riskier_than = "safe-harbor"``
+passes a release with k = 1, with records that are unique in it, or with records whose risk is
+1, and a no-census estimate may have come from a fallback model.  A green "passed" alone would
+hide that, so the summary lists every such finding, on a pass as on a failure:
+
+* ``k1``: the smallest released group holds one record;
+* ``sample_uniques``: records unique in the release (found with certainty by an attacker who
+  knows the person is in the data, whatever the population-based figures say);
+* ``high_risk``: records whose record risk under the spec's model is 0.5 or more;
+* ``fallback``: a population-uniqueness estimate the page shows came from a fallback model
+  (Dankar's rule taking Zayatz because Pitman or SNB could not be fitted).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .release_contents import HIGH_RISK, number
+
+NAMES = {"pitman": "Pitman", "zayatz": "Zayatz", "snb": "SNB", "dankar": "Dankar"}
+
+
+def cautions(figures: dict[str, Any], at_risk: int, model: dict[str, Any],
+             no_census: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Every caution of one release (``kind`` and ``text`` each), in the order above.
+
+    ``figures`` are the release's (the gate's, after suppression), ``at_risk`` its records with a
+    record risk of ``HIGH_RISK`` or more, ``model`` the report's ``risk.model`` and ``no_census``
+    the report's ``risk.no_census`` (None with a census)."""
+    out: list[dict[str, str]] = []
+    released = figures["records"] - figures["suppressed"]
+    if released > 0 and figures["k"] == 1:
+        out.append({"kind": "k1", "text": "k = 1: the smallest released group holds a single record, so the release "
+                                          "is not k-anonymous for any k above 1."})
+    uniques = figures["sample_uniques"]
+    if uniques:
+        out.append({"kind": "sample_uniques",
+                    "text": f"{uniques:,} record{' is' if uniques == 1 else 's are'} unique in the release: an "
+                            f"attacker who knows a person is in the data and knows their quasi-identifiers finds "
+                            f"{'that record' if uniques == 1 else 'each of them'} with certainty (prosecutor risk 1), "
+                            f"whatever the population-based risk says."})
+    if at_risk:
+        out.append({"kind": "high_risk",
+                    "text": f"{at_risk:,} record{' has' if at_risk == 1 else 's have'} a record risk of {HIGH_RISK:g} "
+                            f"or more under the risk model (highest {number(figures['max_record_risk'])}): "
+                            f"{'it is' if at_risk == 1 else 'they are'} more likely re-identified than not."})
+    estimate = model.get("estimate") or {}
+    if estimate.get("fallback_from"):
+        out.append({"kind": "fallback",
+                    "text": f"The risk model's population estimate fell back: "
+                            f"{NAMES.get(estimate['estimator'], estimate['estimator'])}'s rule took "
+                            f"{NAMES.get(estimate['model'], estimate['model'])} because "
+                            f"{NAMES.get(estimate['fallback_from'], estimate['fallback_from'])} could not be fitted "
+                            f"({estimate['note']}); its figures rest on the fallback model."})
+    for when, shown in _shown(no_census):
+        dankar = shown.get("dankar") or {}
+        if dankar.get("fallback_from") and not estimate.get("fallback_from"):
+            out.append({"kind": "fallback",
+                        "text": f"The Dankar estimate of population uniques{when} fell back to "
+                                f"{NAMES.get(dankar['model'], dankar['model'])}: {dankar.get('note', '')}."})
+    return out
+
+
+def _shown(no_census: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    if not no_census:
+        return []
+    after = no_census.get("after_suppression")
+    if after is None:
+        return [("", no_census["before_suppression"])]
+    return [(" before suppression", no_census["before_suppression"]), (" after suppression", after)]
