@@ -97,7 +97,8 @@ ValuesOf = Callable[[str, "int | None"], list[str]]
 def tokens(name: str) -> list[str]:
     """The words of a column name: ``PatientID`` → patient, id; ``date_of_birth`` → date, of, birth;
     ``zip5`` → zip (digits trimmed, so a renamed twin ``age_1`` reads as age)."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()  # Âge → Age
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", folded)
     spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", spaced)
     words = [w.rstrip("0123456789") for w in re.split(r"[\W_]+", spaced.lower())]
     return [w for w in words if w]
@@ -148,11 +149,11 @@ def _identifier_by_values(p: ColumnProfile) -> str | None:
     if p.family != "text" or not p.top:
         return None
     sample = [str(v).strip() for v, _ in p.top]
-    for what, test in (("SSN-like (ddd-dd-dddd)", lambda s: SSN.fullmatch(s) is not None),
-                       ("e-mail addresses", lambda s: EMAIL.fullmatch(s) is not None),
-                       ("phone numbers", _phone)):
+    for what, test in (("are SSN-like (ddd-dd-dddd)", lambda s: SSN.fullmatch(s) is not None),
+                       ("look like e-mail addresses", lambda s: EMAIL.fullmatch(s) is not None),
+                       ("look like phone numbers", _phone)):
         if sum(map(test, sample)) >= PATTERN_SHARE * len(sample):
-            return f"the values look like {what}"
+            return f"the values {what}"
     return None
 
 
@@ -315,6 +316,8 @@ def _zip(p: ColumnProfile, values_of: ValuesOf) -> Proposal | None:
         qi.role = "zip"
     else:
         qi.notes.append("no role: not every value is a 5-digit ZIP code, so Safe Harbor's ZIP rule does not apply")
+        if all(v.isdigit() for v in values) and any(len(v) < 5 for v in values) and max(map(len, values)) == 5:
+            qi.notes.append("some codes have fewer than 5 digits: were leading zeros lost when the file was written?")
     if p.nulls:
         qi.null_label = next(label for label in ("NULL", "(missing)", "(NULL)") if label not in values)
         qi.notes.append(f"{p.nulls:,} NULL rows: NULL is the category {qi.null_label!r}")

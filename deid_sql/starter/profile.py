@@ -148,7 +148,7 @@ def values_outside(backend: Backend, view: str, name: str, other: str, other_nam
             .from_(exp.alias_(exp.to_table(view), "s", table=True))
             .where(exp.Not(this=exp.Is(this=col(name, "s"), expression=exp.null()))))
     missing = (exp.select(exp.column(_VALUE)).from_(exp.Subquery(this=ours, alias=exp.TableAlias(this=ident("a"))))
-               .where(exp.Not(this=exp.In(this=exp.column(_VALUE), query=theirs))))
+               .where(exp.Not(this=exp.column(_VALUE).isin(query=theirs))))
     values = sorted(str(v) for v in backend.execute(missing).column(_VALUE).to_pylist())
     return len(values), values[:examples]
 
