@@ -53,6 +53,8 @@ def init(data: Path, census: tuple[Path, str] | None, size: int | None, region: 
     population = Population(census=census[0] if census else None, count=census[1] if census else None,
                             size=size, region=region)
     target = out if out is not None else default_out(data)
+    if target.resolve() == data.resolve():
+        raise OutputError(f"--out {target} is the data file itself; give the spec another name")
     if target.exists() and not force:  # said before the data is read
         raise OutputError(f"{target} already exists; pass --force to replace it (or --out FILE to write another)")
     starter = build(data, population, out, fmt=fmt, table=table)
