@@ -437,7 +437,7 @@ def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
     assert len(read_duckdb(folder / "demo.duckdb", "patients_deid")) == 20_000
 
 
-COMMANDS = {"validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
+COMMANDS = {"init", "validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
             "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "report"}
 
 

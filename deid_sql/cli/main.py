@@ -17,6 +17,8 @@ from .failures import error_boundary
 # command's module is imported when the command runs (or its own --help is asked), so ``deid-sql
 # --help`` lists them all without importing the library; tests/test_cli_startup.py checks each
 # summary against the command's own help.
+COMMANDS.add("init", "deid_sql.cli.init:init",
+             summary="Write a starting spec for DATA: likely QIs proposed, every other column dropped for review.")
 COMMANDS.add("validate", "deid_sql.cli.inspect:validate",
              summary="Check SPEC against its data and report every problem at once.")
 COMMANDS.add("evaluate", "deid_sql.cli.inspect:evaluate",
