@@ -135,7 +135,7 @@ def _report_channels(loaded: Loaded) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
               help="A brief table, or JSON (the default when the output is not a terminal, so scripts get JSON).")
 @click.option("--bits", is_flag=True, help="Also give each policy as its bit string (one 0/1 per boundary).")
-@risk_model_option("--risk", "--risk-model")
+@risk_model_option(old_risk=True)
 @handles_errors
 def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], path: str, fmt: str | None,
              bits: bool, risk_model: str | None) -> None:
