@@ -60,6 +60,8 @@ COMMANDS.add("check", "deid_sql.cli.policy:check",
                      "not, 2 for bad input."))
 COMMANDS.add("report", "deid_sql.cli.report:report",
              summary="Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.")
+COMMANDS.add("help", "deid_sql.cli.help:help_",
+             summary="Print a topic page (the spec, policies, risk models, …), or list the topics.")
 
 
 class _LazyCommands(MutableMapping[str, click.Command]):
