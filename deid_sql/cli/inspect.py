@@ -72,8 +72,11 @@ def _report_problem(problem: Problem) -> None:
         click.echo(f"  population no census: {size}{weights}; risk {s.risk}")
     else:
         click.echo("  population sample (group sizes from the sample itself)")
+    name_width = max([12, *(len(q.name) for q in s.qis)])  # long QI names widen the column, never shift it
+    size_width = max([6, *(len(f"{d.size:,}") for d in problem.domains)])
     for q, d in zip(s.qis, problem.domains):
-        click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
+        click.echo(f"  qi {q.name:<{name_width}} {d.kind:<8} {d.size:>{size_width},} values  {d.text(0)} … "
+                   f"{d.text(d.size - 1)}")
     for note in problem.notes:
         click.echo(f"  text       {note}")
     lattice = problem.lattice
