@@ -124,8 +124,9 @@ EXPECTED_RENAMES = {
     ("anonymize", "--suppression"): "--max-suppressed-share", ("evaluate", "--risk"): "--risk-model",
     ("alternatives", "--risk"): "--risk-model", ("frontier", "--risk"): "--risk-model",
     ("alternatives", "--threshold"): "--max-risk", ("alternatives", "-t"): "--max-risk",
-    ("policy save", "--threshold"): "--drift-limit", ("dbt", "--k"): "--min-k", ("compile", "--table"): "--source-table",
-    ("apply", "--table"): "--source-table", ("check", "--table"): "--source-table", ("channels", "--report"): "--figures",
+    ("policy save", "--threshold"): "--drift-limit", ("dbt", "--k"): "--min-k",
+    ("compile", "--table"): "--source-table", ("apply", "--table"): "--source-table",
+    ("check", "--table"): "--source-table", ("channels", "--report"): "--figures",
 }
 
 
@@ -186,7 +187,8 @@ def _deprecations(result: Any) -> list[str]:
 @pytest.mark.parametrize("command,old,new", [
     (["evaluate", "{spec}", "--policy", "age:level=1|race:level=1"], ["--risk", "population"],
      ["--risk-model", "population"]),
-    (["anonymize", "{spec}"], ["--k", "3", "--suppression", "0.05"], ["--min-k", "3", "--max-suppressed-share", "0.05"]),
+    (["anonymize", "{spec}"], ["--k", "3", "--suppression", "0.05"],
+     ["--min-k", "3", "--max-suppressed-share", "0.05"]),
     (["anonymize", "{spec}", "--sensitive", "dx"], ["--l", "2"], ["--min-l", "2"]),
     (["anonymize", "{spec}", "--min-k", "2"], ["--risk", "0.3"], ["--max-mean-record-risk", "0.3"]),
     (["alternatives", "{spec}", "--iterations", "3"], ["--threshold", "0.5"], ["--max-risk", "0.5"]),

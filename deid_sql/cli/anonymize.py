@@ -32,10 +32,10 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.command(name="anonymize")
 @spec_argument
 @min_k_option("k-anonymity: every group released has at least K records (the spec's [release] min_k).")
-@renamed("--k", "--min-k", "k", type=click.IntRange(min=1))
-@click.option("--min-l", "l", type=click.IntRange(min=1), default=None, metavar="L",
+@renamed("--k", "--min-k", "k", type=int)
+@click.option("--min-l", "l", type=int, default=None, metavar="L",
               help="Distinct ℓ-diversity on --sensitive: every group released has at least L distinct values.")
-@renamed("--l", "--min-l", "l", type=click.IntRange(min=1))
+@renamed("--l", "--min-l", "l", type=int)
 @click.option("--sensitive", default=None, metavar="COLUMN", help="The sensitive column for --min-l (not a QI).")
 @click.option("--max-mean-record-risk", "risk", type=FiniteFloat(0.0, 1.0, low_open=True), default=None, metavar="R",
               help="Average re-identification risk: the released records' mean record risk (expected "

@@ -44,7 +44,7 @@ from .report import finish_release_report, prepare_release_report, report_option
                    "default: the spec's engine, duckdb unless [backend] names another).")
 @min_k_option("Also test that every group of equal QI values has at least K rows; a policy with a smaller group "
               "is refused (default: min_k of the spec's release criteria).")
-@renamed("--k", "--min-k", "k", type=click.IntRange(min=1))
+@renamed("--k", "--min-k", "k", type=int)
 @click.option("--materialized", type=click.Choice(MATERIALIZATIONS), default="table", show_default=True,
               help="dbt materialization of the model.")
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
