@@ -194,7 +194,7 @@ def write_rows(path: Path, header: Sequence[str], rows: Iterable[Sequence[object
 
 def test_prints_the_plan_and_writes_the_release(run: Run, study: Path) -> None:
     out, report = study / "release.parquet", study / "report.json"
-    result = run("channels", study / "table1.toml", "--out", out, "--report", report)
+    result = run("channels", study / "table1.toml", "--out", out, "--figures", report)
     text = result.stdout
     for fragment in ("risky input channels: 3 of 6", "program:", "Ω", "time", "Ψ = 65", "(H, H, H, V)",
                      "MILP, proven optimal", "check: (6) and (8) hold"):

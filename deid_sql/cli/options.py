@@ -192,7 +192,7 @@ def risk_model_option(old_risk: bool = False) -> Callable[[F], F]:
     """``--risk-model``: override the spec's ``risk``; ``old_risk``: the command once spelled it
     ``--risk`` (evaluate, alternatives, frontier), which still works with a deprecation line."""
     option = click.option(
-        "--risk-model", "risk_model", type=RegisteredChoice(RISK_MODELS), default=None, metavar="MODEL",
+        "--risk-model", "risk_model", type=RegisteredChoice(RISK_MODELS), default=None,
         help="Risk model: 'population' (1/g, the default), 'adversary' (an attacker who stops when attacking no "
              "longer pays, parameters from the spec's [adversary] table; 'deid-sql help adversary'), or without a "
              "census (the spec gives population = { size = N } or [weights]; 'deid-sql help no-census'): 'pitman', "
