@@ -73,7 +73,7 @@ def privacy_models(k: int | None = None, l: int | None = None, sensitive: str | 
     if risk is not None:
         models.append(AverageRisk(risk))
     if not models:
-        raise DeidError("give a privacy model: --k K, --l L --sensitive COLUMN, or --risk R")
+        raise DeidError("give a privacy model: --min-k K, --min-l L --sensitive COLUMN, or --max-mean-record-risk R")
     return models
 
 

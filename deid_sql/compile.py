@@ -274,7 +274,7 @@ def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table:
     if dialect == "duckdb" and table is None and ref.format != "duckdb":
         return relation.copy()
     if table is not None:
-        return table_name(table, "--table")
+        return table_name(table, "--source-table")
     if ref.format == "table" and ref.table:  # an engine's table: SCHEMA.NAME as that engine reads it
         return parse_name(ref.table, rules_for(dialect), "[source] table", strict=False).table()
     return exp.Table(this=exp.to_identifier(ref.table or "source", quoted=True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +36,15 @@ from .search.shs import SublatticeHeuristicSearch
 SEARCHES = {"rcs": RandomChainSearch, "shs": SublatticeHeuristicSearch}
 OUTPUTS = ("frontier.csv", "searched.csv", "frontier.png", "frontier.html")
 DEFAULT_BUDGET = 14_780  # seed 000 §4.2.1: 20 maximal chains of its 739-level lattice
-DEFAULT_THRESHOLD = 0.3  # TH of SHS; the paper gives no value (docs/benchmarks.md: how it was chosen)
+DEFAULT_THRESHOLD = 0.3  # TH of SHS; the paper gives no value (the benchmarks page says how it was chosen)
 K_VALUES = (5, 10)
 
 
 @dataclass
 class FrontierRun:
-    """A finished (or interrupted) run and what it was compared with."""
+    """A finished (or interrupted) run and what it was compared with; ``seconds`` is how long each
+    step of this run took (``search``: this run's part of ``state.seconds``, which also counts the
+    runs it resumed; ``compare``: Safe Harbor and the k-anonymity frontiers; ``write``: the files)."""
 
     state: FrontierState
     safe_harbor: Point | None
@@ -49,6 +52,7 @@ class FrontierRun:
     kanon: dict[str, Frontier] = field(default_factory=dict)
     improvement: dict[str, float] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _load_checkpoint(folder: Path, identity: str, method: str, seed: int, lattice: Lattice) -> FrontierState:
@@ -129,10 +133,15 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
         payload = {"problem": identity, "state": s.to_json()}
         write_text(folder / CHECKPOINT, json.dumps(payload), overwrite=True)
 
+    earlier = state.seconds  # search time of the runs this one resumes
     run(searcher, progress, save)
     save(state)
+    started = time.perf_counter()
     result = _compare(problem, state, k_values)
+    compared = time.perf_counter()
     result.written = write_reports(problem, folder, result, plots, bits)
+    result.seconds = {"search": state.seconds - earlier, "compare": compared - started,
+                      "write": time.perf_counter() - compared}
     return result
 
 

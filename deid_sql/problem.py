@@ -122,8 +122,8 @@ class Problem:
         check = getattr(self.record_risk, "monotonicity_problem", None)
         reason = check() if check is not None else None
         if reason:
-            fix = ("change the [adversary] parameters or use --risk population" if self.spec.risk == "adversary"
-                   else "use --risk population, or benedetti-franconi without [weights]")
+            fix = ("change the [adversary] parameters or use --risk-model population" if self.spec.risk == "adversary"
+                   else "use --risk-model population, or benedetti-franconi without [weights]")
             raise DeidError(f"{what} needs risk that never rises with generalization, but {reason}; {fix}")
 
     # -- construction -----------------------------------------------------------------

@@ -164,7 +164,7 @@ def test_searches_refuse_non_monotone_parameters(tmp_path):
     with Problem.from_spec(spec) as p:
         with pytest.raises(DeidError, match="never rises with generalization.*h1=0.5"):
             p.require_monotone_risk("test")
-    result = _run("alternatives", spec, "--threshold", "0.5", "--iterations", "2", expect=2)
+    result = _run("alternatives", spec, "--max-risk", "0.5", "--iterations", "2", expect=2)
     assert "rises from" in result.stderr and "\n" not in result.stderr.strip()
     out = tmp_path / "run"
     result = _run("frontier", spec, "--budget", "50", "--out", out, expect=2)
@@ -174,9 +174,9 @@ def test_searches_refuse_non_monotone_parameters(tmp_path):
 @pytest.mark.slow
 def test_searches_run_with_the_adversary(tmp_path):
     spec = _spec(tmp_path, [], risk=None)
-    _run("alternatives", spec, "--threshold", "0.5", "--iterations", "3", "--risk", "adversary")
+    _run("alternatives", spec, "--max-risk", "0.5", "--iterations", "3", "--risk-model", "adversary")
     out = tmp_path / "front"
-    _run("frontier", spec, "--budget", "60", "--out", out, "--risk", "adversary")
+    _run("frontier", spec, "--budget", "60", "--out", out, "--risk-model", "adversary")
     assert (out / "frontier.csv").exists()
 
 
@@ -185,7 +185,7 @@ def test_evaluate_cli_risk_option(tmp_path):
 
     spec = _spec(tmp_path, [], risk=None)
     population = json.loads(_run("evaluate", spec, "--policy", "bottom").stdout)
-    adversary = json.loads(_run("evaluate", spec, "--policy", "bottom", "--risk", "adversary").stdout)
+    adversary = json.loads(_run("evaluate", spec, "--policy", "bottom", "--risk-model", "adversary").stdout)
     with Problem.from_spec(spec, risk="adversary") as p:
         assert adversary["risk_sum"] == pytest.approx(p.evaluate("bottom").risk_sum)
     assert adversary["risk_sum"] != population["risk_sum"]
@@ -198,7 +198,8 @@ def test_anonymize_average_adversary_risk(tmp_path):
 
     spec = small_spec(tmp_path, population=True, release=RELEASE)
     out = tmp_path / "release.parquet"
-    _run("anonymize", spec, "--risk", "0.2", "--risk-model", "adversary", "--suppression", "0.1", "--out", out)
+    _run("anonymize", spec, "--max-mean-record-risk", "0.2", "--risk-model", "adversary",
+         "--max-suppressed-share", "0.1", "--out", out)
     rows = pq.read_table(out).to_pylist()
     with Problem.from_spec(spec, risk="adversary") as p:
         run = anonymize(p, privacy_models(risk=0.2), suppression=0.1)

@@ -194,7 +194,7 @@ def write_rows(path: Path, header: Sequence[str], rows: Iterable[Sequence[object
 
 def test_prints_the_plan_and_writes_the_release(run: Run, study: Path) -> None:
     out, report = study / "release.parquet", study / "report.json"
-    result = run("channels", study / "table1.toml", "--out", out, "--report", report)
+    result = run("channels", study / "table1.toml", "--out", out, "--figures", report)
     text = result.stdout
     for fragment in ("risky input channels: 3 of 6", "program:", "Ω", "time", "Ψ = 65", "(H, H, H, V)",
                      "MILP, proven optimal", "check: (6) and (8) hold"):
@@ -527,7 +527,7 @@ def test_simulated_release_obeys_6_and_8(run: Run, tmp_path: Path, rt: float, at
                                          extra: str) -> None:
     folder = simulated_study(tmp_path, rt, at_risk, seed, extra)
     out = folder / "release.parquet"
-    run("channels", folder / "sim.toml", "--out", out, "--report", folder / "report.json")
+    run("channels", folder / "sim.toml", "--out", out, "--figures", folder / "report.json")
     u = {v: Fraction(f"{0.1 * rt:.4f}") for v in ("v1", "v2")}
     checked = verify_release(pq.read_table(out), relation(folder / "sim.parquet"),
                              read_text_csv(folder / "release.channels.csv"), ["subject_id"], ["lab_a", "lab_b"],
@@ -619,7 +619,7 @@ BAD_SPECS = {
 def test_bad_spec_is_refused(run: Run, study: Path, tmp_path: Path, case: str) -> None:
     old, new, fragment = BAD_SPECS[case]
     spec = edit(study / "table1.toml", old, new)
-    refused(run, tmp_path, [spec, "--out", study / "release.parquet", "--report", study / "report.json",
+    refused(run, tmp_path, [spec, "--out", study / "release.parquet", "--figures", study / "report.json",
                             "--view", "v", "--db", study / "views.duckdb"], fragment)
 
 

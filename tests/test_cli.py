@@ -190,7 +190,7 @@ def test_evaluate_sql_path_equals_fast_path(project, run, population) -> None:
 def test_compile_parses_back(project, run, dialect: str, suppress: int | None) -> None:
     args = ["compile", project.spec_path, "-p", POLICY, "--dialect", dialect]
     if dialect != "duckdb":
-        args += ["--table", "patients"]
+        args += ["--source-table", "patients"]
     if suppress:
         args += ["--suppress-below", suppress]
     sql = run(*args).stdout
@@ -213,7 +213,7 @@ def test_compile_duckdb_runs_and_matches_the_policy(project, run) -> None:
 
 
 def test_compile_with_table_runs_in_duckdb(project, run) -> None:
-    sql = run("compile", project.spec_path, "-p", POLICY, "--table", "patients").stdout
+    sql = run("compile", project.spec_path, "-p", POLICY, "--source-table", "patients").stdout
     con = duckdb.connect()
     con.execute(f"CREATE TABLE patients AS SELECT * FROM read_parquet('{project.source_parquet}')")
     assert_policy_labels(project, con.sql(sql.rstrip().rstrip(";")).to_arrow_table())
@@ -438,7 +438,7 @@ def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
 
 
 COMMANDS = {"init", "validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
-            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "report"}
+            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "report", "help"}
 
 
 def test_every_command_answers_help_with_its_usage_and_a_summary() -> None:

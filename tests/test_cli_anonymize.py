@@ -23,7 +23,7 @@ def _run(*args: object, expect: int = 0):
 def test_output_is_k_anonymous_and_within_the_limit(tmp_path, k, limit):
     spec = small_spec(tmp_path, release=f"min_k = {k}")  # the gate judges the release by the same k
     out = tmp_path / "release.parquet"
-    result = _run("anonymize", spec, "--k", k, "--suppression", limit, "--out", out, "--store-stats")
+    result = _run("anonymize", spec, "--min-k", k, "--max-suppressed-share", limit, "--out", out, "--store-stats")
     assert "optimum" in result.stdout and "insufficient protection" in result.stdout
     rows = pq.read_table(out).to_pylist()
     qis = ["age", "sex", "race", "zip"]
@@ -41,7 +41,7 @@ def test_output_is_k_anonymous_and_within_the_limit(tmp_path, k, limit):
 def test_adult_nine_attributes(tmp_path):
     spec = adult_spec(tmp_path, release="min_k = 5")
     out = tmp_path / "adult.parquet"
-    result = _run("anonymize", spec, "--k", 5, "--suppression", 0.04, "--out", out)
+    result = _run("anonymize", spec, "--min-k", 5, "--max-suppressed-share", 0.04, "--out", out)
     assert "of 12,960 transformations" in result.stdout
     rows = pq.read_table(out).to_pylist()
     kept = [r for r in rows if not r["deid_suppressed"]]
@@ -52,16 +52,17 @@ def test_adult_nine_attributes(tmp_path):
 def test_time_limit_and_metrics(tmp_path):
     spec = small_spec(tmp_path)
     for metric in ("loss", "nue", "dm", "kl"):
-        assert "optimum" in _run("anonymize", spec, "--k", 2, "--metric", metric).stdout
-    assert "time limit reached" in _run("anonymize", spec, "--k", 2, "--time-limit", 0).stdout
+        assert "optimum" in _run("anonymize", spec, "--min-k", 2, "--metric", metric).stdout
+    assert "time limit reached" in _run("anonymize", spec, "--min-k", 2, "--time-limit", 0).stdout
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--k", 0], "k"),
-    (["--k", 100000], "k"),
-    (["--k", 2, "--suppression", 1.5], "suppression limit"),
-    (["--l", 2, "--sensitive", "age"], "QI"),
-    (["--l", 2], "--sensitive"),
+    (["--min-k", 0], "k = 0 must be at least 1"),
+    (["--min-k", 100000], "k"),
+    (["--min-k", 2, "--max-suppressed-share", 1.5], "--max-suppressed-share"),
+    (["--min-l", 2, "--sensitive", "age"], "QI"),
+    (["--min-l", 2], "--sensitive"),
+    (["--max-mean-record-risk", 0], "--max-mean-record-risk"),
     ([], "give a privacy model"),
 ])
 def test_bad_input(tmp_path, args, message):

@@ -50,19 +50,19 @@ def test_alternatives_writes_boundary_policies(project, run, method):
 
 
 def test_alternatives_numeric_threshold_and_bad_thresholds(project, run):
-    run("alternatives", project.spec_path, "--threshold", "0.5", "--iterations", 3)
-    assert "outside (0, 1]" in run("alternatives", project.spec_path, "--threshold", "1.5", expect=2).stderr
-    assert "outside (0, 1]" in run("alternatives", project.spec_path, "--threshold", "0", expect=2).stderr
-    low = run("alternatives", project.spec_path, "--threshold", "1e-12", expect=2).stderr
+    run("alternatives", project.spec_path, "--max-risk", "0.5", "--iterations", 3)
+    assert "outside (0, 1]" in run("alternatives", project.spec_path, "--max-risk", "1.5", expect=2).stderr
+    assert "outside (0, 1]" in run("alternatives", project.spec_path, "--max-risk", "0", expect=2).stderr
+    low = run("alternatives", project.spec_path, "--max-risk", "1e-12", expect=2).stderr
     assert "no policy can meet it" in low
-    assert "neither 'safe-harbor' nor a number" in run("alternatives", project.spec_path, "-t", "lots",
+    assert "neither 'safe-harbor' nor a number" in run("alternatives", project.spec_path, "--max-risk", "lots",
                                                        expect=2).stderr
 
 
 def test_alternatives_refuses_existing_output_before_searching(project, run):
     out = project.dir / "taken.csv"
     out.write_text("keep me", encoding="utf-8")
-    result = run("alternatives", project.spec_path, "-t", "0.5", "--out", out, expect=2)
+    result = run("alternatives", project.spec_path, "--max-risk", "0.5", "--out", out, expect=2)
     assert "already exists" in result.stderr and out.read_text(encoding="utf-8") == "keep me"
 
 
@@ -78,7 +78,7 @@ def test_ctrl_c_keeps_results_found_so_far(project, run, monkeypatch):
 
     monkeypatch.setattr(boundary.BoundarySearch, "add", add_then_interrupt)
     out = project.dir / "partial.json"
-    result = run("alternatives", project.spec_path, "-t", "0.5", "-n", 10, "--out", out, expect=130)
+    result = run("alternatives", project.spec_path, "--max-risk", "0.5", "-n", 10, "--out", out, expect=130)
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["interrupted"] is True and len(data["policies"]) == 2
     assert "interrupted" in result.stderr

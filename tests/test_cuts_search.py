@@ -149,11 +149,11 @@ def _check_rules(problem: Problem, text: str) -> None:
 @pytest.mark.slow
 def test_alternatives_and_frontier_print_only_publishable_bands(demo_cuts, run, tmp_path):
     out = tmp_path / "alt.json"
-    run("alternatives", demo_cuts, "--threshold", "0.002", "--iterations", "6", "--seed", "1", "--out", out)
+    run("alternatives", demo_cuts, "--max-risk", "0.002", "--iterations", "6", "--seed", "1", "--out", out)
     policies = json.loads(out.read_text())["policies"]
     assert policies and all("bits" not in row for row in policies)
     with_bits = tmp_path / "alt.csv"
-    run("alternatives", demo_cuts, "--threshold", "0.002", "--iterations", "6", "--seed", "1", "--out", with_bits,
+    run("alternatives", demo_cuts, "--max-risk", "0.002", "--iterations", "6", "--seed", "1", "--out", with_bits,
         "--bits")
     with open(with_bits, newline="") as f:
         bit_rows = list(csv.DictReader(f))

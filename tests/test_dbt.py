@@ -81,7 +81,7 @@ def policy_labels(spec: Path, policy: str = POLICY) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> None:
     out = tmp_path / "warehouse"
-    result = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 1)
+    result = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--min-k", 1)
     assert "created dbt project" in result.stdout and f"next: dbt run --select {MODEL}" in result.stdout
     assert set(files_under(out)) == model_files()
     sql = (out / f"models/{MODEL}.sql").read_text()
@@ -104,7 +104,7 @@ def test_writes_model_yml_macros_and_a_project(db_project, run, tmp_path) -> Non
 def test_model_yml_carries_the_policy_and_the_tests(db_project, run, tmp_path) -> None:
     yaml = pytest.importorskip("yaml")
     out = tmp_path / "warehouse"
-    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", 1)
+    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--min-k", 1)
     doc = yaml.safe_load((out / f"models/{MODEL}.yml").read_text())
     (model,) = doc["models"]
     assert model["name"] == MODEL
@@ -252,8 +252,8 @@ def refused(run, args: list[object], fragment: str) -> str:
 
 @pytest.mark.parametrize("extra, fragment", [
     (["--dialect", "nope"], "unknown SQL dialect or dbt adapter 'nope'"),
-    (["--k", "0"], "--k 0 must be at least 1"),
-    (["--k", "-3"], "--k -3 must be at least 1"),
+    (["--min-k", "0"], "--min-k 0 must be at least 1"),
+    (["--min-k", "-3"], "--min-k -3 must be at least 1"),
     (["--model", "my-model"], "model name 'my-model' must be letters"),
     (["--source-name", "raw data"], "dbt source name 'raw data' must be letters"),
     (["--policy", "age:cuts=18,65|height:top"], "unknown QI 'height'"),
@@ -382,8 +382,9 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
         k = problem.evaluate(POLICY).k
         k_top = problem.evaluate("age:top|zip:top").k
         text = problem.policy(POLICY).text()
-    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k)
-    run("dbt", db_project.spec_path, "-p", "age:top|zip:top", "--project", out, "--model", "patients_top", "--k", k_top,
+    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--min-k", k)
+    run("dbt", db_project.spec_path, "-p", "age:top|zip:top", "--project", out, "--model", "patients_top",
+        "--min-k", k_top,
         "--materialized", "view")
     started = time.monotonic()
 
@@ -410,8 +411,9 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
 
     # k one larger than the smallest group: refused before anything is written (the test would fail)
     before = {p: (out / p).read_bytes() for p in model_files()}
-    refused = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k + 1, "--overwrite", expect=2)
-    assert f"below --k {k + 1}" in refused.stderr and "nothing was written" in refused.stderr
+    refused = run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--min-k", k + 1, "--overwrite",
+                  expect=2)
+    assert f"below --min-k {k + 1}" in refused.stderr and "nothing was written" in refused.stderr
     assert {p: (out / p).read_bytes() for p in model_files()} == before
     # the warehouse rows change after the models were generated: one of patients_top's smallest groups
     # loses a source row, and its group-size test catches it (the view re-reads the source)
@@ -428,7 +430,7 @@ def test_dbt_run_and_test_pass_then_fail_when_broken(db_project, run, dbt_projec
     assert failed.returncode == 1, failed.stdout
     assert {n for n, s in results(out).items() if s != "pass"} == {
         f"deid_sql_min_group_size_patients_top_age__sex__race__zip__{k_top}"}
-    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--k", k, "--overwrite")
+    run("dbt", db_project.spec_path, "-p", POLICY, "--project", out, "--min-k", k, "--overwrite")
     assert dbt(out, profiles, "run", "--select", MODEL).returncode == 0
 
     # a value outside the policy's labels (and an extra row): the label and row-count tests fail

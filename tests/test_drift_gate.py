@@ -158,7 +158,7 @@ def test_apply_passes_a_batch_from_the_same_population(project, run) -> None:
 
 @pytest.mark.slow
 def test_apply_with_an_exact_threshold(project, run) -> None:
-    policy = save(project, run, "--threshold", "6e-5")
+    policy = save(project, run, "--drift-limit", "6e-5")
     source = project.write_parquet(kids(), "kids.parquet")
     line = one_error_line(run("apply", policy, "--source", source, "--out", project.dir / "r.parquet", expect=1))
     assert "exceeds the limit 6e-05 (set at save, exact" in line
@@ -197,7 +197,7 @@ def test_check_help_states_the_rule() -> None:
 
     text = " ".join(CliRunner().invoke(cli, ["check", "--help"]).output.split())
     for fragment in ("999 batches of the batch's size", "at most 1 time in 1000", "never below the saved figure",
-                     "--threshold set at save is an exact limit", "--source-table"):
+                     "--drift-limit set at 'policy save' is an exact limit", "--source-table"):
         assert fragment in text, fragment
 
 

@@ -92,7 +92,8 @@ def test_an_existing_output_is_refused_before_the_data_is_read(
 def test_anonymize_releases_its_suppressed_groups_on_every_engine(spec_on: Path, engine: Engine, run,
                                                                    tmp_path: Path) -> None:
     out = tmp_path / f"anon-{engine.name}.parquet"
-    result = run("anonymize", spec_on, "--k", "20", "--suppression", "0.2", "--metric", "loss", "--out", out)
+    result = run("anonymize", spec_on, "--min-k", "20", "--max-suppressed-share", "0.2", "--metric", "loss",
+                 "--out", out)
     assert "optimum" in result.stdout
     released = pq.read_table(out)
     assert released.num_rows == len(_source_table())

@@ -96,17 +96,17 @@ def _error_line(result) -> str:
 
 @pytest.mark.parametrize("name", ["a.b/*", "a.b--", "a.b.c", "a..b", ".b", "1a.b", "a.b c", "", "x\ny"])
 def test_compile_refuses_a_table_that_is_not_a_name(project, run, name: str) -> None:
-    result = run("compile", project.spec_path, "-p", "age:top", "--dialect", "postgres", "--table", name, *ACCEPT,
-                 expect=2)
+    result = run("compile", project.spec_path, "-p", "age:top", "--dialect", "postgres", "--source-table", name,
+                 *ACCEPT, expect=2)
     line = _error_line(result)
-    assert "--table" in line and "SCHEMA.NAME" in line
+    assert "--source-table" in line and "SCHEMA.NAME" in line
 
 
 @pytest.mark.parametrize(("name", "sql"), [("a.b", 'FROM "a"."b"'), ("patients", 'FROM "patients"'),
                                            ('"x.y"."a b"', 'FROM "x.y"."a b"'),
                                            ("Patients 2024", 'FROM "Patients 2024"')])
 def test_compile_quotes_every_part_of_a_table_name(project, run, name: str, sql: str) -> None:
-    assert sql in run("compile", project.spec_path, "-p", "age:top", "--dialect", "postgres", "--table", name,
+    assert sql in run("compile", project.spec_path, "-p", "age:top", "--dialect", "postgres", "--source-table", name,
                       *ACCEPT).stdout
 
 

@@ -64,16 +64,16 @@ def test_channel_numbers_must_be_finite(extra: dict[str, object], expected: str)
 
 
 @pytest.mark.parametrize("args", [
-    ("anonymize", "--k", "2", "--risk", "nan"),
-    ("anonymize", "--k", "2", "--risk", "-0.1"),
-    ("anonymize", "--k", "2", "--suppression", "nan"),
-    ("anonymize", "--k", "2", "--suppression", "1.5"),
-    ("anonymize", "--k", "2", "--time-limit", "inf"),
-    ("anonymize", "--k", "2", "--time-limit", "-1"),
+    ("anonymize", "--min-k", "2", "--max-mean-record-risk", "nan"),
+    ("anonymize", "--min-k", "2", "--max-mean-record-risk", "-0.1"),
+    ("anonymize", "--min-k", "2", "--max-suppressed-share", "nan"),
+    ("anonymize", "--min-k", "2", "--max-suppressed-share", "1.5"),
+    ("anonymize", "--min-k", "2", "--time-limit", "inf"),
+    ("anonymize", "--min-k", "2", "--time-limit", "-1"),
     ("frontier", "--th", "nan", "--out", "f"),
     ("frontier", "--th", "inf", "--out", "f"),
-    ("policy", "save", "--policy", "top", "--out", "p.json", "--threshold", "nan"),
-    ("policy", "save", "--policy", "top", "--out", "p.json", "--threshold", "-1"),
+    ("policy", "save", "--policy", "top", "--out", "p.json", "--drift-limit", "nan"),
+    ("policy", "save", "--policy", "top", "--out", "p.json", "--drift-limit", "-1"),
     ("adversary", "--prior", "nan"),
     ("adversary", "--gain", "inf"),
 ])
@@ -88,8 +88,8 @@ def test_float_options_refuse_nan_inf_and_out_of_range(project: Project, run: Ru
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_alternatives_threshold_must_be_finite(project: Project, run: Run, value: str) -> None:
-    err = _one_line(run("alternatives", project.spec_path, "--threshold", value, "-n", "1", expect=2))
-    assert f"--threshold {value!r} is not a finite number" in err
+    err = _one_line(run("alternatives", project.spec_path, "--max-risk", value, "-n", "1", expect=2))
+    assert f"--max-risk {value!r} is not a finite number" in err
 
 
 # -- 2. one QI per source column ----------------------------------------------------------------

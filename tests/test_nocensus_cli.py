@@ -51,11 +51,11 @@ def one_line_error(result) -> str:
 @pytest.mark.parametrize("risk", NO_CENSUS_RISKS)
 def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> None:
     spec = skewed(project)
-    out = json.loads(run("evaluate", spec, "--risk", risk, "--policy", "age:every=10", "--format", "json").stdout)
+    out = json.loads(run("evaluate", spec, "--risk-model", risk, "--policy", "age:every=10", "--format", "json").stdout)
     assert out["risk_model"] == risk
     figures = out["no_census"]
     assert figures["population_size"] == SIZE and figures["sampling_fraction"] == pytest.approx(500 / SIZE)
-    sql = json.loads(run("evaluate", spec, "--risk", risk, "--policy", "age:every=10", "--path", "sql",
+    sql = json.loads(run("evaluate", spec, "--risk-model", risk, "--policy", "age:every=10", "--path", "sql",
                          "--format", "json").stdout)
     assert sql["risk_sum"] == pytest.approx(out["risk_sum"], rel=1e-9)
     # the expected re-identifications are the model's own estimate, never the count of groups
@@ -75,9 +75,9 @@ def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> 
 @pytest.mark.slow
 def test_a_model_that_cannot_fit_says_so_in_one_line(project, run) -> None:
     # 427 of the 462 classes of the original data are unique: Pitman's likelihood runs to alpha = 0
-    line = one_line_error(run("evaluate", no_census(project), "--risk", "pitman", "--policy", "top", expect=2))
+    line = one_line_error(run("evaluate", no_census(project), "--risk-model", "pitman", "--policy", "top", expect=2))
     assert "Pitman" in line
-    out = json.loads(run("evaluate", no_census(project), "--risk", "dankar", "--policy", "bottom", "--format",
+    out = json.loads(run("evaluate", no_census(project), "--risk-model", "dankar", "--policy", "bottom", "--format",
                          "json").stdout)
     assert out["no_census"]["pitman"]["error"].startswith("the Pitman")  # listed as an error, never a number
     assert out["no_census"]["dankar"]["model"] == "zayatz" and "Pitman failed" in out["no_census"]["dankar"]["note"]
@@ -94,7 +94,7 @@ def test_zayatz_risk_by_hand(project) -> None:
 @pytest.mark.slow
 def test_region_preset(project, run) -> None:
     spec = no_census(project, size='population = { region = "canada" }')
-    out = json.loads(run("evaluate", spec, "--risk", "dankar", "--policy", "top", "--format", "json").stdout)
+    out = json.loads(run("evaluate", spec, "--risk-model", "dankar", "--policy", "top", "--format", "json").stdout)
     assert out["no_census"]["population_size"] == REGIONS["canada"][0]
     assert "canada" in run("validate", spec).stdout
 
@@ -159,7 +159,7 @@ def test_bad_population_one_line(project, run, population: str, says: str) -> No
 
 
 def test_a_census_and_a_no_census_model_or_weights(project, run) -> None:
-    line = one_line_error(run("evaluate", project.spec_path, "--risk", "pitman", "--policy", "top", expect=2))
+    line = one_line_error(run("evaluate", project.spec_path, "--risk-model", "pitman", "--policy", "top", expect=2))
     assert "census table" in line
     spec = project.write_spec(project.spec_text() + '\n[weights]\ncolumn = "age"\n', "both.toml")
     assert "census table" in one_line_error(run("evaluate", spec, "--policy", "top", expect=2))
@@ -167,7 +167,7 @@ def test_a_census_and_a_no_census_model_or_weights(project, run) -> None:
 
 def test_a_no_census_model_needs_the_population_size(project, run) -> None:
     spec = project.spec(population=None)
-    line = one_line_error(run("evaluate", spec, "--risk", "snb", "--policy", "top", expect=2))
+    line = one_line_error(run("evaluate", spec, "--risk-model", "snb", "--policy", "top", expect=2))
     assert "population = { size" in line
 
 
@@ -176,13 +176,13 @@ def test_every_command_with_risk_lists_the_models(run) -> None:
         text = " ".join(run(command, "--help").stdout.split())
         for name in NO_CENSUS_RISKS:
             assert name in text, (command, name)
-    assert "is not one of" in run("evaluate", "x.toml", "--risk", "pitmann", "--policy", "top", expect=2).stderr
+    assert "is not one of" in run("evaluate", "x.toml", "--risk-model", "pitmann", "--policy", "top", expect=2).stderr
 
 
 @pytest.mark.slow
 def test_pruning_searches_refuse_dataset_level_models(project, run) -> None:
     spec = no_census(project)
-    line = one_line_error(run("alternatives", spec, "--risk", "dankar", "--threshold", "0.5", expect=2))
+    line = one_line_error(run("alternatives", spec, "--risk-model", "dankar", "--max-risk", "0.5", expect=2))
     assert "never rises with generalization" in line and "dankar" in line
     with Problem.from_spec(spec, risk="benedetti-franconi") as problem:
         problem.require_monotone_risk("a search")  # monotone without weights: no refusal

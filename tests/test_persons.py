@@ -275,7 +275,8 @@ def test_anonymize_suppresses_all_rows_of_a_suppressed_person(tmp_path: Path, mo
             for p, age in enumerate(ages) for v in range(1 + p % 3)]
     spec = releasable(write(tmp_path, rows, age_rule='per_person = "max"', visits=False))
     out = tmp_path / "a.parquet"
-    result = CliRunner().invoke(cli, ["anonymize", str(spec), "--k", "3", "--suppression", "0.2", "--out", str(out)])
+    result = CliRunner().invoke(cli, ["anonymize", str(spec), "--min-k", "3", "--max-suppressed-share", "0.2",
+                                      "--out", str(out)])
     assert result.exit_code == 0, result.output
     table = pq.read_table(out).to_pylist()
     flagged: dict[Any, set[bool]] = collections.defaultdict(set)

@@ -116,13 +116,13 @@ def test_save_refuses_a_fallback_equal_to_a_label(project, run, fallback: str) -
 
 @pytest.mark.slow
 def test_save_threshold_and_fallback(project, run) -> None:
-    path = save(project, run, "--threshold", "0.01", "--fallback", "other")
+    path = save(project, run, "--drift-limit", "0.01", "--fallback", "other")
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["drift"]["threshold"] == 0.01 and data["drift"]["threshold_from"] == "set at save"
     assert data["drift"]["rule"] == "exact" and "permutations" not in data["drift"]
     assert data["fallback"] == "other"
     result = run("policy", "save", project.spec_path, "-p", POLICY, "--out", project.dir / "low.json",
-                 "--threshold", "1e-9", expect=2)
+                 "--drift-limit", "1e-9", expect=2)
     assert "would fail its own check" in one_error_line(result)
     assert not (project.dir / "low.json").exists()
 
@@ -205,16 +205,16 @@ def test_apply_a_duckdb_batch(project, run) -> None:
     con.execute("CREATE TABLE patients AS SELECT * FROM b")
     con.close()
     run("apply", policy, "--source", db, "--out", project.dir / "r.parquet", expect=2)  # --table missing
-    line = one_error_line(run("apply", policy, "--source", db, "--table", "patients", "--out", db, expect=2))
+    line = one_error_line(run("apply", policy, "--source", db, "--source-table", "patients", "--out", db, expect=2))
     assert "is an input of the spec" in line  # as materialize: never write into the source's file
     out = project.dir / "release.duckdb"
-    result = run("apply", policy, "--source", db, "--table", "patients", "--out", out, "--out-table", "released")
+    result = run("apply", policy, "--source", db, "--source-table", "patients", "--out", out, "--out-table", "released")
     assert "wrote 300 rows" in result.stdout and "table released" in result.stdout
     assert read_duckdb(out, "released").num_rows == 300
-    line = one_error_line(run("apply", policy, "--source", db, "--table", "patients", "--view", "v", "--db", out,
+    line = one_error_line(run("apply", policy, "--source", db, "--source-table", "patients", "--view", "v", "--db", out,
                               expect=2))
     assert "create the view in that file" in line  # a view cannot reach another DuckDB file
-    run("apply", policy, "--source", db, "--table", "patients", "--view", "v", "--db", db)
+    run("apply", policy, "--source", db, "--source-table", "patients", "--view", "v", "--db", db)
     assert read_duckdb(db, "v").equals(read_duckdb(out, "released"))
 
 
@@ -374,7 +374,7 @@ def test_check_figures_are_what_evaluate_gives_on_the_batch(project, run) -> Non
 
 @pytest.mark.slow
 def test_check_new_batch_within_an_explicit_threshold(project, run) -> None:
-    policy = save(project, run, "--threshold", "0.001")
+    policy = save(project, run, "--drift-limit", "0.001")
     source = project.write_parquet(batch(seed=8, n=500), "b.parquet")
     result = run("check", policy, "--source", source)
     assert "limit 0.001 (set at save, exact)" in result.stdout and "ok:" in result.stdout
@@ -391,7 +391,7 @@ def test_check_drift_on_a_much_smaller_batch(project, run) -> None:
     out = run("check", default, "--source", source).stdout
     assert "batches of 40 records drawn from the saved and new records pooled: 0.25" in out
     assert out.splitlines()[-1].startswith("ok:")
-    policy = save(project, run, "--threshold", "0.024", spec=spec)  # 12 groups / 500 records
+    policy = save(project, run, "--drift-limit", "0.024", spec=spec)  # 12 groups / 500 records
     out = run("check", policy, "--source", source, expect=1).stdout
     assert out.splitlines()[-1].startswith("drift: mean_record_risk") and "exceeds the limit 0.024" in out
     assert "limit 0.024 (set at save, exact)" in out

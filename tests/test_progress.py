@@ -120,8 +120,8 @@ def test_materialize_draws_its_write_on_stderr_only(project, run, instant) -> No
 def test_loads_and_searches_draw_their_lines(project, run, instant, tmp_path) -> None:  # noqa: ANN001
     spec = project.spec()
     assert "reading the source" in run("evaluate", spec, "--policy", "age:top").stderr
-    assert "bps: 5 iterations" in run("alternatives", spec, "--threshold", "0.5", "--iterations", "5").stderr
-    anonymizing = run("anonymize", small_spec(tmp_path), "--k", 3).stderr
+    assert "bps: 5 iterations" in run("alternatives", spec, "--max-risk", "0.5", "--iterations", "5").stderr
+    anonymizing = run("anonymize", small_spec(tmp_path), "--min-k", 3).stderr
     assert "searching" in anonymizing and "checked" in anonymizing
 
 

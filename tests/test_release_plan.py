@@ -82,7 +82,7 @@ def test_levels_release_the_hierarchies_labels_everywhere(run, spec: Path, tmp_p
     sidecar = json.loads(Path(f"{out}.release.json").read_text(encoding="utf-8"))
     assert sidecar["policy"]["levels"] == "age:2|sex:0|race:1|zip:1" and sidecar["policy"]["text"] is None
     # anonymize's optimum with no suppression is exactly this release
-    result = run("anonymize", spec, "--k", "2", "--out", tmp_path / "anon.parquet")
+    result = run("anonymize", spec, "--min-k", "2", "--out", tmp_path / "anon.parquet")
     optimum = result.stdout.split("optimum", 1)[1].split()[0]
     run("materialize", spec, "--levels", optimum, "--out", tmp_path / "same.parquet")
     anonymized = pq.read_table(tmp_path / "anon.parquet")
@@ -119,7 +119,7 @@ def test_policy_and_levels_are_one_or_the_other(run, spec: Path, tmp_path: Path)
 
 @pytest.mark.slow
 def test_anonymize_releases_as_file_view_and_policy_file_with_the_same_rows(run, spec: Path, tmp_path: Path) -> None:
-    args = ("anonymize", spec, "--k", "10", "--suppression", "0.05")
+    args = ("anonymize", spec, "--min-k", "10", "--max-suppressed-share", "0.05")
     out, db, saved = tmp_path / "anon.parquet", tmp_path / "views.duckdb", tmp_path / "anon-policy.json"
     run(*args, "--out", out, "--save-policy", saved)
     rows = sorted_rows(pq.read_table(out))
@@ -154,7 +154,7 @@ def test_anonymize_releases_as_file_view_and_policy_file_with_the_same_rows(run,
 def test_anonymize_refuses_two_targets_and_a_lone_db(run, spec: Path, tmp_path: Path) -> None:
     for extra, words in ((("--out", tmp_path / "a.parquet", "--view", "v"), "not both"),
                          (("--db", tmp_path / "v.duckdb"), "--view")):
-        result = run("anonymize", spec, "--k", "3", *extra, expect=2)
+        result = run("anonymize", spec, "--min-k", "3", *extra, expect=2)
         assert words in result.stderr and result.stderr.count("\n") == 1
     assert list(tmp_path.glob("a.parquet*")) == [] and not (tmp_path / "v.duckdb").exists()
 
@@ -192,7 +192,7 @@ def test_an_adult_anonymization_becomes_a_view_a_dbt_model_and_a_policy_file(run
     from .test_fulldomain import adult_spec
 
     spec = adult_spec(tmp_path / "adult", release=RELEASE)
-    args = ("anonymize", spec, "--k", "5", "--suppression", "0.04")
+    args = ("anonymize", spec, "--min-k", "5", "--max-suppressed-share", "0.04")
     db, saved = tmp_path / "adult.duckdb", tmp_path / "adult-policy.json"
     result = run(*args, "--view", "adult_5anon", "--db", db, "--save-policy", saved)
     optimum = result.stdout.split("optimum", 1)[1].split()[0]

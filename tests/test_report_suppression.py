@@ -136,7 +136,7 @@ def test_a_view_with_suppression_gets_its_report_too(run, project) -> None:
 def test_anonymize_writes_the_report_of_its_optimum_with_the_groups_it_suppressed(run, tmp_path) -> None:
     spec = small_spec(tmp_path, release="min_k = 10")  # the gate judges the release by the same k
     out, page = tmp_path / "release.parquet", tmp_path / "release-report.html"
-    result = run("anonymize", spec, "--k", "10", "--suppression", "0.05", "--out", out, "--report", page)
+    result = run("anonymize", spec, "--min-k", "10", "--max-suppressed-share", "0.05", "--out", out, "--report", page)
     assert "verdict: " in result.stdout
     twin, sidecar = _read(page.with_suffix(".json")), _read(Path(f"{out}.release.json"))
     _agrees(twin, sidecar)
@@ -158,10 +158,10 @@ def test_anonymize_writes_the_report_of_its_optimum_with_the_groups_it_suppresse
 
 def test_anonymize_report_needs_out_and_a_sidecar_of_another_optimum_is_refused(run, tmp_path) -> None:
     spec = small_spec(tmp_path, release="min_k = 3")
-    result = run("anonymize", spec, "--k", "3", "--report", tmp_path / "r.html", expect=2)
+    result = run("anonymize", spec, "--min-k", "3", "--report", tmp_path / "r.html", expect=2)
     one_line_error(result, "--out")
     out = tmp_path / "release.parquet"
-    run("anonymize", spec, "--k", "3", "--suppression", "0.05", "--out", out)
+    run("anonymize", spec, "--min-k", "3", "--max-suppressed-share", "0.05", "--out", out)
     sidecar = Path(f"{out}.release.json")
     data = _read(sidecar)
     data["suppression"]["anonymize"]["levels"][0] += 1  # as if the data had changed since
@@ -173,7 +173,7 @@ def test_anonymize_report_needs_out_and_a_sidecar_of_another_optimum_is_refused(
 
 def test_anonymize_store_stats_replaces_the_old_report_flag(run, tmp_path) -> None:
     spec = small_spec(tmp_path)
-    result = run("anonymize", spec, "--k", "3", "--store-stats")
+    result = run("anonymize", spec, "--min-k", "3", "--store-stats")
     assert "max antichain" in result.stdout
 
 

@@ -188,7 +188,7 @@ RELEASES = {
     "dbt": lambda spec, d: ["dbt", spec, "-p", POLICY, "--project", d / "warehouse"],
     "safe-harbor": lambda spec, d: ["safe-harbor", spec, "--materialize", d / "sh.parquet"],
     "safe-harbor-view": lambda spec, d: ["safe-harbor", spec, "--db", d / "sh.duckdb", "--view", "sh"],
-    "anonymize": lambda spec, d: ["anonymize", spec, "--k", "2", "--out", d / "anon.parquet"],
+    "anonymize": lambda spec, d: ["anonymize", spec, "--min-k", "2", "--out", d / "anon.parquet"],
 }
 ROLED_QIS = (AGE_QI + 'role = "age"\n', SEX_QI, RACE_QI, ZIP_QI + 'role = "zip"\n')
 

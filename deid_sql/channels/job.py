@@ -169,8 +169,8 @@ def _solve(spec: Spec, backend: Backend) -> ChannelJob:
 
 def _require_channels(spec: Spec) -> ChannelSpec:
     if spec.feature("channels") is None:
-        raise SpecError(f"spec {spec.path} has no [channels] table; add one (see docs/channels.md) "
-                        f"to run a channel expansion")
+        raise SpecError(f"spec {spec.path} has no [channels] table; add one (its keys: 'deid-sql help "
+                        f"channels') to run a channel expansion")
     return spec.feature("channels")
 
 

@@ -49,7 +49,7 @@ class Written:
 
 
 def summary(job: ChannelJob, checked: ReleaseCheck | None = None) -> dict[str, Any]:
-    """The figures of a solved expansion (what the CLI prints and ``--report`` writes)."""
+    """The figures of a solved expansion (what the CLI prints and ``--figures`` writes)."""
     inputs, classes, whole = job.inputs, job.classes, job.whole
     n_out = len(job.program.outputs)
     used = int(whole.used.sum())

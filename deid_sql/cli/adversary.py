@@ -17,7 +17,7 @@ from ..adversary.solvers import SOLVERS
 from ..errors import OutputError
 from ..problem import Problem
 from ..recoding import Recoding
-from .options import FiniteFloat, handles_errors, read_policy, spec_argument
+from .options import FiniteFloat, handles_errors, read_policy, reports_wall_time, spec_argument
 
 # CLI option → AdversaryParams field, type, help
 PARAMETERS: tuple[tuple[str, str, Any, str], ...] = (
@@ -83,10 +83,11 @@ def resolve(problem: Problem, text: str) -> tuple[str, Recoding]:
                    "writes FILE.csv and the plot of the thresholds as FILE.png.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --sensitivity outputs.")
 @handles_errors
+@reports_wall_time
 def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, sensitivity: Path | None,
               overwrite: bool, **given: Any) -> None:
     """Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov decision
-    process; see docs/adversary.md).
+    process; 'deid-sql help adversary').
 
     Example: deid-sql adversary demo/demo.toml --policy safe-harbor --scenario unknown --external-size 500000
     """

@@ -18,7 +18,10 @@ from .options import (
     accept_risk_option,
     echo_release,
     handles_errors,
+    min_k_option,
     open_problem,
+    renamed,
+    reports_wall_time,
     risk_model_option,
     spec_argument,
     view_options,
@@ -28,13 +31,20 @@ from .report import finish_release_report, prepare_release_report, report_option
 
 @click.command(name="anonymize")
 @spec_argument
-@click.option("--k", "k", type=int, default=None, help="k-anonymity: every group has at least K records.")
-@click.option("--l", "l", type=int, default=None, help="Distinct ℓ-diversity on --sensitive: L distinct values.")
-@click.option("--sensitive", default=None, help="The sensitive column for --l (not a QI).")
-@click.option("--risk", type=FiniteFloat(0.0), default=None,
-              help="Average re-identification risk at most R (record risk from --risk-model / the spec's risk).")
-@click.option("--suppression", type=FiniteFloat(), default=0.0, show_default=True,
-              help="Share of records that may be suppressed (0.04 = 4 %).")
+@min_k_option("k-anonymity: every group released has at least K records (the spec's [release] min_k).")
+@renamed("--k", "--min-k", "k", type=int)
+@click.option("--min-l", "l", type=int, default=None, metavar="L",
+              help="Distinct ℓ-diversity on --sensitive: every group released has at least L distinct values.")
+@renamed("--l", "--min-l", "l", type=int)
+@click.option("--sensitive", default=None, metavar="COLUMN", help="The sensitive column for --min-l (not a QI).")
+@click.option("--max-mean-record-risk", "risk", type=FiniteFloat(0.0, 1.0, low_open=True), default=None, metavar="R",
+              help="Average re-identification risk: the released records' mean record risk (expected "
+                   "re-identifications per record, the release figure mean_record_risk) at most R, with the record "
+                   "risk of --risk-model or the spec's risk; the riskiest groups are suppressed to meet it.")
+@renamed("--risk", "--max-mean-record-risk", "risk", type=FiniteFloat(0.0, 1.0, low_open=True))
+@click.option("--max-suppressed-share", "suppression", type=FiniteFloat(0.0, 1.0), default=0.0, show_default=True,
+              metavar="SHARE", help="Share of records that may be suppressed, at most (0.04 = 4 %).")
+@renamed("--suppression", "--max-suppressed-share", "suppression", type=FiniteFloat(0.0, 1.0))
 @click.option("--metric", type=click.Choice(sorted(METRICS)), default="loss", show_default=True,
               help="Quality model to optimize: loss, nue (non-uniform entropy), dm (discernibility), kl.")
 @click.option("--time-limit", type=FiniteFloat(0.0), default=None,
@@ -63,6 +73,7 @@ from .report import finish_release_report, prepare_release_report, report_option
 @accept_risk_option
 @report_option
 @handles_errors
+@reports_wall_time
 def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
                suppression: float, metric: str, time_limit: float | None, traversal: str, store: str,
                out: Path | None, table: str | None, view: str | None, db: Path | None, save_policy: Path | None,
@@ -75,9 +86,9 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
     '*' and are flagged, and every release goes through the release gate with its record.
     --report FILE.html adds the report a reviewer signs, describing the suppression too.
 
-    Example: deid-sql anonymize demo/demo.toml --k 2 --suppression 0.05 --metric loss --out demo-2anon.parquet
+    Example: deid-sql anonymize demo/demo.toml --min-k 2 --max-suppressed-share 0.05 --out demo-2anon.parquet
 
-    Example: deid-sql anonymize demo/demo.toml --k 2 --traversal best-first
+    Example: deid-sql anonymize demo/demo.toml --min-k 2 --traversal best-first
     """
     targets = [name for name, given in (("--out", out is not None or (table is not None and view is None)),
                                          ("--view", view is not None)) if given]
@@ -95,14 +106,14 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
         r, best = run.result, run.result.optimum
         if best is None:
             click.echo(f"no transformation meets the privacy model with at most {suppression:.1%} suppressed "
-                       f"({r.checked:,} checked in {r.seconds:.2f} s)")
+                       f"({r.checked:,} checked; search {r.seconds:.2f} s)")
         else:
             click.echo(f"optimum      {run.space.text(best.levels)}")
             click.echo(f"{metric:<12} {best.quality:.6g}")
             click.echo(f"suppressed   {best.suppressed:,} records ({best.suppressed_share:.2%}), "
                        f"{best.groups_kept:,} groups kept")
         click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
-                   f"{r.pruned:,} excluded by their quality bound, {r.seconds:.2f} s ({r.traversal})"
+                   f"{r.pruned:,} excluded by their quality bound; search {r.seconds:.2f} s ({r.traversal})"
                    + (" (time limit reached: best found so far)" if r.timed_out else ""))
         if store_stats:
             for name, s in r.stores.items():

@@ -10,7 +10,7 @@ from ..channels.job import ChannelJob, solve
 from ..channels.spec import INTEGER_MODES
 from ..channels.write import write_release
 from ..compile import DIALECTS
-from .options import format_option, handles_errors, spec_argument
+from .options import format_option, handles_errors, renamed, reports_wall_time, spec_argument
 
 SHOWN = 10  # risky input channels listed before "… and N more"
 
@@ -45,13 +45,15 @@ def _candidates(value: str | None) -> int | str | None:
               help="Seed for candidate generation and the release's hash order (default: the spec's, else 0).")
 @click.option("--integer", type=click.Choice(INTEGER_MODES), default=None,
               help="Whole subjects from HiGHS's MILP: always, never (round the LP), or auto (small instances).")
-@click.option("--report", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write the figures as JSON.")
+@click.option("--figures", "report", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE.json", help="Also write the figures printed here as JSON.")
+@renamed("--report", "--figures", "report", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--sql", "dialect", default=None, metavar="DIALECT",
               help=f"Also print the release SELECT in a SQL dialect ({', '.join(DIALECTS)}).")
 @click.option("--source-table", default=None, help="Source table name in the --sql text (non-DuckDB dialects).")
 @click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 @handles_errors
+@reports_wall_time
 def channels(spec: Path, out: Path | None, fmt: str | None, table: str | None, view: str | None, db: Path | None,
              candidates: str | None, seed: int | None, integer: str | None, report: Path | None,
              dialect: str | None, source_table: str | None, overwrite: bool) -> None:

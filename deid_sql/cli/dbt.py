@@ -15,9 +15,11 @@ from .options import (
     accept_risk_option,
     echo_release,
     handles_errors,
+    min_k_option,
     open_problem,
     policy_option,
     release_plan,
+    renamed,
     spec_argument,
 )
 from .report import finish_release_report, prepare_release_report, report_option
@@ -40,9 +42,9 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--dialect", "-d", default=None,
               help="SQL dialect or dbt adapter of the warehouse (postgres, snowflake, spark, sqlserver, …; "
                    "default: the spec's engine, duckdb unless [backend] names another).")
-@click.option("--k", "k", type=int, default=None, metavar="K",
-              help="Also test that every group of equal QI values has at least K rows; a policy with a smaller "
-                   "group is refused (default: min_k of the spec's release criteria).")
+@min_k_option("Also test that every group of equal QI values has at least K rows; a policy with a smaller group "
+              "is refused (default: min_k of the spec's release criteria).")
+@renamed("--k", "--min-k", "k", type=int)
 @click.option("--materialized", type=click.Choice(MATERIALIZATIONS), default="table", show_default=True,
               help="dbt materialization of the model.")
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
@@ -58,13 +60,13 @@ def dbt_(spec: Path, policy: str | None, levels: str | None, project: Path, mode
     """Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.
 
     Writes models/<model>.sql, models/<model>.yml (row count equals the source's, every QI
-    value one of the policy's labels, and with --k no group smaller than K), the source's yml
+    value one of the policy's labels, and with --min-k no group smaller than K), the source's yml
     and the tests' macros; all of it or nothing.
 
     A spec with [[table]] gets one model per table of the set (<prefix><release name>), the key's
     functions registered by the dbt-duckdb plugin deid_sql.backends.dbt_duckdb (no key in any file).
 
-    Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --k 5
+    Example: deid-sql dbt demo/demo.toml --policy 'age:cuts=18,65|zip:top' --project warehouse --min-k 5
     """
     with open_problem(spec, targets=release_targets(report=report, replace=overwrite)) as problem:
         if problem.spec.tables:

@@ -9,7 +9,14 @@ import click
 
 from .. import progress
 from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, check_folder, run_frontier
-from .options import FiniteFloat, handles_errors, open_problem, risk_model_option, spec_argument
+from .options import (
+    FiniteFloat,
+    handles_errors,
+    open_problem,
+    reports_wall_time,
+    risk_model_option,
+    spec_argument,
+)
 
 
 @click.command()
@@ -26,8 +33,9 @@ from .options import FiniteFloat, handles_errors, open_problem, risk_model_optio
 @click.option("--resume", is_flag=True, help="Continue the run checkpointed in --out (same problem, method, seed).")
 @click.option("--overwrite", is_flag=True, help="Start again in a folder that holds an earlier run.")
 @click.option("--bits", is_flag=True, help="Also give each policy of the CSV files as its bit string (a last column).")
-@risk_model_option("--risk", "--risk-model")
+@risk_model_option(old_risk=True)
 @handles_errors
+@reports_wall_time
 def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, folder: Path, resume: bool,
              overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Search the risk–utility frontier and write it with plots beside Safe Harbor and k-anonymity.
@@ -40,7 +48,10 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
             result = run_frontier(problem, folder, method, budget, seed, threshold, resume, overwrite,
                                   progress=evaluated.advance, bits=bits)
     s = result.state
-    click.echo(f"{s.method}: {s.evaluations:,} policies evaluated in {s.seconds:.1f} s (seed {s.seed})")
+    took = result.seconds
+    before = s.seconds - took["search"]
+    click.echo(f"{s.method}: {s.evaluations:,} policies evaluated (seed {s.seed}); search {took['search']:.1f} s"
+               + (f" in this run, {s.seconds:.1f} s with the runs it resumed" if before > 0.05 else ""))
     click.echo(f"  frontier size   {len(s.frontier):,}")
     click.echo(f"  area            {s.frontier.area():.5f} (under the stair-step, normalized R-U space)")
     if result.safe_harbor is not None:
@@ -50,6 +61,8 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
         click.echo(f"  {label:<15} frontier of {len(result.kanon[label])} generalizations; improvement rate "
                    f"IR = {ir:+.3f}")
     click.echo(f"wrote {', '.join(str(p) for p in result.written)}")
+    click.echo(f"time: search {took['search']:.1f} s, Safe Harbor and k-anonymity frontiers {took['compare']:.1f} s, "
+               f"writing the files {took['write']:.1f} s")
     if s.interrupted:
         click.echo(f"interrupted: checkpoint kept in {folder}; continue with --resume", err=True)
         sys.exit(130)

@@ -20,10 +20,12 @@ from .options import (
     release_plan,
     risk_model_option,
     spec_argument,
+    suppress_option,
 )
 
 if TYPE_CHECKING:
     from ..channels.job import Loaded
+    from ..release.plan import ReleasePlan
 
 
 @click.command()
@@ -70,8 +72,11 @@ def _report_problem(problem: Problem) -> None:
         click.echo(f"  population no census: {size}{weights}; risk {s.risk}")
     else:
         click.echo("  population sample (group sizes from the sample itself)")
+    name_width = max([12, *(len(q.name) for q in s.qis)])  # long QI names widen the column, never shift it
+    size_width = max([6, *(len(f"{d.size:,}") for d in problem.domains)])
     for q, d in zip(s.qis, problem.domains):
-        click.echo(f"  qi {q.name:<12} {d.kind:<8} {d.size:>6} values  {d.text(0)} … {d.text(d.size - 1)}")
+        click.echo(f"  qi {q.name:<{name_width}} {d.kind:<8} {d.size:>{size_width},} values  {d.text(0)} … "
+                   f"{d.text(d.size - 1)}")
     for note in problem.notes:
         click.echo(f"  text       {note}")
     for note in problem.order_notes:
@@ -151,25 +156,34 @@ def _report_channels(loaded: Loaded) -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
               help="A brief table, or JSON (the default when the output is not a terminal, so scripts get JSON).")
 @click.option("--bits", is_flag=True, help="Also give each policy as its bit string (one 0/1 per boundary).")
-@risk_model_option("--risk", "--risk-model")
+@suppress_option
+@risk_model_option(old_risk=True)
 @handles_errors
 def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], path: str, fmt: str | None,
-             bits: bool, risk_model: str | None) -> None:
+             bits: bool, suppress_below: int | None, risk_model: str | None) -> None:
     """Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise.
 
+    With --suppress-below K each policy is also measured as the release that suppresses groups
+    smaller than K (as materialize, view and compile release it): the figures the release gate
+    measures on its rows and its verdict against the spec's [release] criteria; nothing is written.
+
     Example: deid-sql evaluate demo/demo.toml --policy 'age:every=10|zip:digits=3' --policy 'zip:top'
+
+    Example: deid-sql evaluate demo/demo.toml --policy 'age:every=10|zip:digits=3' --suppress-below 5
     """
     fmt = fmt or ("table" if sys.stdout.isatty() else "json")
     if not policies and not levels:
         raise PolicyError("say what to evaluate: --policy P (e.g. 'age:every=10|zip:digits=3') or --levels L")
     with open_problem(spec, risk_model) as problem:
-        plans = ([release_plan(problem, text, None) for text in policies]
-                 + [release_plan(problem, None, text) for text in levels])
+        plans = ([release_plan(problem, text, None, suppress_below) for text in policies]
+                 + [release_plan(problem, None, text, suppress_below) for text in levels])
         out = []
         for plan in plans:
             metrics = problem.evaluate(plan.item, path=path)
             row = {"policy": plan.text or plan.levels, "readable": plan.readable, "risk_model": problem.spec.risk,
                    **metrics.to_dict()}
+            if plan.suppression is not None:
+                row["release"] = release_figures(problem, plan)
             if problem.spec.no_census:  # population uniques by every estimator, beside the spec's model's figures
                 from ..nocensus.risk import policy_figures  # scipy: loaded only without a census
 
@@ -185,12 +199,57 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
             _table(out)
 
 
+def release_figures(problem: Problem, plan: ReleasePlan) -> dict[str, Any]:
+    """What the release gate measures on the rows of releasing ``plan`` (with its suppression) and
+    its verdict, as materialize, view, compile and their --report get them: the same gate, built
+    the same way, measuring the same release query; nothing is written, so nothing is refused.
+    ``loss`` is the normalized loss of the released groups (as the report's), suppressed records
+    counted in one group of their own."""
+    from ..release.gate import ReleaseSource, build_gate
+    from ..report.release_contents import Groups, losses
+    from ..report.release_report import original_top_kl
+
+    gate = build_gate(ReleaseSource.from_problem(problem), plan, f"evaluate({plan.repr_call()})",
+                      whole_set=bool(problem.spec.tables))
+    figures = gate.measure(problem.backend.execute, problem.query(plan, measuring=True))
+    verdict = gate.verdict(figures)
+    groups = Groups(problem, plan.recoding, plan.suppression, census=gate.census)
+    loss = (losses(problem, plan.recoding, groups)[0] / original_top_kl(problem) if groups.suppressed
+            else problem.evaluate(plan.item).loss)
+    assert plan.suppression is not None
+    return {"suppress_below": plan.suppression.below, **figures.to_dict(), "loss": loss,
+            "gate": verdict.status, "failures": list(verdict.failures)}
+
+
 def _table(rows: list[dict[str, Any]]) -> None:
-    """Risk, loss and the counts a reviewer looks at first, then each policy's text and groups."""
+    """Risk, loss and the counts a reviewer looks at first, then each policy's text and groups;
+    with --suppress-below, the release's figures (what the gate measures) and its verdict."""
+    if rows and "release" in rows[0]:
+        _release_table(rows)
+        return
     click.echo(f"{'#':>2} {'risk':>10} {'loss':>8} {'k':>6} {'exp. re-ids':>12} {'uniques':>8}  policy")
     for i, r in enumerate(rows, 1):
         click.echo(f"{i:>2} {r['risk']:>10.6f} {r['loss']:>8.4f} {r['k']:>6} {r['expected_reidentifications']:>12.2f} "
                    f"{r['sample_unique_records']:>8}  {r['policy']}")
+    _readable(rows)
+
+
+def _release_table(rows: list[dict[str, Any]]) -> None:
+    below = rows[0]["release"]["suppress_below"]
+    click.echo(f"released with --suppress-below {below}: the figures the release gate measures")
+    click.echo(f"{'#':>2} {'risk':>10} {'loss':>8} {'k':>6} {'exp. re-ids':>12} {'uniques':>8} {'suppressed':>10} "
+               f"{'gate':>8}  policy")
+    for i, r in enumerate(rows, 1):
+        f = r["release"]
+        click.echo(f"{i:>2} {f['risk']:>10.6f} {f['loss']:>8.4f} {f['k']:>6} {f['expected_reidentifications']:>12.2f} "
+                   f"{f['sample_unique_records']:>8} {f['suppressed']:>10} {f['gate']:>8}  {r['policy']}")
+    _readable(rows)
+    for i, r in enumerate(rows, 1):
+        if r["release"]["failures"]:
+            click.echo(f"{i}: gate {r['release']['gate']}: {'; '.join(r['release']['failures'])}")
+
+
+def _readable(rows: list[dict[str, Any]]) -> None:
     for i, r in enumerate(rows, 1):
         click.echo(f"\n{i}: {r['readable']}")
         if "bits" in r:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator, MutableMapping
 
 import click
@@ -12,6 +13,8 @@ from .. import __version__
 from ..invocation import set_invocation, use_cell_cache
 from ..registry import COMMANDS
 from .failures import error_boundary
+
+STARTED = "deid_sql.started"  # = options.STARTED, spelled here so the root group imports no library module
 
 # Every command: its module in this package and its one-line summary (``registry.COMMANDS``).  A
 # command's module is imported when the command runs (or its own --help is asked), so ``deid-sql
@@ -40,7 +43,7 @@ COMMANDS.add("anonymize", "deid_sql.cli.anonymize:anonymize_",
              summary="Find the optimal full-domain generalization (hierarchy levels) with suppression.")
 COMMANDS.add("adversary", "deid_sql.cli.adversary:adversary",
              summary=("Risk of a release under an economic attacker who stops when attacking no longer pays (a Markov "
-                     "decision process; see docs/adversary.md)."))
+                     "decision process; 'deid-sql help adversary')."))
 COMMANDS.add("channels", "deid_sql.cli.channels:channels",
              summary="Release identities with confidentiality-related values pooled into safe output channels.")
 COMMANDS.add("dbt", "deid_sql.cli.dbt:dbt_",
@@ -59,6 +62,8 @@ COMMANDS.add("check", "deid_sql.cli.policy:check",
                      "not, 2 for bad input."))
 COMMANDS.add("report", "deid_sql.cli.report:report",
              summary="Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.")
+COMMANDS.add("help", "deid_sql.cli.help:help_",
+             summary="Print a topic page (the spec, policies, risk models, …), or list the topics.")
 
 
 class _LazyCommands(MutableMapping[str, click.Command]):
@@ -109,6 +114,7 @@ class _Group(click.Group):
         from ..inflight import announce
 
         announce()
+        ctx.meta[STARTED] = time.perf_counter()  # the wall time's start (options.reports_wall_time)
         set_invocation(args)
         # commands reuse the cells an earlier one stored, unless told not to (--no-cache sets it off)
         use_cell_cache(os.environ.get("DEID_SQL_NO_CACHE", "").strip().lower() in ("", "0", "false", "no"))
@@ -144,8 +150,8 @@ class _Group(click.Group):
 def cli() -> None:
     """deid-sql: de-identify person-level data inside the database.
 
-    Start with 'deid-sql demo'; then write a spec (see docs/policies-and-metrics.md) and run
-    'deid-sql validate SPEC'.
+    Start with 'deid-sql demo'; then write a spec ('deid-sql help spec' shows its tables) and run
+    'deid-sql validate SPEC'. 'deid-sql help' lists the other topics.
 
     \b
     Exit codes:

@@ -6,8 +6,10 @@ imports click.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,6 +158,12 @@ suppress_option = click.option(
 )
 
 
+def min_k_option(help: str) -> Callable[[F], F]:
+    """``--min-k K``: the smallest group a release may have (the spec's ``[release] min_k``); each
+    command says what it does with it."""
+    return click.option("--min-k", "k", type=int, default=None, metavar="K", help=help)  # K < 1: the library's line
+
+
 def read_policy(text: str) -> str:
     """``@file`` reads the policy text from a file (policies can be long)."""
     if text.startswith("@"):
@@ -180,14 +188,20 @@ class RegisteredChoice(click.Choice):  # type: ignore[type-arg]
         return self.registry.names()
 
 
-def risk_model_option(*names: str) -> Callable[[F], F]:
-    """``--risk-model`` (plus any aliases): override the spec's ``risk``."""
-    return click.option(
-        *(names or ("--risk-model",)), "risk_model", type=RegisteredChoice(RISK_MODELS), default=None,
-        help="Risk model: 'population' (1/g, the default), 'adversary' (the economic attacker of docs/adversary.md, "
-             "parameters from the spec's [adversary] table), or without a census (docs/no-census.md; the spec gives "
-             "population = { size = N } or [weights]): 'pitman', 'zayatz', 'snb', 'dankar' (population uniques "
-             "estimated from the sample) or 'benedetti-franconi' (individual risk). Overrides the spec's risk.")
+def risk_model_option(old_risk: bool = False) -> Callable[[F], F]:
+    """``--risk-model``: override the spec's ``risk``; ``old_risk``: the command once spelled it
+    ``--risk`` (evaluate, alternatives, frontier), which still works with a deprecation line."""
+    option = click.option(
+        "--risk-model", "risk_model", type=RegisteredChoice(RISK_MODELS), default=None,
+        help="Risk model: 'population' (1/g, the default), 'adversary' (an attacker who stops when attacking no "
+             "longer pays, parameters from the spec's [adversary] table; 'deid-sql help adversary'), or without a "
+             "census (the spec gives population = { size = N } or [weights]; 'deid-sql help no-census'): 'pitman', "
+             "'zayatz', 'snb', 'dankar' (population uniques estimated from the sample) or 'benedetti-franconi' "
+             "(individual risk). Overrides the spec's risk.")
+    if not old_risk:
+        return option
+    old = renamed("--risk", "--risk-model", "risk_model", type=RegisteredChoice(RISK_MODELS))
+    return lambda fn: option(old(fn))
 
 
 @contextmanager
@@ -238,3 +252,57 @@ def echo_release(written: Any, err: bool = False) -> None:
         echo(f"  gate: passed ({checks}){original}")
     if written.sidecar:
         echo(f"  sidecar: {written.sidecar}")
+
+
+class RenamedOption(click.Option):
+    """The old spelling of an option (``new``): accepted, hidden from --help, and announced with one
+    deprecation line on stderr when given (``renamed``)."""
+
+    def __init__(self, *args: Any, new: str, dest: str, **kwargs: Any) -> None:
+        super().__init__(*args, hidden=True, **kwargs)
+        self.new, self.dest = new, dest
+
+
+def renamed(old: str, new: str, dest: str, type: Any = None, is_flag: bool = False) -> Callable[[F], F]:
+    """``old`` still works as the option ``new`` (whose parameter is ``dest``): the value goes to
+    ``dest`` and one line on stderr says the new spelling; given together with ``new`` it is a usage
+    error (two spellings, maybe two values: which one was meant cannot be told)."""
+    hidden = "renamed_" + old.lstrip("-").replace("-", "_")
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.pop(hidden, None)
+            if value is not None and value is not False:
+                ctx = click.get_current_context()
+                source = ctx.get_parameter_source(dest)
+                if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+                    raise click.UsageError(f"{old} is the old spelling of {new}; give {new} only", ctx)
+                click.echo(f"warning: {old} is deprecated and will be removed; use {new} (same meaning)", err=True)
+                kwargs[dest] = value
+            return fn(*args, **kwargs)
+
+        extra: dict[str, Any] = {"is_flag": True} if is_flag else {"type": type, "default": None}
+        return click.option(old, hidden, cls=RenamedOption, new=new, dest=dest, **extra)(wrapper)  # type: ignore[return-value]
+
+    return decorate
+
+
+STARTED = "deid_sql.started"  # click's ctx.meta key: when the root group began parsing (cli/main.py)
+
+
+def reports_wall_time(fn: F) -> F:
+    """End a command that prints how long its steps took with the wall time of the whole run, from
+    the command line's parsing (before the command's module is imported) to its last line: the step
+    times alone would hide reading the data, comparisons and writes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context(silent=True)
+        started = ctx.meta.get(STARTED) if ctx is not None else None
+        started = started if started is not None else time.perf_counter()
+        result = fn(*args, **kwargs)
+        click.echo(f"done in {time.perf_counter() - started:.1f} s (wall time of the whole command)")
+        return result
+
+    return wrapper  # type: ignore[return-value]

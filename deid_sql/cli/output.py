@@ -21,6 +21,7 @@ from .options import (
     open_problem,
     policy_option,
     release_plan,
+    renamed,
     spec_argument,
     suppress_option,
 )
@@ -39,7 +40,10 @@ from .report import (
 @policy_option
 @click.option("--dialect", "-d", default="duckdb", show_default=True,
               help=f"Target SQL dialect ({', '.join(DIALECTS)}, or any sqlglot dialect).")
-@click.option("--table", default=None, help="Source table name for non-DuckDB dialects.")
+@click.option("--source-table", "table", default=None, metavar="NAME",
+              help="The source table's name in the SQL (default: the file in place for DuckDB, else the spec's "
+                   "table or 'source').")
+@renamed("--table", "--source-table", "table", type=str)
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE.sql",
               help="Write the SQL to FILE.sql with its record FILE.sql.release.json (both or neither) instead "
                    "of printing it.")
@@ -59,7 +63,7 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
     the policy, the columns, the figures on the spec's source, the verdict), as every release is;
     printed SQL has no record unless --report writes one.
 
-    Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' --dialect postgres --table patients
+    Example: deid-sql compile demo/demo.toml --policy 'age:cuts=18,65|race:top' -d postgres --source-table patients
     """
     early = release_targets(report=report, replace=overwrite) + file(out, overwrite, sidecar=True)
     with open_problem(spec, targets=early) as problem:

@@ -32,6 +32,7 @@ from .options import (
     handles_errors,
     policy_input,
     policy_option,
+    renamed,
     spec_argument,
     verbose_option,
     view_options,
@@ -45,12 +46,16 @@ def policy_file_argument(fn: F) -> F:
 
 
 source_option = click.option("--source", "-s", default=None, type=click.Path(path_type=Path, dir_okay=False),
-                             help="The new batch: a .csv, .parquet or .duckdb file (with --table).")
+                             help="The new batch: a .csv, .parquet or .duckdb file (with --source-table).")
 source_table_option = click.option(
     "--source-table", default=None, metavar="NAME",
-    help="The new batch as a table of the spec's [backend] engine (PostgreSQL schema.table, a Spark catalog "
-         "table), instead of --source.")
-table_option = click.option("--table", default=None, help="The batch's table inside a .duckdb --source.")
+    help="The new batch's table: inside a .duckdb --source, or without --source a table of the spec's [backend] "
+         "engine (PostgreSQL schema.table, a Spark catalog table).")
+
+
+def table_option(fn: F) -> F:
+    """``--table``, the old spelling of ``--source-table`` for the table inside a .duckdb --source."""
+    return renamed("--table", "--source-table", "source_table", type=str)(fn)
 
 
 def linked_options(fn: F) -> F:
@@ -85,8 +90,8 @@ RULE_HELP = (
     "(seeded), and the limit is the largest of their figures, never below the saved figure. A batch from the "
     "same population as the saved data therefore fails at most 1 time in 1000, whatever its size; a batch with a "
     "riskier mix (more records in thinly populated groups) fails. With population = \"sample\" a smaller batch "
-    "is compared with batches of its own size. A --threshold set at save is an exact limit; a policy file saved "
-    "before this rule keeps the saved figure as an exact limit (check says so). Besides the risk, each QI's "
+    "is compared with batches of its own size. A --drift-limit set at 'policy save' is an exact limit; a policy "
+    "file saved before this rule keeps the saved figure as an exact limit (check says so). Besides the risk, each QI's "
     "released label shares are tested against the saved ones (a chi-square test of homogeneity per QI, rare labels "
     "pooled, Holm-corrected over the QIs at a family-wise level of 0.001 unless 'policy save --shift-alpha' set "
     "another): a batch whose ages, races, … moved is drift too, even when its risk did not rise.")
@@ -105,7 +110,7 @@ def policy_group() -> None:
 @policy_option
 @click.option("--out", "-o", required=True, type=click.Path(path_type=Path, dir_okay=False),
               help="The policy file to write (JSON).")
-@click.option("--threshold", type=FiniteFloat(0.0), default=None, metavar="R",
+@click.option("--drift-limit", "threshold", type=FiniteFloat(0.0), default=None, metavar="R",
               help=f"Exact drift limit on {MEASURE} (expected re-identifications per record) for 'deid-sql check' "
                    "and 'apply'; default: the saved figure plus a tolerance for chance (see 'deid-sql check --help').")
 @click.option("--fallback", default=None, metavar="LABEL",
@@ -113,6 +118,7 @@ def policy_group() -> None:
 @click.option("--shift-alpha", type=FiniteFloat(0.0), default=ALPHA, show_default=True, metavar="A",
               help="Family-wise false-alarm rate of the drift check's distribution test (each QI's released label "
                    "shares against the saved ones, Holm-corrected over the QIs).")
+@renamed("--threshold", "--drift-limit", "threshold", type=FiniteFloat(0.0))
 @click.option("--overwrite", is_flag=True, help="Replace an existing policy file.")
 @handles_errors
 def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshold: float | None,
@@ -138,15 +144,16 @@ def save(spec: Path, policy: str | None, levels: str | None, out: Path, threshol
                    f"each: --linked NAME=FILE")
 
 
-def _batch(source: Path | None, source_table: str | None, table: str | None) -> TableRef:
-    if (source is None) == (source_table is None):
-        raise DataError("give the new batch with --source FILE or --source-table NAME (one of them)")
-    if source_table is not None:
-        if table is not None:
-            raise DataError("--table names the table inside a .duckdb --source; with --source-table leave it out")
+def _batch(source: Path | None, source_table: str | None) -> TableRef:
+    """The new batch: a file (``--source``, a .duckdb one with its table ``--source-table``) or a table
+    of the spec's engine (``--source-table`` alone)."""
+    if source is None and source_table is None:
+        raise DataError("give the new batch with --source FILE (a .duckdb file with --source-table NAME too) or "
+                        "--source-table NAME (a table of the spec's engine)")
+    if source is None:
+        assert source_table is not None
         return engine_ref(source_table)
-    assert source is not None
-    return batch_ref(source, table)
+    return batch_ref(source, source_table)
 
 
 @click.command(name="apply")
@@ -169,7 +176,7 @@ def _batch(source: Path | None, source_table: str | None, table: str | None) -> 
 @report_option
 @linked_options
 @handles_errors
-def apply_(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, out: Path | None,
+def apply_(policy_file: Path, source: Path | None, source_table: str | None, out: Path | None,
            out_table: str | None, view: str | None, db: Path | None, overwrite: bool,
            accept_drift: str | None, accept_risk: str | None, report: Path | None, linked: tuple[str, ...],
            linked_tables: tuple[str, ...]) -> None:
@@ -188,13 +195,13 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, tab
         if report is not None:
             raise OutputError("--report is not written for a set of linked tables yet: release.json in the folder is "
                               "the set's record; leave out --report")
-        _apply_set(policy_file, _batch(source, source_table, table), _linked(linked, linked_tables), out, overwrite,
+        _apply_set(policy_file, _batch(source, source_table), _linked(linked, linked_tables), out, overwrite,
                    accept_drift, accept_risk)
         return
     released = (f"view {view} in {db if db is not None else 'the engine'}" if view is not None else
                 f"{out}" + (f" table {out_table}" if out_table else "") if out is not None else f"table {out_table}")
     prepare = batch_report(report, overwrite, accept_risk, out if view is None else None, released)
-    done = apply_policy(policy_file, _batch(source, source_table, table), None, out, view, db, out_table,
+    done = apply_policy(policy_file, _batch(source, source_table), None, out, view, db, out_table,
                         overwrite, accept_drift, accept_risk, prepare=prepare)
     _drift_line(done.drift, done.accepted_drift)
     if done.view is None and done.written is not None:
@@ -256,9 +263,9 @@ def _apply_set(policy_file: Path, source: TableRef, linked: dict[str, Path | Tab
 @click.option("--json", "as_json", is_flag=True, help="Print the figures, the limit, groups and shares as JSON.")
 @linked_options
 @handles_errors
-def check(policy_file: Path, source: Path | None, source_table: str | None, table: str | None, as_json: bool,
+def check(policy_file: Path, source: Path | None, source_table: str | None, as_json: bool,
           linked: tuple[str, ...], linked_tables: tuple[str, ...]) -> None:
-    ref = _batch(source, source_table, table)
+    ref = _batch(source, source_table)
     if linked or linked_tables:
         checked = check_set(policy_file, ref, _linked(linked, linked_tables))
         report, counts = checked.drift, checked.linked

@@ -17,7 +17,16 @@ from ..report import write_boundaries
 from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from ..targets import release_targets
-from .options import accept_risk_option, echo_release, handles_errors, open_problem, risk_model_option, spec_argument
+from .options import (
+    accept_risk_option,
+    echo_release,
+    handles_errors,
+    open_problem,
+    renamed,
+    reports_wall_time,
+    risk_model_option,
+    spec_argument,
+)
 from .report import finish_release_report, prepare_release_report, report_option, written_files
 
 METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
@@ -78,8 +87,11 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 
 @click.command()
 @spec_argument
-@click.option("--threshold", "-t", default="safe-harbor", show_default=True,
-              help="Risk threshold T: 'safe-harbor' (Safe Harbor's risk) or a normalized risk in (0, 1].")
+@click.option("--max-risk", "threshold", default="safe-harbor", show_default=True, metavar="T|safe-harbor",
+              help="The risk limit T (the spec's [release] max_risk: the normalized risk, in (0, 1]), or "
+                   "'safe-harbor' for Safe Harbor's risk on the same data.")
+@renamed("--threshold", "--max-risk", "threshold", type=str)
+@renamed("-t", "--max-risk", "threshold", type=str)
 @click.option("--iterations", "-n", type=click.IntRange(min=1), default=100, show_default=True,
               help="Boundary policies to search for (one per iteration; repeats are kept once).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
@@ -89,13 +101,14 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
               help="Write the boundary policies to .csv or .json.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 @click.option("--bits", is_flag=True, help="Also give each policy of --out as its bit string (a last column).")
-@risk_model_option("--risk", "--risk-model")
+@risk_model_option(old_risk=True)
 @handles_errors
+@reports_wall_time
 def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
                  overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
-    Example: deid-sql alternatives demo/demo.toml --threshold safe-harbor --iterations 100 --seed 1 --out alt.csv
+    Example: deid-sql alternatives demo/demo.toml --max-risk safe-harbor --iterations 100 --seed 1 --out alt.csv
     """
     if out is not None:
         if out.suffix.lower() not in (".csv", ".json"):
@@ -112,9 +125,9 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
             try:
                 value = float(threshold)
             except ValueError:
-                raise DeidError(f"--threshold {threshold!r} is neither 'safe-harbor' nor a number") from None
+                raise DeidError(f"--max-risk {threshold!r} is neither 'safe-harbor' nor a number") from None
             if not math.isfinite(value):  # refused here, before the progress bar starts, in one line
-                raise DeidError(f"--threshold {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
+                raise DeidError(f"--max-risk {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
                                 f"in (0, 1]")
         with progress.counting(f"{method}: {iterations:,} iterations", iterations) as done:
             result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance)
@@ -133,7 +146,7 @@ def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None
     click.echo(f"  non-dominated among them     {result.non_dominated}")
     click.echo(f"  policies evaluated           {result.evaluations} "
                f"({result.evaluations_per_boundary:.1f} per boundary policy)")
-    click.echo(f"  wall time                    {result.seconds:.2f} s ({result.seconds_per_boundary:.4f} s per "
+    click.echo(f"  search time                  {result.seconds:.2f} s ({result.seconds_per_boundary:.4f} s per "
                f"boundary policy)")
     if reference is not None and result.found:
         better = [b for b in result.found if b.metrics.loss < reference.loss]

@@ -70,7 +70,7 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
     if k is None:
         k = problem.spec.release.min_k
     if k is not None and k < 1:
-        raise DeidError(f"--k {k} must be at least 1 (the smallest group size the test requires)")
+        raise DeidError(f"--min-k {k} must be at least 1 (the smallest group size the test requires)")
     if materialized not in MATERIALIZATIONS:
         raise DeidError(f"materialized {materialized!r} must be one of {', '.join(MATERIALIZATIONS)}")
     source = source_of(problem, source_name, source_table, source_schema)
@@ -85,7 +85,7 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
     gate.precheck()
     figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     if k is not None and figures.k < k:
-        raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --k {k}"
+        raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} record(s), below --min-k {k}"
                              + (" (the spec's [release] min_k)" if k == problem.spec.release.min_k else "")
                              + "; the model's group-size test would fail after dbt run had written the rows: "
                                "choose a more general policy; nothing was written")

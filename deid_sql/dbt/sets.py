@@ -95,7 +95,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     if k is None:
         k = spec.release.min_k
     if k is not None and k < 1:
-        raise DeidError(f"--k {k} must be at least 1 (the smallest group size the test requires)")
+        raise DeidError(f"--min-k {k} must be at least 1 (the smallest group size the test requires)")
     if materialized not in MATERIALIZATIONS:
         raise DeidError(f"materialized {materialized!r} must be one of {', '.join(MATERIALIZATIONS)}")
     check_name(profile, "profile name", "--profile")
@@ -117,7 +117,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     gate.precheck()
     figures = gate.measure(problem.backend.execute, problem.query(plan, measuring=True))  # run, never stored
     if k is not None and figures.k < k:
-        raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} person(s), below --k {k}; the person "
+        raise ReleaseRefused(f"the policy's smallest group has {figures.k:,} person(s), below --min-k {k}; the person "
                              f"model's group-size test would fail after dbt run had written the rows: choose a more "
                              f"general policy; nothing was written")
     verdict = gate.judge(figures)

@@ -55,9 +55,9 @@ def batch_ref(source: str | Path, table: str | None = None) -> TableRef:
     if not path.is_file():
         raise DataError(f"batch {path} does not exist; pass the new data with --source")
     if fmt == "duckdb" and not table:
-        raise DataError(f"batch {path} is a DuckDB file: name its table with --table")
+        raise DataError(f"batch {path} is a DuckDB file: name its table with --source-table")
     if fmt != "duckdb" and table:
-        raise DataError(f"--table is only for a DuckDB batch; {path} is a {fmt} file")
+        raise DataError(f"--source-table with --source is only for a DuckDB batch; {path} is a {fmt} file")
     return TableRef(path.resolve(), fmt, table)
 
 
@@ -117,7 +117,7 @@ def _located(ref: TableRef, old: object) -> dict[str, object]:
 
 def _readable_hint(engine: type[Backend]) -> str:
     """How to hand ``engine`` a batch it can read."""
-    files = sorted(engine.file_formats - {"duckdb"}) + (["a .duckdb file with --table"]
+    files = sorted(engine.file_formats - {"duckdb"}) + (["a .duckdb file with --source-table"]
                                                          if "duckdb" in engine.file_formats else [])
     ways = ([f"pass --source FILE ({', '.join(files)})"] if files else []) + (
         [f"load the batch into a {engine.title} table and pass --source-table NAME"] if engine.catalog else [])

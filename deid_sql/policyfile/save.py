@@ -59,7 +59,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     target = Path(out)
     check_file(parsed, target, overwrite)
     if threshold is not None and (not math.isfinite(threshold) or threshold <= 0):
-        raise PolicyError(f"--threshold {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
+        raise PolicyError(f"--drift-limit {threshold} must be a positive number (a mean record risk, e.g. 0.01)")
     if not is_valid_alpha(shift_alpha):
         raise PolicyError(f"--shift-alpha {shift_alpha:g} must be between 0 and 1 (a family-wise false-alarm rate, "
                           f"e.g. 0.001)")
@@ -94,7 +94,7 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
         measured = measure_with_risk(batch)
     figures = measured.figures
     if threshold is not None and threshold < figures.mean_record_risk:
-        raise PolicyError(f"--threshold {threshold:g} is below the {MEASURE} of the data the policy is saved on "
+        raise PolicyError(f"--drift-limit {threshold:g} is below the {MEASURE} of the data the policy is saved on "
                           f"({figures.mean_record_risk:.6g}), so the policy would fail its own check; give a larger "
                           f"threshold or a more general policy")
     saved = replace(draft, spec_sha256=_hash(draft, parsed), figures=figures, groups=measured.groups,

@@ -96,7 +96,30 @@ def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
     resolved = problem.item(policy)
     if isinstance(resolved, Policy):
         return ReleasePlan(resolved, resolved.text(), resolved.readable(), rule)
-    return ReleasePlan(resolved, resolved.name, resolved.name, rule)
+    return ReleasePlan(resolved, resolved.name, readable_recoding(problem.spec.qi_names, resolved), rule)
+
+
+def readable_recoding(names: tuple[str, ...] | list[str], recoding: Recoding, shown: int = 6) -> str:
+    """A recoding's groups in words, as ``Policy.readable`` gives a policy's: only groups of more
+    than one value, each by its label and its values (``race: W-or-API = [White,
+    Asian-Pac-Islander]``; a hierarchy level that groups non-adjacent values is such a recoding),
+    ``original data`` when none."""
+    parts = []
+    for name, qi in zip(names, recoding.qis):
+        groups = []
+        for group, label in enumerate(qi.labels):
+            members = qi.members(group)
+            if members.size <= 1 or qi.domain is None:
+                continue
+            lo, hi = int(members[0]), int(members[-1])
+            if hi - lo + 1 == members.size:  # adjacent values: as a policy names its band
+                groups.append(qi.domain.readable_group(lo, hi))
+            else:
+                values = [qi.domain.text(int(p)) for p in members[:shown]]
+                groups.append(f"{label} = [{', '.join(values)}{', …' if members.size > shown else ''}]")
+        if groups:
+            parts.append(f"{name}: {', '.join(groups)}")
+    return "; ".join(parts) or "original data"
 
 
 def readable_levels(names: tuple[str, ...] | list[str], x: tuple[int, ...], recoding: Recoding,
