@@ -248,7 +248,6 @@ def test_no_help_text_names_a_docs_path() -> None:
 
 # strings the user may see that still name a docs page: owned elsewhere (issue 31 notes them)
 ELSEWHERE = {
-    "report/release_report.py",  # the report page's population line (the report's content: its own helper)
     "cli/demo.py",  # the demo's closing note on persons (the demo: its own helper)
 }
 

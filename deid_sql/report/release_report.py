@@ -406,7 +406,7 @@ def _criteria(gate: ReleaseGate) -> dict[str, Any]:
 def _population_text(problem: Problem) -> str:
     if problem.spec.population is not None:
         return f"{problem.spec.population.describe()}, g = max(census, sample)"
-    return population_sentence(problem) + " (docs/no-census.md)"
+    return population_sentence(problem) + " (deid-sql help no-census)"
 
 
 def _no_census(problem: Problem, recoding: Recoding, groups: contents.Groups) -> dict[str, Any] | None:

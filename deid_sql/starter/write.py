@@ -263,7 +263,7 @@ def compose(starter: Starter) -> str:
     lines += _columns(starter)
     roles = {q.role for q in starter.qis if q.role}
     lines += ["", "# What every release must meet: the gate judges each one and refuses it otherwise. A starting set;",
-              "# tune it to the data-use agreement (docs/releases.md)."]
+              "# tune it to the data-use agreement (deid-sql help release)."]
     if not SAFE_HARBOR_ROLES <= roles:
         lines += ['# no_riskier_than = "safe-harbor" needs QIs with role "zip" and role "age"; this spec has '
                   + (", ".join(f'role "{r}"' for r in sorted(roles)) if roles else "neither") + "."]
@@ -301,14 +301,14 @@ def _population(starter: Starter, out: Path) -> list[str]:
         given = (f"population = {{ region = {tomltext.string(pop.region)} }}" if pop.region is not None
                  else f"population = {{ size = {pop.size} }}")
         return ["", "# Population: no census table, only the population's size; each group's population is estimated",
-                "# from the sample by Dankar's rule (docs/no-census.md; other models: pitman, zayatz, snb,",
+                "# from the sample by Dankar's rule (deid-sql help no-census; models: pitman, zayatz, snb,",
                 "# benedetti-franconi with [weights]). With a census table: deid-sql init DATA --census FILE COUNT.",
                 given, 'risk = "dankar"']
     return ["", "# Population: none given, so each group's population is its own records in the sample",
             '# (population = "sample"): the most cautious assumption, every record unique in the sample counts',
             "# as re-identified. With a census table: deid-sql init DATA --census FILE COUNT (or write [population]",
             "# path and count); with only the population's size: population = { size = N } and risk = \"dankar\"",
-            '# (or population = { region = "usa" }); see docs/no-census.md.',
+            '# (or population = { region = "usa" }); see deid-sql help no-census.',
             'population = "sample"']
 
 
