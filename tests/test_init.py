@@ -69,7 +69,7 @@ def release_everything(run, spec: Path, out: Path) -> tuple[str, str]:  # type: 
     """validate, anonymize (k = 5) and materialize its levels with --report, as the summary says;
     the two release files' columns."""
     run("validate", spec)
-    anonymized = run("anonymize", spec, "--k", "5", "--suppression", "0.05", "--out", out / "anon.parquet",
+    anonymized = run("anonymize", spec, "--min-k", "5", "--max-suppressed-share", "0.05", "--out", out / "anon.parquet",
                      "--report", out / "anon.html")
     levels = optimum(anonymized.stdout)
     run("materialize", spec, "--levels", levels, "--suppress-below", "5", "--out", out / "release.parquet",
