@@ -154,6 +154,19 @@ def replace_table_by_view(con: psycopg.Connection[Any], target: Name) -> None:
     con.execute(pgsql.SQL("DROP TABLE {}").format(ident(target)))
 
 
+def lock_to_owner(con: psycopg.Connection[Any], name: Name) -> None:
+    """Leave the table ``name`` readable by its owner only: ``REVOKE ALL`` from PUBLIC and from every
+    role its ACL names (a default privilege may have granted one on creation).  A view reads it
+    with the view owner's privileges, so analysts granted a view never need the table."""
+    con.execute(pgsql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(ident(name)))
+    grantees = con.execute(
+        "SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_class c, aclexplode(c.relacl) a "
+        "WHERE c.oid = to_regclass(%s) AND a.grantee <> 0 AND a.grantee <> c.relowner",
+        [regclass_text(name)]).fetchall()
+    for (grantee,) in grantees:
+        con.execute(pgsql.SQL("REVOKE ALL ON {} FROM {}").format(ident(name), pgsql.Identifier(grantee)))
+
+
 def taken(kind: str, name: str, flag: str) -> OutputError:
     """The one line for an output name already in use, naming what it is and the flag that replaces it."""
     return OutputError(f"the database already has a {kind} named {name!r}; pick another name or pass {flag} to "
