@@ -127,11 +127,11 @@ def check_place(spec: Spec, backend: Backend | Any, database: Path | None, names
                           f"DuckDB file that already holds the person source, not in {database} (the person source "
                           f"is {ref.describe()}); put the person source in a DuckDB file and name it with --db, or "
                           f"write the set with deid-sql materialize")
-    inputs = {parse_name(str(r.table), "duckdb", "table").key for r in [ref, *(t.source for t in spec.tables)]
+    inputs = {parse_name(str(r.table), "duckdb", "table").key() for r in [ref, *(t.source for t in spec.tables)]
               if r.format == "duckdb" and r.path is not None and Path(r.path).resolve() == database.resolve()}
     for name in names.all:
         check_name(name, "--name")
-        if parse_name(name, "duckdb", "--name").key in inputs:
+        if parse_name(name, "duckdb", "--name").key() in inputs:
             raise OutputError(f"--name {name!r} is an input of the set (a table of {database}); pick another prefix")
 
 
