@@ -35,6 +35,7 @@ from .postgres_refresh import (
     pg_name,
     regclass_text,
     replace_table_by_view,
+    replace_view,
     staging_for,
     swap_in,
     sweep_staging,
@@ -260,7 +261,11 @@ class PostgresBackend(Backend):
                 elif existing not in (None, "view"):
                     raise OutputError(f"the database has a {existing} named {name!r}; deid-sql replaces only tables "
                                       f"and views: drop it first or pick another name")
-                self._run(exp.Create(this=target.table(), kind="VIEW", replace=existing == "view", expression=query))
+                create = exp.Create(this=target.table(), kind="VIEW", replace=existing == "view", expression=query)
+                if existing == "view":
+                    replace_view(self.con, target, lambda create=create: self.con.execute(self.render(create)))
+                else:
+                    self._run(create)
                 rows.append(int(self.execute(exp.select(exp.func("count", exp.Star())).from_(target.table()))
                                 .column(0)[0].as_py()))
                 if rows[-1] != expected:
