@@ -126,7 +126,7 @@ def check_place(spec: Spec, backend: Backend | Any, database: Path | None, names
         raise OutputError(f"a view of a set keeps the raw person keys in a key table, which may live only in the "
                           f"DuckDB file that already holds the person source, not in {database} (the person source "
                           f"is {ref.describe()}); put the person source in a DuckDB file and name it with --db, or "
-                          f"write the set with deid-sql materialize")
+                          f"write the set as files with deid-sql materialize --out FOLDER")
     inputs = {parse_name(str(r.table), "duckdb", "table").key() for r in [ref, *(t.source for t in spec.tables)]
               if r.format == "duckdb" and r.path is not None and Path(r.path).resolve() == database.resolve()}
     for name in names.all:
@@ -181,7 +181,7 @@ def view_relation(backend: Backend, spec: Spec, ref: TableRef, database: Path | 
     if database is not None and ref.format == "duckdb":
         if ref.path is None or Path(ref.path).resolve() != database.resolve():
             raise OutputError(f"{ref.describe()} is in another DuckDB file than {database}; a view cannot read it: "
-                              f"put every table of the set in {database}, or write the set with materialize")
+                              f"put every table of the set in {database}, or use materialize --out FOLDER")
         return parse_name(str(ref.table), "duckdb", "table").table()
     return backend.relation(ref, text)
 
