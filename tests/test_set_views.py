@@ -11,7 +11,6 @@ the views reads them and cannot read the key table, before and after ``--replace
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,7 +270,7 @@ def analyst(engine: Engine) -> Iterator[str]:
 def readable(engine: Engine, role: str, table: str) -> bool:
     import psycopg
 
-    with psycopg.connect(os.environ["DEID_TEST_POSTGRES_DSN"], autocommit=True) as con:
+    with psycopg.connect(engine.dsn, autocommit=True) as con:  # type: ignore[attr-defined]
         con.execute(f'SET ROLE "{role}"')
         try:
             con.execute(f'SELECT count(*) FROM "{engine.schema}"."{table}"').fetchall()  # type: ignore[attr-defined]
