@@ -27,6 +27,8 @@ Finish = Callable[[Callable[[exp.Expression], pa.Table], exp.Expression], Mappin
 SetFinish = Callable[[Callable[[exp.Expression], pa.Table], Sequence[exp.Expression]], Mapping[str, pa.Table]]
 #: one table of a set: its name, the query that fills it, and the rows it must have
 SetTable = tuple[str, exp.Expression, int]
+#: one view of a set (``Backend.create_set_views``): its name, its stored query, the rows it must show
+SetView = tuple[str, exp.Expression, int]
 
 
 class Backend(ABC):
@@ -44,6 +46,10 @@ class Backend(ABC):
     #: (``TableRef.format == "table"``) and outputs go there when ``database`` is None;
     #: without one (DuckDB in memory) sources are files and outputs need a DuckDB file
     catalog: bool = True
+    #: whether the engine can hold a view of a set of linked tables (``create_set_views``): its key
+    #: table of raw person keys must be protected where it lives (PostgreSQL's grants, a DuckDB file
+    #: that already holds the person source); an engine without grants (a local Spark catalog) cannot
+    set_views: bool = False
 
     @classmethod
     def unreadable(cls, ref: TableRef) -> str | None:
@@ -155,6 +161,19 @@ class Backend(ABC):
         all and adds companion tables, and only then does any of them become visible; any failure
         (a wrong row count, a refused gate, an engine error) leaves none of them, and a table of
         the same name that existed before stays as it was.  Returns the row counts, in order."""
+
+    def create_set_views(self, database: Path | None, keys: Sequence[tuple[str, exp.Expression]],
+                         views: Sequence[SetView], replace: bool, finish: SetFinish) -> list[int]:
+        """The views of a set of linked tables and their key tables, all or none (``release_set_views``):
+        each key table created from its query (run once, never stored: it may hold the key's pads) and
+        locked to its owner, each view created from its stored query (which names the key tables) and
+        its rows counted, ``finish`` judging the views and returning companion tables (the record),
+        then one commit.  ``replace`` replaces every existing object of those names (a view keeps its
+        grants); without it an existing name is refused.  Returns each view's rows, in order.  Only
+        engines with ``set_views`` implement it."""
+        raise OutputError(f"{self.title} cannot hold views of a set of linked tables: their key table of raw person "
+                          f"keys would be readable by anyone who can read the views; release the set with deid-sql "
+                          f"materialize --tables PREFIX")
 
     @abstractmethod
     def exists(self, database: Path | None, name: str) -> bool:

@@ -21,7 +21,7 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
 from ..tableref import TableRef
-from .base import Backend, Finish, SetFinish, SetTable, miscounted
+from .base import Backend, Finish, SetFinish, SetTable, SetView, miscounted
 
 _counter = itertools.count()
 
@@ -51,6 +51,7 @@ class DuckDBBackend(Backend):
     title = "DuckDB"
     file_formats = frozenset({"csv", "parquet", "duckdb"})
     catalog = False  # in memory: sources are files, outputs go into a DuckDB file
+    set_views = True  # in the DuckDB file of the person source only (``release_set_views``)
 
     def __init__(self, database: str = ":memory:", threads: int | None = None,
                  memory_limit: str | None = None) -> None:
@@ -270,6 +271,49 @@ class DuckDBBackend(Backend):
                 con.execute("ROLLBACK")
                 raise
 
+    def create_set_views(self, database: Path | None, keys: Sequence[tuple[str, exp.Expression]],
+                         views: Sequence[SetView], replace: bool, finish: SetFinish) -> list[int]:
+        """One transaction of the DuckDB file that holds the person source (the source is detached
+        from this session meanwhile, ``_writing``): the key tables created from their queries (run
+        here, not stored), the views, their rows counted, ``finish``'s companions, one ``COMMIT``.
+        A file has no grants: whoever can read it can read its source table already."""
+        database = _file(database)
+        if not database.exists():
+            raise OutputError(f"{database} does not exist; a view of a set goes into the DuckDB file that holds the "
+                              f"person source")
+        names = [name for name, _ in keys] + [name for name, _, _ in views]
+        rows: list[int] = []
+        with self._writing(database) as con:
+            for name in names:
+                _check_schema(con, database, name)
+            taken = [] if replace else [name for name in names if _exists(con, name)]
+            if taken:
+                raise OutputError(f"{database} already has a table or view named {taken[0]!r}; pick another --name "
+                                  f"or pass --replace")
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for name, _, _ in views:  # the old views first: they read the old key tables
+                    _drop_any(con, name)
+                for name, query in keys:
+                    _drop_any(con, name)
+                    con.execute(render(exp.Create(this=_target(name), kind="TABLE", expression=query)))
+                for name, query, expected in views:
+                    con.execute(render(exp.Create(this=_target(name), kind="VIEW", expression=query)))
+                    found = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(_target(name))))
+                    rows.append(int(found.fetchall()[0][0]))
+                    if rows[-1] != expected:
+                        raise OutputError(f"view {name} shows {rows[-1]:,} rows, not the {expected:,} its tables "
+                                          f"held when the set was judged (the data changed meanwhile?); no view of "
+                                          f"the set was created")
+                extra = finish(lambda q: _arrow(con.execute(render(q))), [_target(n) for n, _, _ in views])
+                _write_companions(con, database, extra, replace)
+            except BaseException:
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        return rows
+
     def exists(self, database: Path | None, name: str) -> bool:
         if not _file(database).exists():
             return False
@@ -423,6 +467,14 @@ def _write_companions(con: duckdb.DuckDBPyConnection, database: Path, tables: Ma
             con.unregister("deid_companion")
 
 
+def _drop_any(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop the view or table ``name`` if there is one (a replaced set may swap kinds)."""
+    for kind in ("VIEW", "TABLE"):
+        kinds = "duckdb_views" if kind == "VIEW" else "duckdb_tables"
+        if _exists_in(con, name, kinds):
+            con.execute(render(exp.Drop(tables=[_target(name)], kind=kind, exists=True)))
+
+
 def _file(database: Path | None) -> Path:
     if database is None:
         raise OutputError("the engine is DuckDB: name the database file for the view or table (--db or --out "
@@ -443,20 +495,22 @@ def _connect(database: Path) -> duckdb.DuckDBPyConnection:
 
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """A table or view ``NAME`` (in any schema of the file's own catalog) or ``SCHEMA.NAME`` exists."""
+    return _exists_in(con, name, "duckdb_tables") or _exists_in(con, name, "duckdb_views")
+
+
+def _exists_in(con: duckdb.DuckDBPyConnection, name: str, catalog: str) -> bool:
+    """``name`` is among ``catalog``'s objects (``duckdb_tables`` or ``duckdb_views``) of the file."""
     from ..names import split_name
 
     schema, bare = split_name(name, "table or view name")
     where = exp.column("database_name").eq(exp.func("current_database"))
     if schema is not None:
         where = exp.and_(where, exp.column("schema_name").eq(exp.Literal.string(schema)))
-    q = exp.select(exp.func("count", exp.Star())).from_("duckdb_tables").where(
-        exp.and_(where.copy(), exp.column("table_name").eq(exp.Literal.string(bare))))
-    v = exp.select(exp.func("count", exp.Star())).from_("duckdb_views").where(
-        exp.and_(where.copy(), exp.column("view_name").eq(exp.Literal.string(bare))))
+    column = "table_name" if catalog == "duckdb_tables" else "view_name"
+    q = exp.select(exp.func("count", exp.Star())).from_(catalog).where(
+        exp.and_(where, exp.column(column).eq(exp.Literal.string(bare))))
     # fetchall, not fetchone: DuckDB 2 refuses con.register() while a result is unfinished
-    n1 = con.execute(render(q)).fetchall()
-    n2 = con.execute(render(v)).fetchall()
-    return bool(n1[0][0] or n2[0][0])
+    return bool(con.execute(render(q)).fetchall()[0][0])
 
 
 def _check_schema(con: duckdb.DuckDBPyConnection, database: Path, name: str) -> None:

@@ -26,13 +26,16 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError, Unreachable
 from ..sqltext import to_sql
 from ..tableref import TableRef
-from .base import Backend, Finish, SetFinish, SetTable, literal_rows, miscounted
+from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted
 from .postgres_casts import try_casts
 from .postgres_refresh import (
+    ident,
     kind_of,
+    lock_to_owner,
     pg_name,
     regclass_text,
     replace_table_by_view,
+    replace_view,
     staging_for,
     swap_in,
     sweep_staging,
@@ -67,6 +70,7 @@ class PostgresBackend(Backend):
     dialect = "postgres"
     title = "PostgreSQL"
     python_udfs = False
+    set_views = True  # the key table locked to its owner; views read it with the owner's privileges
 
     def __init__(self, dsn: str | None = None) -> None:
         if not dsn:
@@ -217,6 +221,60 @@ class PostgresBackend(Backend):
             for staging, target in zip(staged, names):
                 swap_in(self.con, staging, target, "--overwrite")
             self._companions(companions, replace)
+        return rows
+
+    def create_set_views(self, database: Path | None, keys: Sequence[tuple[str, exp.Expression]],
+                         views: Sequence[SetView], replace: bool, finish: SetFinish) -> list[int]:
+        """One transaction: each key table built from its query (run, not stored), indexed on its first
+        column and locked to its owner (``lock_to_owner``); each view created, or replaced in place
+        (``CREATE OR REPLACE VIEW`` keeps its grants, its owner and the views analysts built on it);
+        an old key table is renamed aside first (its views follow it by OID) and dropped once the new
+        views read the new one.  A failure anywhere rolls all of it back."""
+        _no_file(database)
+        key_names = [pg_name(name) for name, _ in keys]
+        view_names = [pg_name(name, "view name") for name, _, _ in views]
+        rows: list[int] = []
+        with self._errors(), self.con.transaction():
+            for (name, *_), target in zip([*keys, *views], [*key_names, *view_names]):
+                existing = kind_of(self.con, target)
+                if existing is not None and not replace:
+                    raise taken(existing, name, "--replace")
+            aside = []
+            for (name, query), target in zip(keys, key_names):
+                existing = kind_of(self.con, target)
+                if existing == "table":
+                    aside.append(staging_for(self.con, target))
+                    self.con.execute(pgsql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                        ident(target), pgsql.Identifier(aside[-1].name)))
+                elif existing is not None:
+                    raise OutputError(f"the database has a {existing} named {name!r}; --replace replaces the key "
+                                      f"table of a set only when it is a table: drop it first or pick another --name")
+                self._run(exp.Create(this=target.table(), kind="TABLE", expression=query))
+                described = self.con.execute(self.render(exp.select("*").from_(target.table()).limit(0)))
+                first = (described.description or [])[0].name
+                self.con.execute(pgsql.SQL("CREATE INDEX ON {} ({})").format(ident(target), pgsql.Identifier(first)))
+                lock_to_owner(self.con, target)
+            for (name, query, expected), target in zip(views, view_names):
+                existing = kind_of(self.con, target)
+                if existing == "table":
+                    replace_table_by_view(self.con, target)
+                elif existing not in (None, "view"):
+                    raise OutputError(f"the database has a {existing} named {name!r}; deid-sql replaces only tables "
+                                      f"and views: drop it first or pick another name")
+                create = exp.Create(this=target.table(), kind="VIEW", replace=existing == "view", expression=query)
+                if existing == "view":
+                    replace_view(self.con, target, lambda create=create: self.con.execute(self.render(create)))
+                else:
+                    self._run(create)
+                rows.append(int(self.execute(exp.select(exp.func("count", exp.Star())).from_(target.table()))
+                                .column(0)[0].as_py()))
+                if rows[-1] != expected:
+                    raise OutputError(f"view {name} shows {rows[-1]:,} rows, not the {expected:,} its tables held "
+                                      f"when the set was judged (the data changed meanwhile?); no view of the set "
+                                      f"was created")
+            for old in aside:  # no view reads it any more
+                self.con.execute(pgsql.SQL("DROP TABLE {}").format(ident(old)))
+            self._companions(finish(self.execute, [t.table() for t in view_names]), replace)
         return rows
 
     def _companions(self, tables: Mapping[str, pa.Table], replace: bool) -> None:

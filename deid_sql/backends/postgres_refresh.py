@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -98,23 +99,56 @@ def has_dependent_views(con: psycopg.Connection[Any], name: Name) -> bool:
 
 def copy_properties(con: psycopg.Connection[Any], old: Name, new: Name) -> None:
     """The old table's owner, grants and comment onto the new one (before the swap)."""
+    put_properties(con, new, properties(con, old))
+
+
+Properties = tuple[str | None, str | None, list[tuple[str | None, str, bool]]]
+
+
+def properties(con: psycopg.Connection[Any], name: Name) -> Properties:
+    """A table's or view's owner, comment and grants (grantee None: PUBLIC), to put back on its
+    replacement (``put_properties``)."""
     owner, comment = con.execute(
         "SELECT pg_get_userbyid(c.relowner), obj_description(c.oid, 'pg_class') FROM pg_class c "
-        "WHERE c.oid = to_regclass(%s)", [regclass_text(old)]).fetchone() or (None, None)
-    if owner is not None and owner != con.execute("SELECT current_user").fetchone()[0]:  # type: ignore[index]
-        con.execute(pgsql.SQL("ALTER TABLE {} OWNER TO {}").format(ident(new), pgsql.Identifier(owner)))
-    if comment is not None:
-        con.execute(pgsql.SQL("COMMENT ON TABLE {} IS {}").format(ident(new), pgsql.Literal(comment)))
+        "WHERE c.oid = to_regclass(%s)", [regclass_text(name)]).fetchone() or (None, None)
     grants = con.execute(
         "SELECT CASE WHEN a.grantee = 0 THEN NULL ELSE pg_get_userbyid(a.grantee) END, a.privilege_type, "
         "a.is_grantable FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = to_regclass(%s)",
-        [regclass_text(old)]).fetchall()
+        [regclass_text(name)]).fetchall()
+    return owner, comment, [(g, str(p), bool(o)) for g, p, o in grants]
+
+
+def put_properties(con: psycopg.Connection[Any], name: Name, props: Properties, kind: str = "TABLE") -> None:
+    """``properties`` of a replaced table (``kind`` TABLE) or view (VIEW) onto ``name``."""
+    owner, comment, grants = props
+    if owner is not None and owner != con.execute("SELECT current_user").fetchone()[0]:  # type: ignore[index]
+        con.execute(pgsql.SQL("ALTER {} {} OWNER TO {}").format(pgsql.SQL(kind), ident(name),
+                                                                 pgsql.Identifier(owner)))
+    if comment is not None:
+        con.execute(pgsql.SQL("COMMENT ON {} {} IS {}").format(pgsql.SQL(kind), ident(name), pgsql.Literal(comment)))
     if grants:  # an explicit ACL replaces the default one: start from none, as the old table's did
-        con.execute(pgsql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(ident(new)))
+        con.execute(pgsql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(ident(name)))
     for grantee, privilege, grantable in grants:
         to = pgsql.SQL("PUBLIC") if grantee is None else pgsql.Identifier(grantee)
         con.execute(pgsql.SQL("GRANT {} ON {} TO {}{}").format(
-            pgsql.SQL(privilege), ident(new), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")))
+            pgsql.SQL(privilege), ident(name), to, pgsql.SQL(" WITH GRANT OPTION" if grantable else "")))
+
+
+def replace_view(con: psycopg.Connection[Any], name: Name, create: Callable[[], None]) -> None:
+    """Replace the view ``name`` by what ``create`` makes: in place (``CREATE OR REPLACE VIEW``, which
+    keeps everything hung on it) when the new columns extend the old ones, else dropped and created
+    again with its owner, comment and grants put back (refused when other views depend on it)."""
+    try:
+        with con.transaction():  # a savepoint: a refused in-place replacement leaves nothing behind
+            create()
+        return
+    except psycopg.errors.InvalidTableDefinition:
+        pass  # its columns changed (a policy with suppression adds deid_suppressed, one without drops it)
+    refuse_dependents(con, name, "view", "--replace")
+    props = properties(con, name)
+    con.execute(pgsql.SQL("DROP VIEW {}").format(ident(name)))
+    create()
+    put_properties(con, name, props, "VIEW")
 
 
 def swap_in(con: psycopg.Connection[Any], staging: Name, target: Name, flag: str) -> None:
@@ -143,8 +177,8 @@ def swap_in(con: psycopg.Connection[Any], staging: Name, target: Name, flag: str
 def refuse_dependents(con: psycopg.Connection[Any], name: Name, kind: str, flag: str) -> None:
     """A table or view replaced by the other kind loses what depends on it: refused in one line."""
     if has_dependent_views(con, name):
-        raise OutputError(f"{flag} would replace the {kind} {name.text!r} by the other kind, but views depend on "
-                          f"it; drop them first or pick another name")
+        raise OutputError(f"{flag} would replace the {kind} {name.text!r} (by the other kind, or with other "
+                          f"columns), but views depend on it; drop them first or pick another name")
 
 
 def replace_table_by_view(con: psycopg.Connection[Any], target: Name) -> None:
@@ -152,6 +186,19 @@ def replace_table_by_view(con: psycopg.Connection[Any], target: Name) -> None:
     depend on it)."""
     refuse_dependents(con, target, "table", "--replace")
     con.execute(pgsql.SQL("DROP TABLE {}").format(ident(target)))
+
+
+def lock_to_owner(con: psycopg.Connection[Any], name: Name) -> None:
+    """Leave the table ``name`` readable by its owner only: ``REVOKE ALL`` from PUBLIC and from every
+    role its ACL names (a default privilege may have granted one on creation).  A view reads it
+    with the view owner's privileges, so analysts granted a view never need the table."""
+    con.execute(pgsql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(ident(name)))
+    grantees = con.execute(
+        "SELECT DISTINCT pg_get_userbyid(a.grantee) FROM pg_class c, aclexplode(c.relacl) a "
+        "WHERE c.oid = to_regclass(%s) AND a.grantee <> 0 AND a.grantee <> c.relowner",
+        [regclass_text(name)]).fetchall()
+    for (grantee,) in grantees:
+        con.execute(pgsql.SQL("REVOKE ALL ON {} FROM {}").format(ident(name), pgsql.Identifier(grantee)))
 
 
 def taken(kind: str, name: str, flag: str) -> OutputError:

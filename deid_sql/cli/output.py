@@ -214,7 +214,8 @@ def _materialize_set_tables(spec: Spec, policy: str | None, levels: str | None, 
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB database file to create the view in (created if missing); leave it out when the "
                    "spec's [backend] is PostgreSQL or Spark: the view goes into that engine.")
-@click.option("--name", required=True, help="View name.")
+@click.option("--name", required=True, help="View name; with linked tables ([[table]]) the prefix of each view's "
+                                           "name.")
 @click.option("--replace", is_flag=True, help="Replace an existing view of that name (and --report).")
 @suppress_option
 @accept_risk_option
@@ -230,8 +231,21 @@ def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, na
     --report FILE.html the report a reviewer signs is written after the view (refused before
     the view is created when FILE exists).
 
+    A spec that links tables ([[table]]) gets one view per table, named NAME + its release name
+    (NAME is a prefix: deid_ or a schema such as release.), all or none, judged once. Their keyed
+    values (pseudonyms, date offsets) are computed once into the key table NAME + keys, which holds
+    raw person keys: allowed in PostgreSQL (readable by its owner only) or in the DuckDB file that
+    holds the person source. The views show the persons of that moment: a person added later
+    shows in no view until view --replace judges the set again.
+
     Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
     """
+    parsed = Spec.read(spec)
+    if parsed.tables:
+        from .output_sets import view_set
+
+        view_set(parsed, policy, levels, db, name, replace, suppress_below, accept_risk, report)
+        return
     early = release_targets(view=name, db=db, report=report, replace=replace, flag="--replace")
     with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
