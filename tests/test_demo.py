@@ -216,6 +216,7 @@ def test_every_policy_the_demo_proposes_is_publishable(demo_run: DemoRun, demo_p
     for row in rows[1:]:
         starts = [int(a) for a in re.findall(r"\[(\d+)-\d+\]", row.split("age: ", 1)[1].split(";", 1)[0])]
         assert starts[0] == 0 and all(a in PUBLISHABLE_AGE_CUTS for a in starts[1:]), row
+        assert float(row.split()[2]) <= 1.0, row  # at the criteria's risk: at most 1 expected re-identification
     # the check has teeth: the bands of the issue are refused
     assert not publishable(demo_problem, "age:cuts=1,3,5,8,9,12")
     assert not publishable(demo_problem, "age:cuts=90,95")
