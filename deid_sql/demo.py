@@ -2,18 +2,27 @@
 
 ``build_demo(folder)`` writes a population Parquet file, a cohort Parquet file
 and a spec declaring age, sex, race and ZIP5 as QIs, so ``deid-sql demo`` runs
-on a fresh install with no arguments and no data of the user's.
+on a fresh install with no arguments and no data of the user's.  Beside it, the
+spec the demo searches and releases with: the same problem with publishable cut
+points only (``publishable_spec``), and how the demo picks the policy it
+recommends among everything it plots (``choose_policy``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from .evaluate.metrics import Metrics
 from .lattice import Lattice
 from .policy import Policy
+from .recoding import Recoding
+from .safe_harbor import AGE_LIMIT
+from .search.frontier import Point, dominates
 
 _SPEC = """\
 # A deid-sql problem: patients with age, sex, race and ZIP5 against the census of their state.
@@ -73,10 +82,43 @@ no_riskier_than = "safe-harbor"
 """
 DEMO_SPEC = census_spec("cohort.parquet") + COHORT_COLUMNS + DEMO_RELEASE
 
+# The spec the demo searches and releases with: demo.toml's problem with cut points a custodian can
+# publish.  Ages start a band only at a multiple of 5 up to Safe Harbor's top code (ages 90 and above
+# are one group, HIPAA §164.514(b)(2)(i)(C)); ZIP codes are grouped only where their first three digits
+# change (ZIP3, or runs of ZIP3s).  Sex and race stay free: every group of theirs is a list of named
+# categories a reader can check.  demo.toml itself keeps every cut allowed: the docs' examples cut ages
+# anywhere (``age:cuts=18,65``).
+PUBLISHABLE_FILE = "demo-publishable.toml"
+PUBLISHABLE_AGE_CUTS = tuple(range(5, AGE_LIMIT + 1, 5))
+PUBLISHABLE_ZIP_DIGITS = (3,)
+# what the demo's release must meet: no riskier than Safe Harbor, and at most one patient of the
+# cohort expected to be re-identified; the demo recommends the policy losing least among those meeting it
+PUBLISHABLE_MAX_REIDENTIFICATIONS = 1
+PUBLISHABLE_RELEASE = f"""
+[release]
+no_riskier_than = "safe-harbor"
+max_expected_reidentifications = {PUBLISHABLE_MAX_REIDENTIFICATIONS}
+"""
+
+
+def publishable_spec() -> str:
+    """The demo's problem (``DEMO_SPEC``'s data, QIs and column roles) with publishable cut points
+    and the demo's release criteria (``PUBLISHABLE_RELEASE``)."""
+    cuts = ", ".join(str(a) for a in PUBLISHABLE_AGE_CUTS)
+    digits = ", ".join(str(d) for d in PUBLISHABLE_ZIP_DIGITS)
+    text = census_spec("cohort.parquet", name="demo-publishable")
+    for role, rule in (("age", f"cuts = [{cuts}]"), ("zip", f"zip_digits = [{digits}]")):
+        line = f'role = "{role}"\n'
+        if text.count(line) != 1:
+            raise AssertionError(f"the census spec must give one QI the role {role}")  # the template changed
+        text = text.replace(line, line + rule + "\n")
+    return text + COHORT_COLUMNS + PUBLISHABLE_RELEASE
+
 
 def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
                people: int = 2_000_000) -> Path:
-    """Write the demo data and spec into ``folder``; return the spec path."""
+    """Write the demo data and its specs into ``folder`` (``demo.toml``, ``demo-publishable.toml``,
+    ``demo-no-census.toml``); return ``demo.toml``'s path."""
     from .fixtures import synthetic_cohort, synthetic_population
 
     out = Path(folder)
@@ -86,6 +128,7 @@ def build_demo(folder: str | Path, seed: int = 0, records: int = 20_000,
     pq.write_table(synthetic_cohort(population, records, seed), out / "cohort.parquet")
     spec = out / "demo.toml"
     spec.write_text(DEMO_SPEC, encoding="utf-8")
+    (out / PUBLISHABLE_FILE).write_text(publishable_spec(), encoding="utf-8")
     (out / "demo-no-census.toml").write_text(no_census_spec(people), encoding="utf-8")
     return spec
 
@@ -227,9 +270,12 @@ def build_adult(folder: str | Path, adult_dir: str | Path, seed: int = 0) -> tup
     return census, hierarchies
 
 
-def showcase_policies(lattice: Lattice) -> list[tuple[str, Policy]]:
-    """A few policies from the original data to full generalization, for the demo table."""
-    bottom = lattice.bottom()
+def showcase_policies(lattice: Lattice) -> list[tuple[str, Policy | Recoding]]:
+    """A few policies from the original data to full generalization, for the demo's first table.
+
+    The original data is a recoding (on the publishable lattice no policy keeps every age); the
+    others are policies the publishable cut points allow, so they exist constrained or not."""
+    bottom = lattice.bottom()  # the finest allowed policy: every QI kept on an unconstrained lattice
 
     def with_qis(base: Policy, **parts: str) -> Policy:
         """``base`` with some QIs replaced by policy text a user could type (``zip:digits=3``)."""
@@ -240,14 +286,51 @@ def showcase_policies(lattice: Lattice) -> list[tuple[str, Policy]]:
             bits[lo:hi] = lattice.parse(f"{name}:{value}").qi_bits(i)
         return lattice.policy(bits)
 
-    five = "cuts=" + ",".join(str(a) for a in range(5, 91, 5))
-    ten = "cuts=" + ",".join(str(a) for a in range(10, 91, 10))
+    five = "cuts=" + ",".join(str(a) for a in PUBLISHABLE_AGE_CUTS)
+    ten = "cuts=" + ",".join(str(a) for a in range(10, AGE_LIMIT + 1, 10))
     z3 = "digits=3"  # a new group at each change of the first three digits
     return [
-        ("original data", bottom),
-        ("ZIP3, ages kept", with_qis(bottom, zip=z3)),
-        ("5-year ages, ZIP3", with_qis(bottom, age=five, zip=z3)),
+        ("original data", lattice.original()),
+        (f"5-year ages to {AGE_LIMIT}+, ZIP3", with_qis(bottom, age=five, zip=z3)),
+        ("10-year ages, ZIP3", with_qis(bottom, age=ten, zip=z3)),
         ("10-year ages, ZIP3, race merged", with_qis(bottom, age=ten, zip=z3, race="top")),
         ("10-year ages, no ZIP", with_qis(bottom, age=ten, zip="top")),
         ("everything generalized", lattice.top()),
     ]
+
+
+# -- the recommendation ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidate:
+    """A policy the demo could recommend, where it comes from, and its figures."""
+
+    source: str  # "frontier", "5-anonymity", "Bisecting Policy Search", …
+    label: str  # its policy text (a k-anonymity baseline's level names when it is a recoding)
+    item: Policy | Recoding
+    metrics: Metrics
+
+    @property
+    def point(self) -> Point:
+        return Point(self.metrics.risk, self.metrics.loss, self.label)
+
+
+def dominators(point: Point, others: Sequence[Point]) -> list[Point]:
+    """The points of ``others`` that strictly dominate ``point`` (lower or equal risk and loss, one
+    of them lower: seed 000 Def. 3.9)."""
+    return [q for q in others if dominates(q, point)]
+
+
+def choose_policy(candidates: Sequence[Candidate], plotted: Sequence[Point],
+                  meets: Callable[[Metrics], bool]) -> Candidate | None:
+    """The policy the demo recommends: among the candidates that meet the release criteria
+    (``meets``) and that nothing dominates — no other candidate, no point ``plotted`` (the searched
+    policies, the baselines, Safe Harbor) — the one losing least (then the least risky, then the
+    first given).  ``None`` when no candidate qualifies.
+
+    Least loss alone would already be undominated among the qualifying candidates; the explicit
+    check also covers points that do not qualify (a baseline failing ``min_k`` but less risky)."""
+    points = [c.point for c in candidates] + list(plotted)
+    fit = [c for c in candidates if meets(c.metrics) and not dominators(c.point, points)]
+    if not fit:
+        return None
+    return min(fit, key=lambda c: (c.metrics.loss, c.metrics.risk))

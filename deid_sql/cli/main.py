@@ -49,8 +49,9 @@ COMMANDS.add("channels", "deid_sql.cli.channels:channels",
 COMMANDS.add("dbt", "deid_sql.cli.dbt:dbt_",
              summary="Write a dbt model that applies a policy over {{ source() }}, with tests and the policy in meta.")
 COMMANDS.add("demo", "deid_sql.cli.demo:demo",
-             summary=("Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, SQL, a view, the "
-                     "frontier, and the report a reviewer signs for the chosen policy (DIR/report.html)."))
+             summary=("Run the whole job on a synthetic cohort: policies, Safe Harbor, alternatives, the frontier, the "
+                     "policy it recommends, SQL, a view, and the report a reviewer signs for that policy "
+                     "(DIR/report.html)."))
 COMMANDS.add("policy", "deid_sql.cli.policy:policy_group",
              summary="Save a chosen policy to a file that 'deid-sql apply' and 'deid-sql check' re-use on new batches.")
 COMMANDS.add("apply", "deid_sql.cli.policy:apply_",
