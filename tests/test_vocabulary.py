@@ -247,9 +247,7 @@ def test_no_help_text_names_a_docs_path() -> None:
 
 
 # strings the user may see that still name a docs page: owned elsewhere (issue 31 notes them)
-ELSEWHERE = {
-    "cli/demo.py",  # the demo's closing note on persons (the demo: its own helper)
-}
+ELSEWHERE: set[str] = set()  # modules allowed to name a docs path in a message (none)
 
 
 def _user_strings(path: Path) -> list[str]:

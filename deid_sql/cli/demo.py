@@ -102,7 +102,7 @@ def _ehr(folder: Path, seed: int) -> None:
                            f"{m.expected_reidentifications:>13.1f}")
     click.echo("\nCounted by rows, a patient's visits form a group of their own, so unique patients are missed (k and "
                "the uniques are too kind), and the expected re-identifications count visits, not people. The "
-               "persons' figures are the right ones ([person] in ehr.toml; docs/persons.md).")
+               "persons' figures are the right ones ([person] in ehr.toml; deid-sql help persons).")
 
 
 def clip(text: str, width: int = WIDTH) -> str:
