@@ -23,7 +23,7 @@ from .errors import DeidError, OutputError
 from .evaluate.chain import ChainEvaluator
 from .lattice import Lattice
 from .problem import Problem
-from .report.frontier_report import CHECKPOINT, FrontierReport, problem_identity
+from .report.frontier_report import BASELINES, CHECKPOINT, FrontierReport, problem_identity
 from .report.html import html_frontier
 from .report.plot import plot_frontier
 from .safe_harbor import safe_harbor_metrics
@@ -164,7 +164,8 @@ def _compare(problem: Problem, state: FrontierState, k_values: tuple[int, ...]) 
 
 def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bool = True,
                   bits: bool = False) -> list[Path]:
-    """frontier.csv, searched.csv and (with ``plots``) frontier.png and frontier.html; policies are
+    """frontier.csv, searched.csv, baselines.csv (Safe Harbor and the k-anonymity frontiers) and
+    (with ``plots``) frontier.png and frontier.html; policies are
     given by their readable text, and with ``bits`` also by their bit string (a last column)."""
     extra = ["bits"] if bits else []
 
@@ -186,7 +187,18 @@ def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bo
     for i, p in enumerate(state.searched, 1):
         w.writerow([i, p.risk, p.loss, p.key, *bit_column(p.key)])
     write_text(folder / "searched.csv", rows.getvalue(), overwrite=True)
-    written = [folder / "frontier.csv", folder / "searched.csv"]
+    # what the plots draw besides the searched policies, so a report placing a release on this run
+    # can say whether anything plotted dominates it (``report.release_report.place_on_frontier``)
+    rows = io.StringIO()
+    w = csv.writer(rows, lineterminator="\n")
+    w.writerow(["baseline", "risk", "loss", "policy"])
+    if result.safe_harbor is not None:
+        w.writerow(["Safe Harbor", result.safe_harbor.risk, result.safe_harbor.loss, "safe-harbor"])
+    for name, points in result.kanon.items():
+        for p in points:
+            w.writerow([name, p.risk, p.loss, p.key])
+    write_text(folder / BASELINES, rows.getvalue(), overwrite=True)
+    written = [folder / "frontier.csv", folder / "searched.csv", folder / BASELINES]
     if plots:
         report = FrontierReport(
             title=f"{state.method.upper()} frontier, {state.evaluations:,} policies, seed {state.seed}",

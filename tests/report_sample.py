@@ -187,5 +187,6 @@ def sample_report_with_frontier(n: int = 2000) -> dict[str, Any]:
         loss = min(1.0, max(0.0, 0.9 - 0.17 * math.log10(risk) * -1 + 0.25 * ((i * 0.414214) % 1.0)))
         points.append([risk, loss])
     report["frontier"] = {"folder": "deid-sql-demo/frontier", "points": points, "this": [0.000232, 0.3121],
-                          "safe_harbor": [0.0158, 0.2034], "dominated_by": 0, "evaluations": n}
+                          "safe_harbor": [0.0158, 0.2034], "dominated_by": 0, "evaluations": n,
+                          "baselines": 15, "dominated_by_baselines": []}
     return report

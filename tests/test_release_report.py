@@ -4,6 +4,7 @@ and one-line refusals of a sidecar, policy file or frontier folder of another pr
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -48,7 +49,8 @@ KEYS = {
     "attestation": {"fields"},
 }
 ROW_KEYS = {"name", "expected_reidentifications", "max_record_risk", "k", "sample_uniques", "risk", "loss"}
-FRONTIER_KEYS = {"folder", "points", "this", "safe_harbor", "dominated_by", "evaluations"}
+FRONTIER_KEYS = {"folder", "points", "this", "safe_harbor", "dominated_by", "evaluations", "baselines",
+                 "dominated_by_baselines"}
 
 
 def at(report: dict[str, Any], dotted: str) -> Any:
@@ -309,6 +311,8 @@ def test_frontier_placement_and_a_folder_of_another_problem(project) -> None:
     searched = json.loads((folder / "checkpoint.json").read_text())["state"]["searched"]
     assert place["dominated_by"] == sum(1 for r, u, _ in searched if r <= metrics.risk and u <= metrics.loss
                                         and (r < metrics.risk or u < metrics.loss))
+    assert place["baselines"] == 1 and place["dominated_by_baselines"] == (  # k_values=(): Safe Harbor only
+        ["Safe Harbor"] if harbor.risk < metrics.risk and harbor.loss < metrics.loss else [])
     with Problem.from_spec(project.spec_path) as problem:  # no roles: another spec, so another problem
         with pytest.raises(DeidError) as e:
             build_report(problem, plan_of(problem, POLICY), frontier=folder)
@@ -363,3 +367,36 @@ def test_sample_rows_of_a_release_the_gate_refuses_never_leave(project) -> None:
         accepted = build_report(problem, plan_of(problem, POLICY), sample_rows=3,
                                 accept_risk="IRB 2026-114 approved k=1")
     assert accepted["policy"]["sample"]["source"] == "release" and len(accepted["policy"]["sample"]["rows"]) == 3
+
+
+@pytest.mark.slow
+def test_a_policy_a_baseline_dominates_is_told_so(project) -> None:
+    """The issue's case: a policy the searched policies may not dominate, but a k-anonymity baseline
+    does.  The frontier run records what it plots besides its search (baselines.csv), and the
+    report names every baseline that has lower risk and lower loss than the release."""
+    from deid_sql.report.release_html import render_html
+
+    spec = with_roles(project, name="roles.toml")
+    folder = project.dir / "frontier"
+    candidates = ["sex:top|race:top|zip:digits=3", "age:top|race:top", "race:top|zip:top", POLICY]
+    with Problem.from_spec(spec) as problem:
+        run_frontier(problem, folder, "shs", budget=40, seed=0, plots=False, k_values=(2, 5))
+        rows = list(csv.DictReader((folder / "baselines.csv").open(encoding="utf-8")))
+        assert rows[0]["baseline"] == "Safe Harbor" and {r["baseline"] for r in rows[1:]} == {"2-anonymity",
+                                                                                               "5-anonymity"}
+        placed = {}
+        for policy in candidates:
+            m = problem.evaluate(policy)
+            expected = sorted({r["baseline"] for r in rows if float(r["risk"]) <= m.risk and float(r["loss"]) <= m.loss
+                               and (float(r["risk"]) < m.risk or float(r["loss"]) < m.loss)})
+            report = build_report(problem, plan_of(problem, policy), frontier=folder)
+            assert report["frontier"]["baselines"] == len(rows)
+            assert report["frontier"]["dominated_by_baselines"] == expected, policy
+            placed[policy] = report
+    dominated = [r for r in placed.values() if r["frontier"]["dominated_by_baselines"]]
+    assert dominated, "no candidate is dominated by a baseline: the test checks nothing"
+    html = render_html(dominated[0])
+    assert f"Dominated by {', '.join(dominated[0]['frontier']['dominated_by_baselines'])}</strong>" in html
+    clean = [r for r in placed.values() if not r["frontier"]["dominated_by_baselines"]]
+    if clean:
+        assert "No baseline the run plots" in render_html(clean[0])

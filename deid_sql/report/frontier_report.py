@@ -9,11 +9,13 @@ from a finished search or from saved results without re-running anything.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..search.frontier import Point, dominates
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from ..problem import Problem
 
 CHECKPOINT = "checkpoint.json"
+BASELINES = "baselines.csv"  # what a frontier run plots besides its searched policies
 """The file of a frontier run's folder that holds its state and the identity of its problem."""
 
 # A log axis must start somewhere above 0; risks below this are drawn at the axis floor.
@@ -116,3 +119,15 @@ def problem_identity(problem: Problem) -> str:
         "population": problem.population.total if problem.population is not None else None,
     }, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_baselines(folder: Path) -> list[Point] | None:
+    """The baselines a frontier run plotted (``BASELINES``: Safe Harbor and the k-anonymity
+    frontiers; ``Point.key`` is the baseline's name), or None for a run written before the file
+    existed (the report then counts searched policies only, and says so)."""
+    path = folder / BASELINES
+    if not path.is_file():
+        return None
+    with path.open(newline="", encoding="utf-8") as f:
+        return [Point(float(row["risk"]), float(row["loss"]), row["baseline"]) for row in csv.DictReader(f)]
+

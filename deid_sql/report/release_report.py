@@ -34,7 +34,7 @@ from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from . import release_contents as contents
 from .cautions import cautions
-from .frontier_report import CHECKPOINT, problem_identity
+from .frontier_report import CHECKPOINT, problem_identity, read_baselines
 from .risk_models import describe_model, method_papers, population_sentence
 
 if TYPE_CHECKING:
@@ -486,8 +486,13 @@ def place_on_frontier(problem: Problem, folder: Path, this: Metrics, harbor: Met
         raise ReportInputError(f"frontier folder {folder} is a run of another problem (spec, QI domains, risk model "
                                f"or data differ); {fix}")
     me = Point(this.risk, this.loss)
+    baselines = read_baselines(folder)
     return {"folder": str(folder), "points": [[p.risk, p.loss] for p in state.frontier],
             "this": [this.risk, this.loss],
             "safe_harbor": None if harbor is None else [harbor.risk, harbor.loss],
             "dominated_by": sum(1 for p in state.searched if dominates(p, me)),
-            "evaluations": state.evaluations}
+            "evaluations": state.evaluations,
+            # what else the run plotted (None: a run older than its baselines file)
+            "baselines": None if baselines is None else len(baselines),
+            "dominated_by_baselines": None if baselines is None else sorted(
+                {p.key for p in baselines if dominates(p, me)})}
