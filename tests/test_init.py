@@ -150,6 +150,12 @@ def test_init_on_adult(run, tmp_path: Path) -> None:
     # Safe Harbor needs a ZIP: the criterion that compares with it is left out, and the spec says why
     assert "no_riskier_than" not in raw["release"]
     assert '# no_riskier_than = "safe-harbor" needs QIs with role "zip" and role "age"' in spec.read_text()
+    # ARX's hierarchy files beside the data are attached to the QIs proposed for their columns, and named in
+    # the review notes of the columns dropped; anonymize then searches their levels, not only kept and "*"
+    folder = ADULT.parent
+    assert {q["name"]: q.get("hierarchy") for q in raw["qi"]} == {
+        n: (folder / f"adult_hierarchy_{n}.csv").as_posix() for n in ("sex", "age", "race", "marital-status")}
+    assert f'hierarchy = "{(folder / "adult_hierarchy_education.csv").as_posix()}"' in spec.read_text()
     release_everything(run, spec, tmp_path)
     assert released_columns(tmp_path / "release.parquet") == ["sex", "age", "race", "marital-status",
                                                              "deid_suppressed"]
@@ -267,3 +273,29 @@ def test_the_starting_criteria_are_the_projects() -> None:
 
     assert "[release] " + ", ".join(criteria_lines()) == STARTING_SET
     assert criteria_lines({"age", "date"}) == ["min_k = 5", "max_record_risk = 0.2"]
+
+
+def test_a_hierarchy_beside_the_data_is_attached_only_when_it_covers_the_domain(run, tmp_path: Path) -> None:
+    """ARX's naming (``<data>_hierarchy_<column>.csv``): a file covering every value of the proposed
+    QI's domain is attached; one missing values is not, and the QI's comment says why."""
+    data = tmp_path / "people.csv"
+    data.write_text("age,sex,ward\n" + "".join(f"{20 + i % 5},{'FM'[i % 2]},w{i % 3}\n" for i in range(40)),
+                    encoding="utf-8")
+    (tmp_path / "people_hierarchy_age.csv").write_text(
+        "".join(f"{a};{a // 2 * 2}-{a // 2 * 2 + 1};*\n" for a in range(20, 25)), encoding="utf-8")
+    (tmp_path / "people_hierarchy_sex.csv").write_text("F;*\n", encoding="utf-8")  # no row for M
+    (tmp_path / "people_hierarchy_ward.csv").write_text("w0;*\nw1;*\nw2;*\n", encoding="utf-8")
+    result = run("init", data)
+    spec = tmp_path / "people.toml"
+    text = spec.read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    hier = {q["name"]: q.get("hierarchy") for q in raw["qi"]}
+    assert hier == {"age": "people_hierarchy_age.csv", "sex": None}
+    assert ("people_hierarchy_sex.csv beside the data is not attached: it has no row for 1 of the domain's "
+            "values (M)") in text
+    assert 'hierarchy = \\"people_hierarchy_ward.csv\\"' not in text  # a comment, not an escaped string
+    assert 'hierarchy = "people_hierarchy_ward.csv" on its [[qi]]' in text
+    assert "hierarchy people_hierarchy_age.csv" in result.stdout
+    run("validate", spec)
+    levels = run("anonymize", spec, "--min-k", "2").stdout
+    assert "optimum" in levels

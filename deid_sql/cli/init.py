@@ -66,21 +66,22 @@ def _summary(starter: Starter) -> None:
     qis = starter.qis
     click.echo(f"wrote {starter.out}: {len(starter.proposals)} columns, {starter.rows:,} rows")
     click.echo("  proposed QIs  " + (", ".join(f"{_shown(q.name)} ({q.describe()}"
-                                               + (f", role {q.role})" if q.role else ")") for q in qis)
+                                               + (f", role {q.role}" if q.role else "")
+                                               + (f", hierarchy {q.hierarchy})" if q.hierarchy else ")") for q in qis)
                                      or "none: declare at least one [[qi]] before validate"))
     for group, words in (("identifier", "identifiers"), ("review", "to review")):
         names = starter.dropped(group)
         if names:
             click.echo(f"  dropped       {', '.join(_shown(n) for n in names)} ({words})")
     click.echo(f"  population    {starter.population.words()}")
-    click.echo("  release       " + ", ".join(criteria_lines()))
+    click.echo("  release       " + ", ".join(criteria_lines({q.role for q in qis if q.role})))
     for note in starter.notes:
         click.echo(f"  note          {_shown(note, quote=False)}")
     spec = shlex.quote(str(starter.out))
     click.echo("next: read the spec's comments, then")
     click.echo(f"  deid-sql validate {spec}")
     if qis:
-        click.echo(f"  deid-sql anonymize {spec} --k 5 --suppression 0.05")
+        click.echo(f"  deid-sql anonymize {spec} --min-k 5 --max-suppressed-share 0.05")
         click.echo(f"  deid-sql materialize {spec} --levels LEVELS --suppress-below 5 --out release.parquet "
                    f"--report release.html")
 

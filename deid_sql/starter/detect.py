@@ -61,6 +61,7 @@ class QIProposal:
     role: str | None = None  # age | zip | date (Safe Harbor's roles)
     null_label: str | None = None  # set: NULL is a category of its own (nulls = "category")
     population_column: str | None = None  # the census's spelling of the column, when it differs
+    hierarchy: str | None = None  # a hierarchy file beside the data, as the spec names it (``hierarchies``)
     notes: list[str] = field(default_factory=list)  # further lines of the comment
 
     def describe(self) -> str:

@@ -24,7 +24,7 @@ from ..errors import BackendError, OutputError, SpecError
 from ..population_size import REGIONS, describe
 from ..spec import FORMATS, Spec
 from ..tableref import TableRef
-from . import tomltext
+from . import hierarchies, tomltext
 from .detect import Proposal, QIProposal, described, propose, shape, tokens
 from .profile import ColumnProfile, distinct_text, family, profile, values_outside
 
@@ -159,6 +159,7 @@ def build(data: Path, population: Population, out: Path | None = None, fmt: str 
             qi.notes.append(f"values_from = \"source\": the data's {len(qi.values):,} ZIP codes, {qi.values[0]} to "
                             f"{qi.values[-1]} (list them as values = [...] to fix the domain for later batches)")
             qi.values, qi.values_from = None, "source"
+    hierarchies.attach(data, starter.proposals, lambda path: _relative(path, target.resolve()))
     starter.text = compose(starter)
     _check(starter)
     return starter
@@ -282,7 +283,7 @@ def _header(starter: Starter) -> list[str]:
              "# other column is dropped. Read each comment, move what may be released to keep or sensitive, and",
              "# check each QI's domain. Samples are a column's most common values; identifiers show only their",
              "# shape (9 a digit, a/A a letter).",
-             "# Next: deid-sql validate SPEC; deid-sql anonymize SPEC --k 5; deid-sql evaluate SPEC --policy P"]
+             "# Next: deid-sql validate SPEC; deid-sql anonymize SPEC --min-k 5; deid-sql evaluate SPEC --policy P"]
     for note in starter.notes:
         lines.append(f"# Note: {tomltext.comment(note)}")
     lines.append(f"name = {tomltext.string(starter.data.stem)}")
@@ -332,6 +333,8 @@ def _qi_block(proposal: Proposal) -> list[str]:
         lines.append(f"values_from = {tomltext.string(qi.values_from)}")
     if qi.null_label is not None:
         lines += ['nulls = "category"', f"null_label = {tomltext.string(qi.null_label)}"]
+    if qi.hierarchy is not None:
+        lines.append(f"hierarchy = {tomltext.string(qi.hierarchy)}")
     if qi.role is not None:
         lines.append(f"role = {tomltext.string(qi.role)}")
     return lines
