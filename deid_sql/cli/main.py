@@ -151,8 +151,9 @@ class _Group(click.Group):
 def cli() -> None:
     """deid-sql: de-identify person-level data inside the database.
 
-    Start with 'deid-sql demo'; then write a spec ('deid-sql help spec' shows its tables) and run
-    'deid-sql validate SPEC'. 'deid-sql help' lists the other topics.
+    Start with 'deid-sql demo'; then 'deid-sql init DATA' writes a starting spec for your own file
+    ('deid-sql help spec' shows its tables): review it and run 'deid-sql validate SPEC'.
+    'deid-sql help' lists the other topics.
 
     \b
     Exit codes:
