@@ -195,6 +195,32 @@ def test_check_report_target_names_the_twin(tmp_path: Path) -> None:
 
 # -- --report on the release commands -------------------------------------------------------------
 
+def test_report_suppress_below_reports_the_release_materialize_writes_and_evaluate_measures(run, project) -> None:
+    """``report --suppress-below K`` is the standalone report of a suppressed release: its figures are
+    the sidecar's of ``materialize --suppress-below K`` and the release entry of ``evaluate
+    --suppress-below K``, and the report names the suppression; with a sidecar or a policy file
+    (which carry their own) it is refused in one line."""
+    out = project.dir / "suppressed.html"
+    run("report", project.spec_path, "--policy", POLICY, "--suppress-below", "3", "--out", out)
+    twin = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    release = project.dir / "suppressed.parquet"
+    run("materialize", project.spec_path, "--policy", POLICY, "--suppress-below", "3", "--out", release)
+    sidecar = json.loads((project.dir / "suppressed.parquet.release.json").read_text(encoding="utf-8"))
+    figures = twin["risk"]["figures"]
+    assert figures["suppressed"] == sidecar["figures"]["suppressed"] > 0
+    for key in ("k", "groups", "records"):
+        assert figures[key] == sidecar["figures"][key], key
+    assert figures["expected_reidentifications"] == pytest.approx(sidecar["figures"]["expected_reidentifications"])
+    assert twin["risk"]["before_suppression"]["k"] < figures["k"]
+    assert "--suppress-below 3" in twin["policy"]["arguments"]
+    measured = json.loads(run("evaluate", project.spec_path, "--policy", POLICY, "--suppress-below", "3").stdout)
+    assert measured["release"]["k"] == figures["k"]
+    result = run("report", project.spec_path, "--from-release", project.dir / "suppressed.parquet.release.json",
+                 "--suppress-below", "3", "--out", project.dir / "again.html", expect=2)
+    one_line_error(result, "--suppress-below", "--from-release")
+    assert not (project.dir / "again.html").exists()
+
+
 def test_materialize_with_report_writes_release_sidecar_page_and_twin(run, project) -> None:
     release, page = project.dir / "release.parquet", project.dir / "release.html"
     result = run("materialize", project.spec_path, "--policy", POLICY, "--out", release, "--report", page)

@@ -26,7 +26,7 @@ from ..errors import OutputError, PolicyError
 from ..problem import Problem
 from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
-from .options import handles_errors, open_problem, read_policy, release_plan, spec_argument
+from .options import handles_errors, open_problem, read_policy, release_plan, spec_argument, suppress_option
 
 if TYPE_CHECKING:
 
@@ -58,6 +58,7 @@ def report_option(fn: Any) -> Any:
 @click.option("--from-policy", "policy_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               metavar="policy.json", help="Report the policy of a policy file ('deid-sql policy save'); its hash "
                                           "must match SPEC.")
+@suppress_option
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), required=True, metavar="FILE.html",
               help="The report page (.html); its JSON twin is written beside it as FILE.json.")
 @click.option("--frontier", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
@@ -72,13 +73,16 @@ def report_option(fn: Any) -> Any:
                    "materialize); the report's verdict is then 'accepted' and shows the reason.")
 @handles_errors
 def report(spec: Path, policy: str | None, levels: str | None, release: Path | None, policy_file: Path | None,
-           out: Path, frontier: Path | None, sample_rows: int, overwrite: bool, accept_risk: str | None) -> None:
+           suppress_below: int | None, out: Path, frontier: Path | None, sample_rows: int, overwrite: bool,
+           accept_risk: str | None) -> None:
     """Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.
 
     The page holds the verdict against the spec's release criteria, the data and every column's
     role, the policy in words, the risk figures beside HIPAA Safe Harbor and the original data,
     the utility kept, the methods and the commands that reproduce it, and blank lines to sign.
-    Give the policy one way: --policy, --from-release (a release's sidecar) or --from-policy.
+    Give the policy one way: --policy, --from-release (a release's sidecar) or --from-policy;
+    --suppress-below K reports the release that suppresses small groups, as 'deid-sql materialize
+    --suppress-below K' would write it (a sidecar and a policy file carry their own suppression).
 
     Example: deid-sql report demo/demo.toml --policy 'age:cuts=18,30,45,65,90|zip:top' --out report.html
     """
@@ -94,6 +98,9 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         raise PolicyError(("give the policy to report one way, not " + " and ".join(given)) if given else
                           "say which policy to report: --policy P, --levels L, --from-release FILE.release.json or "
                           "--from-policy policy.json")
+    if suppress_below is not None and (release is not None or policy_file is not None):
+        raise PolicyError(f"--suppress-below applies to --policy or --levels; {given[0]} carries its own "
+                          f"suppression (leave --suppress-below out)")
     check_report_target(out, overwrite)
     with open_problem(spec) as problem:
         for path in report_paths(out):
@@ -106,9 +113,9 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         elif policy_file is not None:
             plan = policy_from_file(policy_file, problem)
         elif policy is not None and read_policy(policy) == SAFE_HARBOR:
-            plan = plan_of(problem, safe_harbor(problem).recoding)
+            plan = plan_of(problem, safe_harbor(problem).recoding, suppression=suppress_below)
         else:
-            plan = release_plan(problem, policy, levels)
+            plan = release_plan(problem, policy, levels, suppress_below)
         # no release command of our own: a sidecar's is its release's, and a policy is not released yet
         built = build_report(problem, plan, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
                              accept_risk=accept_risk)
