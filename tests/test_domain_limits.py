@@ -135,7 +135,7 @@ def test_a_domain_at_the_limit_validates_and_evaluates_within_the_cap(project, r
     result, _, rss = _capped("validate", spec, cwd=project.dir)
     assert result.returncode == 0, result.stderr
     assert 0 < rss < 1024
-    assert "1000000 values" in result.stdout
+    assert "1,000,000 values" in result.stdout
     policy = "age:cuts=18,65,100|zip:top"
     risks = []
     for path in ("fast", "sql"):

@@ -250,16 +250,21 @@ def test_batch_arguments(project, run) -> None:
     policy = save(project, run)
     before = project.files()
     for args, fragment in [
-        ((), "give the new batch with --source FILE or --source-table NAME"),
-        (("--source", project.source_parquet, "--source-table", "t"), "(one of them)"),
+        ((), "give the new batch with --source FILE (a .duckdb file with --source-table NAME too) or --source-table "
+             "NAME"),
+        (("--source", project.source_parquet, "--source-table", "t"), "--source-table with --source is only for a "
+                                                                      "DuckDB batch"),
         (("--source-table", "staging.batch"), "runs on DuckDB, which reads batch files"),
-        (("--source-table", "t", "--table", "x"), "with --source-table leave it out"),
         (("--source-table", " "), "--source-table needs a table name"),
     ]:
         for command in ("check", "apply"):
             extra = ("--out", project.dir / "r.parquet") if command == "apply" else ()
             line = one_error_line(run(command, policy, *args, *extra, expect=2))
             assert fragment in line, (command, args, line)
+    for command in ("check", "apply"):  # the old spelling beside the new one: click's usage error, exit 2
+        extra = ("--out", project.dir / "r.parquet") if command == "apply" else ()
+        result = run(command, policy, "--source-table", "t", "--table", "x", *extra, expect=2)
+        assert "--table is the old spelling of --source-table; give --source-table only" in result.stderr
     line = one_error_line(run("apply", policy, "--source", project.source_parquet, "--out-table", "t", expect=2))
     assert "--out-table names the table inside a .duckdb --out (the spec runs on DuckDB)" in line
     line = one_error_line(run("apply", policy, "--source", project.source_parquet, "--view", "v", "--db",
