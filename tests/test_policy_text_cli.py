@@ -89,7 +89,11 @@ def test_a_checkpoint_with_bit_keys_resumes_under_readable_keys(project, run, tm
 def test_the_demo_prints_policies_a_user_can_type(run, tmp_path):
     out = run("demo", "--dir", tmp_path / "demo", "--budget", "60").stdout
     text = out.split("policy text: ", 1)[1].split("\n", 1)[0]
-    assert "zip:digits=3" in text and "race:top" in text and len(text) < 200
+    assert len(text) < 200 and "…" not in text  # short, whole, in the policy language (no bit strings)
+    assert all(":" in part and set(part.split(":", 1)[1]) - set("01") for part in text.split("|"))
+    typed = json.loads(run("evaluate", tmp_path / "demo" / "demo-publishable.toml", "--policy", text,
+                           "--format", "json").stdout)
+    assert typed["policy"] == text  # typed back, it is the same policy
     view = json.loads((tmp_path / "demo" / "report.json").read_text())["method"]["commands"]["report"]
     assert text in view
 
