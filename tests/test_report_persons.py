@@ -158,10 +158,11 @@ def test_without_a_census_the_model_speaks_of_persons(tmp_path: Path, monkeypatc
             for p in range(60) for v in range(1 + p % 3)]
     spec = releasable(write(tmp_path, rows, visits=False))
     page = tmp_path / "sample.html"
-    run("report", str(spec), "--policy", "age:every=5", "--out", str(page))
+    run("report", str(spec), "--policy", "age:every=5|sex:top", "--out", str(page))
     lines = visible(page)
     assert says_record(lines) == []
     text = "\n".join(lines)
+    assert "sex: not released in detail; every row shows 'F|M'" in text  # a line of the release is a row
     assert "none: the sample is its own population (g = persons in the released group)" in text
     assert "sample-based risk per person (1/m)^γ" in text
     assert "a released group of m persons stands for m people" in text

@@ -186,7 +186,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
         before = contents.original_marginal(problem, q)
         after = groups.records_per_label(q, qrec.n_groups)
-        rules.append(contents.rule(qi.name, qi.kind, domain, qrec, after))
+        rules.append(contents.rule(qi.name, qi.kind, domain, qrec, after, "row" if unit.persons else "record"))
         per_qi.append({"qi": qi.name, "information_kept": contents.information_kept(problem, q, qrec, groups)})
         ordered = qi.kind in ("integer", "date")
         released = float(after.sum()) + groups.suppressed
