@@ -91,8 +91,8 @@ def sample_report() -> dict[str, Any]:
                 {"qi": "zip", "words": "the first three digits",
                  "labels": [{"label": "372**", "values": ZIPS, "records": 20000}]},
             ],
-            "suppression": {"suppressed_records": 0, "suppressed_groups": 0, "share": 0.0, "rule": None, "below": None,
-                            "groups": None},
+            "suppression": {"suppressed_records": 0, "suppressed_rows": 0, "suppressed_groups": 0, "share": 0.0,
+                            "rule": None, "below": None, "groups": None},
             "sample": {"source": "synthetic", "columns": ["age", "sex", "race", "zip", "diagnosis", "systolic_bp"],
                        "rows": [["[40-49]", "Female", "White", "372**", "asthma", 128],
                                 ["[60-69]", "Male", "Black", "372**", "diabetes", 141],
@@ -174,6 +174,7 @@ def sample_report() -> dict[str, Any]:
                                    "--out deid-sql-demo/report.html"},
         },
         "attestation": {"fields": ["Name", "Role", "Organization", "Date", "Signature"]},
+        "unit": {"one": "record", "many": "records", "risk": "record risk"},
     }
 
 

@@ -26,13 +26,15 @@ ROLES = {"age": 'role = "age"\n', "zip": 'role = "zip"\n'}
 
 KEYS = {
     "": {"format", "version", "created_at", "software", "summary", "data", "policy", "risk", "utility", "frontier",
-         "method", "attestation"},
+         "method", "attestation", "unit"},
     "software": {"name", "version"},
     "summary": {"verdict", "headline", "cautions", "spec", "policy", "released", "operator"},
     "data": {"source", "population", "columns", "qis"},
     "policy": {"text", "levels", "readable", "sha256", "kind", "named", "arguments", "rules", "suppression",
                "sample"},
-    "policy.suppression": {"suppressed_records", "suppressed_groups", "share", "rule", "below", "groups"},
+    "policy.suppression": {"suppressed_records", "suppressed_rows", "suppressed_groups", "share", "rule", "below",
+                           "groups"},
+    "unit": {"one", "many", "risk"},
     "policy.sample": {"source", "columns", "rows"},
     "risk": {"figures", "before_suppression", "at_risk", "record_risk_histogram", "group_sizes", "model",
              "no_census", "comparison", "gate"},

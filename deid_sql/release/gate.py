@@ -40,6 +40,7 @@ from .sidecar import (
     sidecar_table,
     utc_now,
 )
+from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -72,14 +73,15 @@ class Verdict:
     declared: bool  # the spec's [release] gives at least one criterion
     accepted_risk: str | None = None
     allow_original_data: bool = False  # [release] allow_original_data = true
+    unit: Unit = RECORDS  # what the figures count: the words of the failures (persons with [person])
 
     @property
     def failures(self) -> list[str]:
         out = [c.text for c in self.checks if not c.passed]
         if self.original_data and not self.allow_original_data:
-            out.insert(0, "the release tells apart every record the source tells apart (the original data, whatever "
-                          "the policy text says); generalize more, or set [release] allow_original_data = true "
-                          "to accept it")
+            out.insert(0, f"the release tells apart every {self.unit.one} the source tells apart (the original data, "
+                          f"whatever the policy text says); generalize more, or set [release] allow_original_data = "
+                          f"true to accept it")
         if not self.declared:
             out.insert(0, f"the spec declares no release criteria: add a starting set such as {STARTING_SET} and "
                           f"tune it to the data-use agreement")
@@ -239,7 +241,7 @@ class ReleaseGate:
                 value = figures.value(c.figure)
                 checks.append(Check(c.key, c.figure, value, c.limit, c.at_most, c.passes(value), c.describe(value)))
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
-                       criteria.allow_original_data)
+                       criteria.allow_original_data, Unit.of(self.person))
 
     def judge(self, figures: ReleaseFigures) -> Verdict:
         """The verdict on measured figures; raises ``ReleaseRefused`` when it fails unaccepted."""

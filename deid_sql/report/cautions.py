@@ -17,34 +17,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..release.unit import RECORDS, Unit
 from .release_contents import HIGH_RISK, number
 
 NAMES = {"pitman": "Pitman", "zayatz": "Zayatz", "snb": "SNB", "dankar": "Dankar"}
 
 
 def cautions(figures: dict[str, Any], at_risk: int, model: dict[str, Any],
-             no_census: dict[str, Any] | None) -> list[dict[str, str]]:
+             no_census: dict[str, Any] | None, unit: Unit = RECORDS) -> list[dict[str, str]]:
     """Every caution of one release (``kind`` and ``text`` each), in the order above.
 
     ``figures`` are the release's (the gate's, after suppression), ``at_risk`` its records with a
     record risk of ``HIGH_RISK`` or more, ``model`` the report's ``risk.model`` and ``no_census``
-    the report's ``risk.no_census`` (None with a census)."""
+    the report's ``risk.no_census`` (None with a census); ``unit`` the words of what the figures
+    count (persons with ``[person]``)."""
     out: list[dict[str, str]] = []
     released = figures["records"] - figures["suppressed"]
     if released > 0 and figures["k"] == 1:
-        out.append({"kind": "k1", "text": "k = 1: the smallest released group holds a single record, so the release "
-                                          "is not k-anonymous for any k above 1."})
+        out.append({"kind": "k1", "text": f"k = 1: the smallest released group holds a single {unit.one}, so the "
+                                          f"release is not k-anonymous for any k above 1."})
     uniques = figures["sample_uniques"]
     if uniques:
         out.append({"kind": "sample_uniques",
-                    "text": f"{uniques:,} record{' is' if uniques == 1 else 's are'} unique in the release: an "
+                    "text": f"{unit.count(uniques)} {'is' if uniques == 1 else 'are'} unique in the release: an "
                             f"attacker who knows a person is in the data and knows their quasi-identifiers finds "
-                            f"{'that record' if uniques == 1 else 'each of them'} with certainty (prosecutor risk 1), "
-                            f"whatever the population-based risk says."})
+                            f"{'that ' + unit.one if uniques == 1 else 'each of them'} with certainty (prosecutor "
+                            f"risk 1), whatever the population-based risk says."})
     if at_risk:
         out.append({"kind": "high_risk",
-                    "text": f"{at_risk:,} record{' has' if at_risk == 1 else 's have'} a record risk of {HIGH_RISK:g} "
-                            f"or more under the risk model (highest {number(figures['max_record_risk'])}): "
+                    "text": f"{unit.count(at_risk)} {'has' if at_risk == 1 else 'have'} "
+                            f"{'a risk' if unit.persons else 'a record risk'} of {HIGH_RISK:g} or more under the "
+                            f"risk model (highest {number(figures['max_record_risk'])}): "
                             f"{'it is' if at_risk == 1 else 'they are'} more likely re-identified than not."})
     estimate = model.get("estimate") or {}
     if estimate.get("fallback_from"):

@@ -112,8 +112,10 @@ class Groups:
 
 
 # -- the policy in words -------------------------------------------------------------------
-def rule(name: str, kind: str, domain: Domain, qrec: QIRecoding, records: np.ndarray) -> dict[str, Any]:
-    """One QI's rule: a sentence and its labels with their values and records."""
+def rule(name: str, kind: str, domain: Domain, qrec: QIRecoding, records: np.ndarray,
+         line: str = "record") -> dict[str, Any]:
+    """One QI's rule: a sentence and its labels with their values and records (persons with
+    ``[person]``); ``line``: what one released line is called in the sentence ("row" with persons)."""
     labels = list(qrec.labels)
     rows = [{"label": label, "values": _members(domain, qrec, g), "records": int(round(records[g]))}
             for g, label in enumerate(labels)]
@@ -122,17 +124,18 @@ def rule(name: str, kind: str, domain: Domain, qrec: QIRecoding, records: np.nda
         rows = rows[:MAX_LABELS - 1] + [{"label": f"other ({len(rest):,} labels)",
                                           "values": [f"{sum(len(r['values']) for r in rest):,}+ values"],
                                           "records": sum(r["records"] for r in rest)}]
-    return {"qi": name, "words": words(name, kind, domain, qrec), "labels": rows}
+    return {"qi": name, "words": words(name, kind, domain, qrec, line), "labels": rows}
 
 
-def words(name: str, kind: str, domain: Domain, qrec: QIRecoding) -> str:
-    """A QI's generalization in one sentence, e.g. ``age in 6 bands: 0-17, 18-29, …``."""
+def words(name: str, kind: str, domain: Domain, qrec: QIRecoding, line: str = "record") -> str:
+    """A QI's generalization in one sentence, e.g. ``age in 6 bands: 0-17, 18-29, …``; ``line``
+    names one released line ("record", or "row" when the figures count persons)."""
     k, n = qrec.n_groups, domain.size
     labels = list(qrec.labels)
     if k == n:
         return f"{name}: kept as it is ({n:,} values)"
     if k == 1:
-        return f"{name}: not released in detail; every record shows {labels[0]!r}"
+        return f"{name}: not released in detail; every {line} shows {labels[0]!r}"
     if kind == "zip":
         digits = _zip_digits(domain, qrec)
         if digits is not None:

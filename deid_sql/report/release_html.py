@@ -26,6 +26,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ..release.unit import Unit
 from .svg_charts import (
     AFTER_COLOUR,
     BEFORE_COLOUR,
@@ -64,6 +65,11 @@ COMPARED = {
     "risk": "normalized risk",
     "loss": "normalized loss",
 }
+#: the labels that name the counted unit, with [person] (``release.unit``): persons, not records
+PERSON_FIGURES = {"records": "persons released", "mean_record_risk": "mean risk per person",
+                  "max_record_risk": "maximum risk per person", "k": "k (persons in the smallest group)",
+                  "sample_uniques": "sample-unique persons", "suppressed": "suppressed persons"}
+PERSON_COMPARED = {"max_record_risk": "maximum risk per person"}
 VERDICT_WORDS = {
     "passed": "Passed: every criterion of the release gate holds",
     "failed": "Failed: at least one criterion of the release gate does not hold",
@@ -97,14 +103,33 @@ def render_html(report: dict[str, Any]) -> str:
         warned = len(report["summary"]["cautions"])
         if warned:  # a pass is never shown alone when there is something to weigh
             words += f" — with {warned} caution{'' if warned == 1 else 's'} below"
+        unit = unit_of(report)
         return _environment().get_template(TEMPLATE).render(
-            r=report, charts=charts(report), figures=FIGURES, compared=COMPARED, verdict_words=words)
+            r=report, charts=charts(report), figures=figure_words(unit), compared=compared_words(unit),
+            verdict_words=words, unit=unit)
     except (jinja2.UndefinedError, KeyError, TypeError) as e:
         raise ValueError(f"the report dict does not follow the {FORMAT} contract: {e}") from e
 
 
+def unit_of(report: dict[str, Any]) -> Unit:
+    """What the report's figures count (its ``unit``; records for a dict written before it had one)."""
+    return Unit.from_dict(report.get("unit"))
+
+
+def figure_words(unit: Unit) -> dict[str, str]:
+    """The figures' labels in ``unit``'s words (``FIGURES`` for records)."""
+    return FIGURES | PERSON_FIGURES if unit.persons else dict(FIGURES)
+
+
+def compared_words(unit: Unit) -> dict[str, str]:
+    """The comparison table's column labels in ``unit``'s words (``COMPARED`` for records)."""
+    return COMPARED | PERSON_COMPARED if unit.persons else dict(COMPARED)
+
+
 def charts(report: dict[str, Any]) -> dict[str, Any]:
-    """Every chart of the page as finished SVG markup (escaped inside ``svg_charts``)."""
+    """Every chart of the page as finished SVG markup (escaped inside ``svg_charts``), its axes
+    in the unit the figures count."""
+    unit = unit_of(report)
     risk = report["risk"]
     hist = risk["record_risk_histogram"]
     sizes = risk["group_sizes"]
@@ -115,14 +140,15 @@ def charts(report: dict[str, Any]) -> dict[str, Any]:
         keys.append("population")
     out: dict[str, Any] = {
         "record_risk": Markup(histogram("record-risk-histogram", hist["edges"], hist["counts"],
-                                        title="Records by record risk", x_label="record risk (the last bin: 0.5 to 1)",
-                                        log_counts=True)),
+                                        title=("Persons by their risk" if unit.persons else "Records by record risk"),
+                                        x_label=f"{unit.risk} (the last bin: 0.5 to 1)", y_label=unit.many,
+                                        key="records", log_counts=True)),
         "group_sizes": Markup(paired_histogram(
             "group-size-histogram", sizes["edges"], series, keys=keys,
             title=("Released groups by size, in the sample and in the population" if len(series) > 1 else
-                   "Released groups by their records in the sample"),
-            x_label=("group size (records in the sample; " + counted + ")" if len(series) > 1 else
-                     "group size (records in the sample)"), y_label="groups")),
+                   f"Released groups by their {unit.many} in the sample"),
+            x_label=(f"group size ({unit.many} in the sample; " + counted + ")" if len(series) > 1 else
+                     f"group size ({unit.many} in the sample)"), y_label="groups")),
         "marginals": [
             {"qi": m["qi"],
              "before": Markup(bar_chart(f"marginal-{i}-before", [(b["label"], b["share"]) for b in m["before"]],

@@ -32,6 +32,7 @@ from ..release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from ..release.plan import ReleasePlan, plan_of
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
+from ..release.unit import Unit
 from . import release_contents as contents
 from .cautions import cautions
 from .frontier_report import CHECKPOINT, problem_identity, read_baselines
@@ -142,12 +143,13 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                              f"rows may leave, in a report either; leave out --sample-rows (the report shows "
                              f"synthetic rows) or pass --accept-risk \"REASON\"")
     status = _status(verdict)
+    unit = Unit.of(spec.person)  # the words of what the figures count: persons with [person]
     metrics = problem.evaluate(plan.item)
     original = problem.evaluate(problem.lattice.original())
     harbor, harbor_note = _safe_harbor(problem)
     groups = contents.Groups(problem, recoding, suppression, census=gate.census)  # the gate's census, built once
     if groups.suppressed != figures.suppressed:
-        raise ReportInputError(f"the release suppresses {figures.suppressed:,} records where its rule "
+        raise ReportInputError(f"the release suppresses {figures.suppressed:,} {unit.many} where its rule "
                                f"({suppression.rule if suppression else 'no suppression'}) gives "
                                f"{groups.suppressed:,} on the loaded data: the data changed while the report "
                                f"was built; run it again")
@@ -175,13 +177,16 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     comparison.append(_row("original data", original))
     no_census = _no_census(problem, recoding, groups)
     at_risk = groups.at_risk()
-    warnings = cautions(figure_dict, at_risk, model, no_census)
+    warnings = cautions(figure_dict, at_risk, model, no_census, unit)
+    # with [person] a suppressed person blanks every row of theirs: the rows are said beside the persons
+    suppressed_rows = (_suppressed_rows(problem, plan) if unit.persons and figures.suppressed else
+                       figures.suppressed)
 
     rules, per_qi, marginals = [], [], []
     for q, (qi, domain, qrec) in enumerate(zip(spec.qis, problem.domains, recoding.qis)):
         before = contents.original_marginal(problem, q)
         after = groups.records_per_label(q, qrec.n_groups)
-        rules.append(contents.rule(qi.name, qi.kind, domain, qrec, after))
+        rules.append(contents.rule(qi.name, qi.kind, domain, qrec, after, "row" if unit.persons else "record"))
         per_qi.append({"qi": qi.name, "information_kept": contents.information_kept(problem, q, qrec, groups)})
         ordered = qi.kind in ("integer", "date")
         released = float(after.sum()) + groups.suppressed
@@ -202,11 +207,13 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     return {
         "format": FORMAT, "version": VERSION, "created_at": utc_now(),
         "software": {"name": "deid-sql", "version": __version__},
-        "summary": {"verdict": status, "headline": _headline(figure_dict, verdict, status),
+        "summary": {"verdict": status,
+                    "headline": _headline(figure_dict, verdict, status, unit,
+                                          suppressed_rows if unit.persons else None),
                     "cautions": warnings, "spec": str(spec.path), "policy": readable, "released": _released(sidecar),
                     "operator": _operator()},
         "data": {
-            "source": (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)},
+            "source": _source(problem, gate, sidecar, figures),
             "population": _population(problem, gate, sidecar),
             "columns": _columns(problem, columns, qi_columns),
             "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": contents.domain_summary(d),
@@ -217,6 +224,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
                    "suppression": {"suppressed_records": figures.suppressed,
                                    "suppressed_groups": groups.suppressed_groups,
                                    "share": figures.suppressed / figures.records if figures.records else 0.0,
+                                   "suppressed_rows": suppressed_rows,
                                    **(suppression.to_dict() if suppression is not None else
                                       {"rule": None, "below": None, "groups": None})},
                    "sample": sample},
@@ -239,6 +247,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         "method": {"papers": method_papers(problem, model), "parameters": _parameters(problem, gate),
                    "commands": {"release": release_cmd, "report": report_cmd}},
         "attestation": {"fields": list(ATTESTATION)},
+        "unit": unit.to_dict(),  # what the figures count, in words (the keys stay "records", …)
     }
 
 
@@ -299,20 +308,23 @@ def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
     return safe_harbor_metrics(problem), None
 
 
-def _headline(f: dict[str, Any], verdict: Verdict, status: str) -> list[str]:
+def _headline(f: dict[str, Any], verdict: Verdict, status: str, unit: Unit,
+              suppressed_rows: int | None = None) -> list[str]:
+    """The verdict's sentences, in the unit the figures count (``release.unit``)."""
     out = [f"expected re-identifications {contents.number(f['expected_reidentifications'])} among "
-           f"{f['records']:,} records",
-           (f"no record's risk above {contents.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
-            "some records' risk is 1: they are the only person in the population with their released values")]
+           f"{f['records']:,} {unit.many}",
+           (f"no {unit.whose} risk above {contents.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
+            f"some {unit.many}' risk is 1: they are the only person in the population with their released values")]
     if f["k"] > 1:
-        out.append(f"every released group holds at least {f['k']:,} records")
+        out.append(f"every released group holds at least {unit.count(f['k'])}")
     elif f["records"]:
         n = f["sample_uniques"]
-        out.append(f"{n:,} record{' is' if n == 1 else 's are'} unique in the release (k = {f['k']})")
+        out.append(f"{unit.count(n)} {'is' if n == 1 else 'are'} unique in the release (k = {f['k']})")
     if f["suppressed"]:
-        out.append(f"{f['suppressed']:,} records suppressed")
+        rows = f" ({suppressed_rows:,} row{'' if suppressed_rows == 1 else 's'})" if suppressed_rows else ""
+        out.append(f"{f['suppressed']:,} {unit.many} suppressed{rows}")
     if verdict.original_data:
-        out.append("this release tells apart every record the source tells apart: it is the original data"
+        out.append(f"this release tells apart every {unit.one} the source tells apart: it is the original data"
                    + (", accepted by [release] allow_original_data" if verdict.allow_original_data else ""))
     if status == "passed":
         out.append(f"meets every release criterion of the spec ({len(verdict.checks)} checked)")
@@ -327,6 +339,32 @@ def _resolved(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: (v.result() if isinstance(v, Future) else v) for k, v in value.items()}
     return value
+
+
+def _source(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None,
+            figures: ReleaseFigures) -> dict[str, Any]:
+    """The Data section's source: the sidecar's (or the gate's) description, its row count under
+    "rows"; with ``[person]`` also its person key and how many persons the figures count."""
+    source = (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)}
+    person = problem.spec.person
+    if person is None:
+        return source
+    return source | {"person_key": person.column, "persons": figures.records}
+
+
+def _suppressed_rows(problem: Problem, plan: ReleasePlan) -> int:
+    """The rows a suppression blanks (every row of each suppressed person): one count over the
+    release query, the flag column as the gate reads it."""
+    from sqlglot import exp
+
+    from ..compile import col, ident
+    from ..release.figures import FLAG
+
+    relation = exp.Subquery(this=problem.query(plan, measuring=True), alias=exp.TableAlias(this=ident("deid_rows")))
+    flagged = exp.func("coalesce", exp.cast(col(FLAG), "BOOLEAN"), exp.false())
+    table = problem.backend.execute(exp.select(exp.alias_(exp.func("count", exp.Star()), "n"))
+                                    .from_(relation).where(flagged))
+    return int(table.column("n")[0].as_py() or 0)
 
 
 def _population(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None) -> Any:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..release.unit import Unit
+
 if TYPE_CHECKING:
     from ..problem import Problem
 
@@ -73,8 +75,17 @@ ESTIMATORS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 MODEL_NAMES = {"pitman": "Pitman", "zayatz": "Zayatz", "snb": "SNB", "dankar": "Dankar"}
 ATTACKER = "The attacker knows the quasi-identifiers (QIs) of the target and nothing else the release hides."
-LINKING = ("Records are only linked through the released QI labels; the other released columns add no identifying "
-           "information.")
+
+
+def linking(unit: Unit) -> str:
+    """The linking assumption, in the unit the figures count."""
+    return (f"{unit.Many} are only linked through the released QI labels; the other released columns add no "
+            f"identifying information.")
+
+
+def unit_of(problem: Problem) -> Unit:
+    """What the problem's figures count: persons with ``[person]``, else records."""
+    return Unit.of(problem.spec.person)
 
 
 def population_source(problem: Problem) -> str:
@@ -95,6 +106,7 @@ def population_sentence(problem: Problem) -> str:
     spec = problem.spec
     n = float(problem.sample.total)
     size = _size_words(problem)
+    u = unit_of(problem)
     if spec.risk in UNIQUENESS or spec.risk == "benedetti-franconi":
         return (f"no census: {size}, sampling fraction f = n/N = {n / problem.population_size:.4g}; the population "
                 f"size of each released group is not counted but estimated by the risk model "
@@ -104,9 +116,9 @@ def population_sentence(problem: Problem) -> str:
                 f"weights (column {spec.weights!r})")
     if spec.population_size is not None:
         return (f"no census: {size}, but the risk model {spec.risk!r} takes the sample as its own population "
-                f"(g = records in the released group); the population size is used only by the no-census "
+                f"(g = {u.many} in the released group); the population size is used only by the no-census "
                 f"estimates shown for comparison")
-    return "none: the sample is its own population (g = records in the released group)"
+    return f"none: the sample is its own population (g = {u.many} in the released group)"
 
 
 def _size_words(problem: Problem) -> str:
@@ -140,6 +152,7 @@ def describe_model(problem: Problem, released_m: np.ndarray, harbor_note: str | 
     histogram a dataset-level estimator fits, as the gate fits it)."""
     spec = problem.spec
     source = population_source(problem)
+    u = unit_of(problem)
     if spec.risk == "adversary":
         out = _adversary(problem, source)
     elif spec.risk == "benedetti-franconi":
@@ -154,8 +167,8 @@ def describe_model(problem: Problem, released_m: np.ndarray, harbor_note: str | 
         summary = RISK_MODELS.entry(spec.risk).get("summary") or spec.risk
         out = {"name": f"{spec.risk}: {summary}", "gamma": None,
                "record_risk": f"r(g) of the registered risk model {spec.risk!r} for a group of g people",
-               "expected_reidentifications": "Σ m/g over the released groups (each record 1/g)",
-               "assumptions": [ATTACKER, LINKING], "papers": [], "estimate": None, "adversary": None}
+               "expected_reidentifications": f"Σ m/g over the released groups (each {u.one} 1/g)",
+               "assumptions": [ATTACKER, linking(u)], "papers": [], "estimate": None, "adversary": None}
     # the chart's second series: g as the model reads it, counted (census) or estimated (weights)
     series = {"census": "population (census people)", "weights": "summed weights (estimated population)"}
     group_sizes = series.get(source) if spec.risk not in UNIQUENESS else None
@@ -169,52 +182,54 @@ def describe_model(problem: Problem, released_m: np.ndarray, harbor_note: str | 
 def _group_sizes_note(problem: Problem, source: str) -> str:
     """What the group-size chart shows beside the sample's bars, in words."""
     risk = problem.spec.risk
+    u = unit_of(problem)
     if risk in UNIQUENESS:
-        return ("each group's records in the sample only: there is no census, so no group's population size is "
-                "counted. The estimator reads this histogram of group sizes and estimates how many people are unique "
-                "in the population; only sample-unique records (groups of 1) can be")
+        return (f"each group's {u.many} in the sample only: there is no census, so no group's population size is "
+                f"counted. The estimator reads this histogram of group sizes and estimates how many people are unique "
+                f"in the population; only sample-unique {u.many} (groups of 1) can be")
     if source == "census":
-        return "each group's records in the sample and its people in the population (census table)"
+        return f"each group's {u.many} in the sample and its people in the population (census table)"
     if source == "weights":
-        return ("each group's records in the sample and its summed sampling weights, the estimate of its population "
-                "size (no census: no group is counted in the population)")
+        return (f"each group's {u.many} in the sample and its summed sampling weights, the estimate of its "
+                f"population size (no census: no group is counted in the population)")
     if risk == "benedetti-franconi":
         p = problem.record_risk.fraction
-        return (f"each group's records in the sample only: there is no census, so no group's population size is "
+        return (f"each group's {u.many} in the sample only: there is no census, so no group's population size is "
                 f"counted. Benedetti–Franconi does not need one: it takes the population size F of a group of m "
-                f"records as unknown, m plus a negative binomial(m, p = {p:.4g}) count, and averages 1/F over it "
+                f"{u.many} as unknown, m plus a negative binomial(m, p = {p:.4g}) count, and averages 1/F over it "
                 f"(F̂ = m/p = m·N/n on average)")
-    return ("each group's records in the sample only: there is no census, and the risk model takes each group's sample "
-            "records as its population (g = m)")
+    return (f"each group's {u.many} in the sample only: there is no census, and the risk model takes each group's "
+            f"sample {u.many} as its population (g = m)")
 
 
 def _population(problem: Problem, source: str) -> dict[str, Any]:
     spec = problem.spec
     gamma = float(spec.gamma)
+    u = unit_of(problem)
     if source == "census":
-        name = "population-based record risk (1/g)^γ, g counted in the census table"
-        g = (f"g = max(census people, sample records) of its released group ({problem.population_total:,} people in "
-             f"all)")
+        name = f"population-based {u.risk} (1/g)^γ, g counted in the census table"
+        g = (f"g = max(census people, sample {u.many}) of its released group ({problem.population_total:,} people "
+             f"in all)")
         where = (f"The population table counts every person the target could be; a released group covers "
-                 f"g = max(census people, sample records) of them ({problem.population_total:,} people in all).")
+                 f"g = max(census people, sample {u.many}) of them ({problem.population_total:,} people in all).")
     elif source == "weights":
-        name = "population-based record risk (1/g)^γ, g estimated by summed sampling weights (no census)"
+        name = f"population-based {u.risk} (1/g)^γ, g estimated by summed sampling weights (no census)"
         g = f"g = the summed sampling weights (column {spec.weights!r}) of its released group"
-        where = (f"No census: each record stands for as many people as its sampling weight (column {spec.weights!r}), "
-                 f"so a released group's summed weights estimate its population size g.")
+        where = (f"No census: each {u.one} stands for as many people as its sampling weight (column "
+                 f"{spec.weights!r}), so a released group's summed weights estimate its population size g.")
     else:
-        name = "sample-based record risk (1/m)^γ: the sample is its own population (no census)"
-        g = "g = m, the records of its released group in the sample"
-        where = ("No census: the sample is its own population, so a released group of m records stands for m people "
-                 "(the prosecutor's view, where the attacker knows the target is in the data).")
+        name = f"sample-based {u.risk} (1/m)^γ: the sample is its own population (no census)"
+        g = f"g = m, the {u.many} of its released group in the sample"
+        where = (f"No census: the sample is its own population, so a released group of m {u.many} stands for m "
+                 f"people (the prosecutor's view, where the attacker knows the target is in the data).")
     record = f"(1/g)^γ with γ = {gamma:g}, {g}"
-    expected = ("Σ m/g over the released groups: each record is re-identified with probability 1/g"
+    expected = (f"Σ m/g over the released groups: each {u.one} is re-identified with probability 1/g"
                 + ("; with g = m this is the number of released groups" if source == "sample" else ""))
     return {"name": name, "gamma": gamma, "record_risk": record, "expected_reidentifications": expected,
-            "assumptions": [ATTACKER, where, LINKING,
-                            f"A record in a group of g people is re-identified with probability (1/g)^γ, "
+            "assumptions": [ATTACKER, where, linking(u),
+                            f"A {u.one} in a group of g people is re-identified with probability (1/g)^γ, "
                             f"γ = {gamma:g}."],
-            "papers": [_cite("benitez2010", "the population-based record risk (1/g)^γ (eq. 1)"),
+            "papers": [_cite("benitez2010", f"the population-based {u.risk} (1/g)^γ (eq. 1)"),
                        _cite("xia2013", "risk normalized by the original data's (eq. 2–3)")],
             "estimate": None, "adversary": None}
 
@@ -222,36 +237,39 @@ def _population(problem: Problem, source: str) -> dict[str, Any]:
 def _benedetti_franconi(problem: Problem) -> dict[str, Any]:
     model = problem.record_risk
     spec = problem.spec
+    u = unit_of(problem)
     if model.weighted:
         p = (f"p = m / F̂, F̂ the group's summed sampling weights (column {spec.weights!r}), the Horvitz–Thompson "
              f"estimate of its population size")
     else:
-        p = (f"p = n/N = {model.fraction:.4g} for every group (no weights: each record stands for N/n = "
+        p = (f"p = n/N = {model.fraction:.4g} for every group (no weights: each {u.one} stands for N/n = "
              f"{1 / model.fraction:,.1f} people)")
     return {"name": "Benedetti–Franconi individual risk E[1/F | f = m] (no census: estimated from the sample)",
             "gamma": None,
-            "record_risk": (f"E[1/F | f = m] for a record in a released group of m sample records, F its unknown "
-                            f"population size, F − m negative binomial(m, p), {p}"),
-            "expected_reidentifications": ("Σ m·E[1/F | m] over the released groups: Benedetti–Franconi's global "
-                                           "risk, the expected number of records re-identified"),
+            "record_risk": (f"E[1/F | f = m] for a {u.one} in a released group of m sample {u.many}, F its "
+                            f"unknown population size, F − m negative binomial(m, p), {p}"),
+            "expected_reidentifications": (f"Σ m·E[1/F | m] over the released groups: Benedetti–Franconi's global "
+                                           f"risk, the expected number of {u.many} re-identified"),
             "assumptions": [
                 ATTACKER,
                 f"No census: no group's population size is counted. The sample is drawn from a population of "
                 f"{_size_words(problem)}; sampling fraction f = n/N = {model.fraction:.4g}.",
-                "Given its m sample records, a group's population size F is m plus a negative binomial(m, p) count "
-                "(Benedetti & Franconi's superpopulation model); a record's risk is E[1/F], 1/F being the chance "
-                "of picking the target among the F people who share its released values.",
+                f"Given its m sample {u.many}, a group's population size F is m plus a negative binomial(m, p) "
+                f"count (Benedetti & Franconi's superpopulation model); a {u.whose} risk is E[1/F], 1/F being the "
+                f"chance of picking the target among the F people who share its released values.",
                 "Closed forms for m = 1, 2, 3 and sdcMicro's approximation p/(m − 1 + p) for m ≥ 4; when p = 1 "
                 "the group is its own population (risk 1/m).",
-                LINKING],
+                linking(u)],
             "papers": [_cite("benedetti1998", "the individual risk E[1/F | f] without a census (the risk model)"),
-                       _cite("templ2015", "sdcMicro's approximation of E[1/F | f] for groups of 4 or more records")],
+                       _cite("templ2015", f"sdcMicro's approximation of E[1/F | f] for groups of 4 or more "
+                                          f"{u.many}")],
             "estimate": None, "adversary": None}
 
 
 def _uniqueness(problem: Problem, released_m: np.ndarray) -> dict[str, Any]:
     spec = problem.spec
     model = problem.record_risk
+    u = unit_of(problem)
     words, keys = ESTIMATORS[spec.risk]
     estimate = None
     fitted = ""
@@ -260,7 +278,8 @@ def _uniqueness(problem: Problem, released_m: np.ndarray) -> dict[str, Any]:
         estimate = {"estimator": spec.risk, "model": est.model, "population_uniques": float(est.uniques),
                     "share": float(share), "note": est.note, "fallback_from": est.fallback_from}
         fitted = (f"On this release {MODEL_NAMES.get(spec.risk, spec.risk)} estimates {est.uniques:,.4g} population "
-                  f"uniques, so a sample-unique record is unique in the population with probability π = {share:.4g}")
+                  f"uniques, so a sample-unique {u.one} is unique in the population with probability "
+                  f"π = {share:.4g}")
         if spec.risk == "dankar":
             fitted += f"; the rule took {MODEL_NAMES.get(est.model, est.model)}"
         if est.fallback_from:
@@ -271,19 +290,19 @@ def _uniqueness(problem: Problem, released_m: np.ndarray) -> dict[str, Any]:
         ATTACKER,
         f"No census: no group's population size is counted. The sample is drawn from a population of "
         f"{_size_words(problem)}; sampling fraction f = n/N = {model.fraction:.4g}.",
-        "Only a record that is unique in the population can be re-identified with certainty, and a population "
-        "unique that is in the sample is a sample unique: a record sharing its released values with another "
-        "record has risk 0 here.",
+        f"Only a {u.one} that is unique in the population can be re-identified with certainty, and a population "
+        f"unique that is in the sample is a sample unique: a {u.one} sharing its released values with another "
+        f"{u.one} has risk 0 here.",
         f"The number of population uniques U is estimated from the sample's histogram of group sizes by {words}.",
-        LINKING]
+        linking(u)]
     if fitted:
         assumptions.append(fitted)
     return {"name": f"population uniqueness by {MODEL_NAMES.get(spec.risk, spec.risk)} (no census: estimated "
                     f"from the sample)", "gamma": None,
-            "record_risk": ("π = min(1, f·U/u1) for each sample-unique record (U the estimated population uniques of "
-                            "this release, u1 its sample uniques, f = n/N), 0 for every other record"),
-            "expected_reidentifications": ("f·U, at most u1: the expected number of sample records that are unique in "
-                                           "the population"),
+            "record_risk": (f"π = min(1, f·U/u1) for each sample-unique {u.one} (U the estimated population uniques "
+                            f"of this release, u1 its sample uniques, f = n/N), 0 for every other {u.one}"),
+            "expected_reidentifications": (f"f·U, at most u1: the expected number of sample {u.many} that are unique "
+                                           f"in the population"),
             "assumptions": assumptions,
             "papers": [_cite(k, "the risk model: population uniques estimated from the sample") for k in keys],
             "estimate": estimate, "adversary": None}
@@ -294,17 +313,19 @@ def _adversary(problem: Problem, source: str) -> dict[str, Any]:
 
     params = problem.spec.feature("adversary")
     t = thresholds(params)
+    u = unit_of(problem)
+    risks = "risks per person" if u.persons else "record risks"
     g = {"census": "its released group's people in the census table",
-         "weights": "its released group's summed sampling weights"}.get(source, "its released group's sample records "
-                                                                                "(no census: g = m)")
+         "weights": "its released group's summed sampling weights"}.get(source, f"its released group's sample "
+                                                                                f"{u.many} (no census: g = m)")
     return {"name": "adversary: P(re-identification) × loss under the attacker's optimal attack",
             "gamma": None,
             "record_risk": (f"P(re-identification) × loss under the attacker's optimal policy (a Markov decision "
                             f"process) against an external data set holding max(1, round(prior · g)) of the g "
-                            f"people of the record's group, g = {g}"),
-            "expected_reidentifications": ("Σ m/g over the released groups (each record 1/g): the population "
-                                           "figure, beside the adversary's record risks (mean, maximum and "
-                                           "normalized risk)"),
+                            f"people of the {u.whose} group, g = {g}"),
+            "expected_reidentifications": (f"Σ m/g over the released groups (each {u.one} 1/g): the population "
+                                           f"figure, beside the adversary's {risks} (mean, maximum and "
+                                           f"normalized risk)"),
             "assumptions": [
                 ATTACKER,
                 "The attacker is rational: pays to access an external data set, links and exploits only while the "
@@ -312,9 +333,9 @@ def _adversary(problem: Problem, source: str) -> dict[str, Any]:
                 f"A share prior = {params.prior:g} of the population is in the external data set the attacker links.",
                 f"Groups of fewer than k = {t.k} external matches are fully exploited; groups of at least "
                 f"k′ = {t.k_prime} are not attacked at all.",
-                LINKING],
-            "papers": [_cite("xia2017", "the adversary's re-identification attack as a Markov decision process: "
-                                        "record risk = P(re-identification) × loss, thresholds k and k′"),
+                linking(u)],
+            "papers": [_cite("xia2017", f"the adversary's re-identification attack as a Markov decision process: "
+                                        f"{u.risk} = P(re-identification) × loss, thresholds k and k′"),
                        _cite("xia2013", "risk normalized by the original data's (eq. 2–3)")],
             "estimate": None,
             "adversary": {"parameters": params.to_dict(), "describe": params.describe(),

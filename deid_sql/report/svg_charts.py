@@ -163,12 +163,14 @@ def count_ticks(peak: float, log: bool) -> tuple[list[tuple[float, float]], Call
 
 
 def histogram(chart_id: str, edges: Sequence[float], counts: Sequence[float], *, title: str, x_label: str,
-              y_label: str = "records", colour: str = AFTER_COLOUR, log_counts: bool = False) -> str:
+              y_label: str = "records", colour: str = AFTER_COLOUR, log_counts: bool = False,
+              key: str | None = None) -> str:
     """Bins as equal-width bars (edges may be on a log scale), each edge labelled below its line;
-    ``log_counts``: counts on a log axis, each bar with its count written above it."""
+    ``log_counts``: counts on a log axis, each bar with its count written above it.  ``key``: the
+    counts' ``data-`` attribute name (default ``y_label``), a format that need not follow the words."""
     return paired_histogram(chart_id, edges, [(y_label, counts, colour)], title=title, x_label=x_label,
                             y_label=y_label + (" (log scale)" if log_counts else ""), log_counts=log_counts,
-                            keys=[y_label])
+                            keys=[key or y_label])
 
 
 def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tuple[str, Sequence[float], str]], *,
