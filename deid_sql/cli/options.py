@@ -236,9 +236,12 @@ def echo_release(written: Any, err: bool = False) -> None:
     def echo(line: str) -> None:
         click.echo(line, err=err)
 
+    from ..release.unit import PERSONS, RECORDS
+
+    unit = PERSONS if f.unit == PERSONS.many else RECORDS  # the figures' words: "max risk per person"
     groups = f"{f.groups:,} group" + ("" if f.groups == 1 else "s")
     echo(f"  released {f.records:,} {f.unit}: {groups}, k = {f.k:,}, expected re-identifications "
-         f"{f.expected_reidentifications:,.4g}, max record risk {f.max_record_risk:.4g}, risk {f.risk:.4g}"
+         f"{f.expected_reidentifications:,.4g}, max {unit.risk} {f.max_record_risk:.4g}, risk {f.risk:.4g}"
          + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
          + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
     checks = "; ".join(f"{c.figure} {c.value:.6g} {'<=' if c.at_most else '>='} {c.limit:.6g}"
