@@ -83,6 +83,26 @@ def verify_release(sidecar: dict[str, Any], where: Path, backend: Backend | None
         return
     if kind == "table":
         _verify_table(release, name, where, backend)
+    if kind == "set":
+        _verify_set(release, where)
+
+
+def _verify_set(release: dict[str, Any], where: Path) -> None:
+    """Every file of a set's folder as its record (``release.json``, in that folder) lists it, by
+    its SHA-256.  (A set written as engine tables keeps its record in a table, not a file.)"""
+    for table in release.get("tables") or []:
+        if not isinstance(table, dict):
+            continue
+        if "file" in table:
+            path = where.parent / str(table["file"])
+            if not path.is_file():
+                raise ReleaseMismatch(f"set {where.parent} does not match its record {where}: {path.name} is gone; "
+                                      f"report a release that is still there")
+            now = file_sha256(path)
+            if table.get("sha256") != now:
+                raise ReleaseMismatch(f"set {where.parent} does not match its record: {path.name} has sha256 "
+                                      f"{now[:16]}…, {str(table.get('sha256'))[:16]}… recorded; the file was "
+                                      f"changed after it was released")
 
 
 def _release_file(release: dict[str, Any], where: Path) -> Path:

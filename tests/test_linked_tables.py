@@ -412,6 +412,39 @@ def test_the_report_of_a_set_lists_its_tables_with_the_records_figures(tmp_path:
     assert 'data-role="shift" data-shift-days="20"' in page and "shifted (by up to ±20 days)" in page
 
 
+def test_deid_sql_report_of_a_set_before_and_after_its_release(tmp_path: Path) -> None:
+    """``deid-sql report`` takes a set's spec: with --policy it previews every table's rows (nothing
+    written), with --from-release it reports the set its release.json records, after checking every
+    file of the folder against its hash; a changed file is refused in one line."""
+    spec = write(tmp_path, tables())
+    preview = tmp_path / "preview.html"
+    result = run("report", spec, "--policy", POLICY, "--suppress-below", "2", "--out", preview)
+    assert result.exit_code == 0, result.output
+    assert run("materialize", spec, "--policy", POLICY, "--suppress-below", "2", "--out", tmp_path / "release",
+               ).exit_code == 0
+    record = json.loads((tmp_path / "release" / "release.json").read_text(encoding="utf-8"))
+    after = tmp_path / "after.html"
+    result = run("report", spec, "--from-release", tmp_path / "release" / "release.json", "--out", after)
+    assert result.exit_code == 0, result.output
+    recorded = record["release"]["tables"]
+    for page, form in ((preview, "not written"), (after, "file")):
+        twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+        listed = twin["data"]["set"]["tables"]
+        assert [t["name"] for t in listed] == [t["name"] for t in recorded] == list(NAMES)
+        assert [t["rows"] for t in listed] == [t["rows"] for t in recorded]
+        assert [t["removed_with_suppressed_persons"] for t in listed[1:]] == [
+            t["removed_with_suppressed_persons"] for t in recorded[1:]]
+        assert {t["form"] for t in listed} == {form}
+        for key in ("records", "groups", "k", "suppressed"):
+            assert twin["risk"]["figures"][key] == record["figures"][key], key
+    assert "none: a policy, not yet released" in preview.read_text(encoding="utf-8")
+    linked = tmp_path / "release" / recorded[1]["file"]
+    linked.write_bytes(linked.read_bytes() + b"\0")  # changed after the release
+    one_line(run("report", spec, "--from-release", tmp_path / "release" / "release.json", "--out",
+                 tmp_path / "late.html"), f"{recorded[1]['file']} has sha256")
+    assert not (tmp_path / "late.html").exists()
+
+
 def test_a_sets_report_is_refused_inside_its_folder_and_a_failed_report_removes_the_set(tmp_path: Path) -> None:
     spec = write(tmp_path, tables(30))
     out = tmp_path / "release"

@@ -262,8 +262,9 @@ def set_section(record: dict[str, Any], where: str, spec: Spec) -> dict[str, Any
         linked = t["role"] == "linked"
         columns = [{"name": c["name"], "role": c["role"], "words": ROLE_WORDS.get(c["role"], c["role"]),
                     "shift_days": days if c["role"] == "shift" else None} for c in t["columns"]]
-        tables.append({"name": t["name"], "role": t["role"], "written_to": t.get("file") or t.get("table"),
-                       "form": "file" if "file" in t else "table", "rows": t["rows"], "source": t["source"],
+        form = "file" if "file" in t else "table" if "table" in t else "not written"  # a policy's preview
+        tables.append({"name": t["name"], "role": t["role"], "written_to": t.get("file") or t.get("table") or "",
+                       "form": form, "rows": t["rows"], "source": t["source"],
                        "source_rows": t["source_rows"] if linked else record["source"]["rows"],
                        "person": t.get("person", spec.person.column if spec.person is not None else None),
                        "orphans": t.get("orphans"), "orphans_rule": t.get("orphans_rule"),
