@@ -312,8 +312,8 @@ def _no_census(problem: Problem, spec: Path, label: str, chosen: Policy) -> None
                f"f = {f['sampling_fraction']:.3f}), {label}:")
     click.echo(f"  census:    expected re-identifications {census.expected_reidentifications:.1f}, "
                f"{census.sample_unique_records} sample uniques")
-    estimates = ", ".join(f"{k} {f[k]['population_uniques']:,.3g}" if "population_uniques" in f[k] else f"{k} failed"
-                          for k in ("pitman", "zayatz", "snb"))
+    estimates = ", ".join(f"{k} {f[k]['population_uniques']:,.3g}" if "population_uniques" in f[k] else
+                          f"{k} none (its model did not converge on this data)" for k in ("pitman", "zayatz", "snb"))
     click.echo(f"  no census: population uniques {estimates}; Dankar's rule takes {dankar.get('model', '-')}: "
                f"{m.risk_sum:.3g} sample records expected unique in the population; Benedetti-Franconi "
                f"expects {f['benedetti_franconi']['expected_reidentifications']:.1f} re-identifications")
