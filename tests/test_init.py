@@ -152,7 +152,7 @@ def test_init_on_adult(run, tmp_path: Path) -> None:
     assert '# no_riskier_than = "safe-harbor" needs QIs with role "zip" and role "age"' in spec.read_text()
     # ARX's hierarchy files beside the data are attached to the QIs proposed for their columns, and named in
     # the review notes of the columns dropped; anonymize then searches their levels, not only kept and "*"
-    folder = ADULT.parent
+    folder = ADULT.resolve().parent  # outside the spec's folder: absolute, as the source is
     assert {q["name"]: q.get("hierarchy") for q in raw["qi"]} == {
         n: (folder / f"adult_hierarchy_{n}.csv").as_posix() for n in ("sex", "age", "race", "marital-status")}
     assert f'hierarchy = "{(folder / "adult_hierarchy_education.csv").as_posix()}"' in spec.read_text()
