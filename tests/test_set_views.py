@@ -20,29 +20,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
-from deid_sql.cli import cli
 from deid_sql.contract.pseudonym import pads, pseudonym
 from tests.engines import Engine, engine_fixture, engine_params, read_duckdb
 from tests.test_linked import KEY, secret, tables, utc_rows, write
+from tests.test_linked_tables import one_line, run
 
 assert secret  # the fixture setting the key, used by every test here
 
 NAMES = ("patients", "encounters", "diagnoses")
 POLICY = "age:every=10"
 ARGS = ("--policy", POLICY, "--suppress-below", "2")
-
-
-def run(*args: Any) -> Any:
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-def one_line(result: Any, expected: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and expected in lines[0], result.output
-    assert "Traceback" not in result.output
 
 
 def with_enc_ids(text: str) -> str:
