@@ -86,6 +86,24 @@ def test_a_bad_set_request_is_one_line_and_writes_nothing(tmp_path: Path) -> Non
         assert not out.exists()
 
 
+def test_dbt_of_a_set_with_report_lists_every_model_with_its_rows(tmp_path: Path) -> None:
+    """``dbt SET --report``: the report of the set (its gate is the set's, not a single table's), with
+    every model listed and the rows its sidecar records."""
+    spec = warehouse(tmp_path)
+    out, page = tmp_path / "wh", tmp_path / "set-report.html"
+    result = CliRunner().invoke(cli, ["dbt", str(spec), "--policy", "age:every=20", "--project", str(out),
+                                      "--report", str(page)])
+    assert result.exit_code == 0, result.output
+    sidecar = json.loads((out / "models" / "deid_patients.release.json").read_text(encoding="utf-8"))
+    twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+    listed = twin["data"]["set"]["tables"]
+    assert [(t["written_to"], t["rows"]) for t in listed] == [(m["model"], m["rows"]) for m in
+                                                             sidecar["release"]["models"]]
+    assert [t["removed_with_suppressed_persons"] for t in listed[1:]] == [
+        m["removed_with_suppressed_persons"] for m in sidecar["release"]["models"][1:]]
+    assert twin["risk"]["figures"]["records"] == sidecar["figures"]["records"]
+
+
 @pytest.mark.slow
 def test_dbt_run_of_a_set_gives_materialize_sets_rows_with_no_key_in_any_file(tmp_path: Path) -> None:
     pytest.importorskip("dbt")

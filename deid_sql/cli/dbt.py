@@ -22,7 +22,7 @@ from .options import (
     renamed,
     spec_argument,
 )
-from .report import finish_release_report, prepare_release_report, report_option
+from .report import add_set, finish_release_report, prepare_release_report, report_option, set_preview
 
 
 @click.command(name="dbt")
@@ -104,7 +104,8 @@ def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path
         raise OutputError(f"{'--model' if model is not None else '--source-table'} names one table's model; a spec "
                           f"with [[table]] gets one model per table: name them with --prefix")
     plan = release_plan(problem, policy, levels)
-    pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, f"dbt models of a set in {project}")
+    pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, f"dbt models of a set in {project}",
+                                     whole_set=True)
     out = write_dbt_set(problem, plan, project, prefix=DEFAULT_PREFIX if prefix is None else prefix,
                         source_name=source_name, source_schema=source_schema, dialect=dialect, k=k,
                         materialized=materialized, profile=profile, overwrite=overwrite, accept_risk=accept_risk)
@@ -119,6 +120,10 @@ def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path
     echo_release(out)
     if pending is not None:
         pending.report["summary"]["released"] = f"dbt models {', '.join(out.models)} in project {project}"
+        record = set_preview(problem, plan)  # the rows each model holds once dbt runs, with each column's role
+        for table, name in zip(record["release"]["tables"], out.models):
+            table["table"] = name
+        add_set(pending, record, str(out.sidecar), problem.spec)
     finish_release_report(pending, [])
     click.echo(f"next: dbt run && dbt test  (in {project}, with ${problem.spec.columns.secret_env} set: the plugin "
                f"reads the key from it)")
