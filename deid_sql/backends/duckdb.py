@@ -299,8 +299,7 @@ class DuckDBBackend(Backend):
                     con.execute(render(exp.Create(this=_target(name), kind="TABLE", expression=query)))
                 for name, query, expected in views:
                     con.execute(render(exp.Create(this=_target(name), kind="VIEW", expression=query)))
-                    found = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(_target(name))))
-                    rows.append(int(found.fetchall()[0][0]))
+                    rows.append(_row_count(con, _target(name)))
                     if rows[-1] != expected:
                         raise OutputError(f"view {name} shows {rows[-1]:,} rows, not the {expected:,} its tables "
                                           f"held when the set was judged (the data changed meanwhile?); no view of "
@@ -358,9 +357,7 @@ class DuckDBBackend(Backend):
                         finally:  # (in an aborted transaction this fails too: the first error speaks)
                             with suppress(duckdb.Error):
                                 con.unregister("deid_incoming")
-                        count = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target.copy())))
-                        found = count.fetchall()
-                        rows.append(int(found[0][0]) if found else -1)
+                        rows.append(_row_count(con, target.copy()))
                         if rows[-1] != expected:
                             raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
                     if finish is not None:
@@ -491,6 +488,13 @@ def _connect(database: Path) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as e:
         raise OutputError(f"cannot open {database} as a DuckDB database ({_one_line(e)}); "
                           f"pick another file") from None
+
+
+def _row_count(con: duckdb.DuckDBPyConnection, target: exp.Table) -> int:
+    """The rows a table or view of this session holds now (-1 when the count returns nothing), to
+    check a write against the count the gate judged."""
+    found = con.execute(render(exp.select(exp.func("count", exp.Star())).from_(target))).fetchall()
+    return int(found[0][0]) if found else -1
 
 
 def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
