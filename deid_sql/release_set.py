@@ -181,9 +181,28 @@ def prepare_set(problem: Problem, plan: ReleasePlan, call: str, accept_risk: str
     backend = problem.backend
     person_query = problem.query(plan)
     prejudge(backend, person_query, gate)
-    kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
+    kept = _kept(problem, plan)
     linked = linked_sources(problem, kept)
     return PreparedSet(gate, person_query, linked, [linked_query(backend, spec, s, kept) for s in linked])
+
+
+def _kept(problem: Problem, plan: ReleasePlan) -> exp.Select:
+    """The persons the person source's release keeps (``linked_rows.kept_keys``)."""
+    assert problem.spec.person is not None
+    return kept_keys(problem.query(plan, roles=False), problem.spec.person.column, plan.suppression is not None)
+
+
+def preview(problem: Problem, plan: ReleasePlan) -> dict[str, Any]:
+    """A set's tables as its release would write them, for the report of a policy not yet released
+    (or of dbt models not yet run): each table's rows counted where the data is (orphans by their
+    rule, the rows of persons the suppression removes), nothing written.  Shaped as a set's record
+    (``entry``), with no file or table named."""
+    spec = problem.spec
+    rows = problem.source_rows
+    tables = [entry(spec.source_name, {}, rows, problem.released_columns, spec.source.describe())]
+    tables += [entry(s.table.name, {}, s.released, released_columns(s), s.table.source.describe(), s)
+               for s in linked_sources(problem, _kept(problem, plan))]
+    return {"release": {"rows": sum(t["rows"] for t in tables), "tables": tables}, "source": {"rows": rows}}
 
 
 def materialize_set(problem: Problem, plan: ReleasePlan, out: str | Path, fmt: str | None = None,
@@ -230,5 +249,5 @@ def entry(name: str, where: dict[str, Any], rows: int, columns: list[tuple[str, 
 
 
 __all__ = ["FILE_FORMATS", "SIDECAR", "PreparedSet", "SetTable", "WrittenSet", "WrittenTable", "check_folder",
-           "check_set_folder", "count_linked", "entry", "linked_sources", "materialize_set", "prepare_set",
+           "check_set_folder", "count_linked", "entry", "linked_sources", "materialize_set", "prepare_set", "preview",
            "set_release", "write_tables"]

@@ -22,7 +22,7 @@ from .options import (
     renamed,
     spec_argument,
 )
-from .report import add_set, finish_release_report, prepare_release_report, report_option, set_preview
+from .report import add_set, finish_release_report, prepare_release_report, report_option
 
 
 @click.command(name="dbt")
@@ -120,7 +120,9 @@ def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path
     echo_release(out)
     if pending is not None:
         pending.report["summary"]["released"] = f"dbt models {', '.join(out.models)} in project {project}"
-        record = set_preview(problem, plan)  # the rows each model holds once dbt runs, with each column's role
+        from ..release_set import preview
+
+        record = preview(problem, plan)  # the rows each model holds once dbt runs, with each column's role
         for table, name in zip(record["release"]["tables"], out.models):
             table["table"] = name
         add_set(pending, record, str(out.sidecar), problem.spec)

@@ -121,32 +121,16 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         built = build_report(problem, plan, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
                              accept_risk=accept_risk, whole_set=linked)
         if linked:
+            from ..release_set import preview
             from ..report.release_report import set_section
 
-            record = sidecar if sidecar is not None and release is not None else set_preview(problem, plan)
+            record = sidecar if sidecar is not None and release is not None else preview(problem, plan)
             where = str(release) if sidecar is not None else "none: a policy, not yet released"
             built["data"]["set"] = set_section(record, where, problem.spec)
         if sidecar is not None:
             check_against_release(built, sidecar, release)
         paths = write_report(built, out, overwrite)
     echo_report(built, paths)
-
-
-def set_preview(problem: Problem, plan: ReleasePlan) -> dict[str, Any]:
-    """A set's tables as its release would write them, for the report of a policy not yet released:
-    each table's rows counted where the data is (orphans by their rule, the rows of persons the
-    suppression removes), nothing written.  Shaped as a set's record (``release_set.entry``)."""
-    from ..linked_rows import kept_keys, released_columns
-    from ..release_set import entry, linked_sources
-
-    spec = problem.spec
-    assert spec.person is not None
-    kept = kept_keys(problem.query(plan, roles=False), spec.person.column, plan.suppression is not None)
-    opened = linked_sources(problem, kept)
-    person_rows = problem.source_rows
-    tables = [entry(spec.source_name, {}, person_rows, problem.released_columns, spec.source.describe())]
-    tables += [entry(s.table.name, {}, s.released, released_columns(s), s.table.source.describe(), s) for s in opened]
-    return {"release": {"rows": sum(t["rows"] for t in tables), "tables": tables}, "source": {"rows": person_rows}}
 
 
 def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -> ReleasePlan:
