@@ -144,7 +144,7 @@ def cells_against_group_by(spec_path: Path) -> tuple[float, float, float]:
         ours = time.perf_counter() - start
         assert not fast.unsure(result), "the load would run the exact query too"
         same_columns = plain.copy().select(*(exp.alias_(exp.func("min", col(c)), f"m{i}") for i, c in enumerate(
-            [q.column for q in spec.qis] + [spec.person.order] if spec.person.order else [])))
+            [q.column for q in spec.qis] + ([spec.person.order] if spec.person.order else []))))
         start = time.perf_counter()
         backend.execute(plain)
         base = time.perf_counter() - start
