@@ -74,9 +74,6 @@ class Input:
     database: str | None
     relation: str             # a Jinja expression of its relation when dbt runs
 
-    def shown(self) -> str:
-        return ".".join(p for p in (self.database, self.schema, self.identifier) if p is not None)
-
 
 def source_input(what: str, name: str, table: str, identifier: str, schema: str | None,
                  database: str | None) -> Input:
