@@ -69,6 +69,7 @@ def refused(spec: Path, out: Path, *args: str, policy: str = POLICY) -> str:
 
 # -- refused when the files are written -----------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, fragment", [
     (["--model", "patients"], "model patients would replace the source table patients in the same schema"),
     (["--model", "PATIENTS"], "model PATIENTS would replace the source table patients"),
@@ -96,6 +97,7 @@ def test_a_spec_table_spelled_otherwise_is_the_same_input(hospital, tmp_path: Pa
     assert "model patients would replace the source table PATIENTS" in line
 
 
+@pytest.mark.slow
 def test_inputs_dbt_cannot_reach_or_another_schema_are_left_to_run_time(hospital, tmp_path: Path) -> None:
     """A census in a file or in another DuckDB file is no table of the warehouse: a model may have its
     name.  A source in a named schema collides only when the profile's schema is that one: written,
@@ -116,6 +118,7 @@ def test_inputs_dbt_cannot_reach_or_another_schema_are_left_to_run_time(hospital
     assert "macro deid_sql_refuse_inputs(relation, inputs)" in (out / "macros" / "deid_sql_tests.sql").read_text()
 
 
+@pytest.mark.slow
 def test_every_model_of_a_set_against_every_table_of_the_set(tmp_path: Path, monkeypatch) -> None:
     """One ``dbt run`` builds every model of a set: a linked table's model named like the person
     source's table would replace it, though it reads another table."""
