@@ -3,14 +3,15 @@
 ``write_dbt(problem, plan, project)`` (``model.py``) writes into a dbt project folder (creating a
 minimal ``dbt_project.yml`` when there is none, never replacing one):
 
-- ``models/<model>.sql``: ``{{ config(materialized=...) }}`` and the generalizing
-  ``SELECT`` rendered for the target dialect, its source table replaced by
-  ``{{ source('<source>', '<table>') }}``;
+- ``models/<model>.sql``: ``{{ config(materialized=...) }}``, the run-time refusal to build
+  over one of its inputs (``inputs.guard``), and the generalizing ``SELECT`` rendered for the
+  target dialect, its source table replaced by ``{{ source('<source>', '<table>') }}``;
 - ``models/<model>.yml``: the model with the policy, rules, risk, loss, KL and k in
   ``meta``, and its tests: same row count as the source, every QI value one of the
   policy's labels, and (with ``k``) no group of the QIs smaller than k;
 - ``models/deid_sql_source__<source>__<table>.yml``: the source (shared by models over it);
-- ``macros/deid_sql_tests.sql``: the generic tests (shared; identical for every model);
+- ``macros/deid_sql_tests.sql``: the generic tests and ``deid_sql_refuse_inputs`` (shared;
+  identical for every model);
 - ``macros/deid_sql_labels__<model>.sql``: per QI a generic test holding every label the
   policy can give that QI (its groups' labels; a value kept alone is its own label) as
   SQL literals of the dialect.  The labels live in a macro file, not in the yml, so the
@@ -18,8 +19,11 @@ minimal ``dbt_project.yml`` when there is none, never replacing one):
   labels are never re-typed by YAML or rendered as Jinja by dbt, and no seed has to be
   loaded before ``dbt test``.
 
-Everything is computed and checked first; then the files are written to temporary
-siblings and renamed together, so a failure writes nothing.  Writing needs no dbt.
+A model named like one of its inputs (the source, the census, a table of the set) in the
+profile's schema is refused before anything is computed (``inputs.refuse_replacing``): ``dbt run``
+would replace the input with the release.  Everything is computed and checked first; then the
+files are written to temporary siblings and renamed together, so a failure writes nothing.
+Writing needs no dbt.
 """
 
 from .files import MATERIALIZATIONS, SENTINEL, dbt_dialect

@@ -20,6 +20,7 @@ from ..recoding import Recoding
 from ..release.figures import FLAG
 from ..release.plan import ReleasePlan
 from ..spec import QISpec
+from .inputs import GUARD_MACRO, Input, guard, name_parts, source_input, table_input, table_parts
 from .text import header, jinja_str, jinja_text, splice_source, yaml_dump
 
 MATERIALIZATIONS = ("table", "view")
@@ -66,17 +67,23 @@ from {{ model }}
 group by {{ quoted | join(', ') }}
 having count(*) < {{ k | int }}
 {% endtest %}
-"""
+""" + GUARD_MACRO
 
 
 @dataclass(frozen=True)
 class Source:
-    """The dbt source: its name, the dbt table name, the identifier in the warehouse, the schema."""
+    """The dbt source: its name, the dbt table name, the identifier in the warehouse, the schema
+    (None: the profile's), the database (None: the profile's)."""
 
     name: str
     table: str
     identifier: str
     schema: str | None
+    database: str | None = None
+
+    def input(self, what: str) -> Input:
+        """The source as an input the models must never replace (``inputs``)."""
+        return source_input(what, self.name, self.table, self.identifier, self.schema, self.database)
 
 
 # -- names -----------------------------------------------------------------------------------
@@ -106,23 +113,52 @@ def dbt_name(text: str) -> str:
     return name if not name[0].isdigit() else f"t_{name}"
 
 
-def source_of(problem: Problem, name: str, table: str | None, schema: str | None) -> Source:
+def warehouse_source(name: str, parts: Sequence[str], schema: str | None) -> Source:
+    """A table the models read as a dbt source, from its name's ``parts`` as the catalog holds them
+    (``inputs.table_parts``); ``schema`` (``--source-schema``, Jinja allowed) replaces the name's own."""
+    identifier = parts[-1]
+    database = parts[-3] if len(parts) > 2 else None
+    return Source(name, dbt_name(identifier), identifier,
+                  schema if schema is not None else parts[-2] if len(parts) > 1 else None, database)
+
+
+def source_of(problem: Problem, name: str, table: str | None, schema: str | None, dialect: str) -> Source:
+    """The source the model reads: ``--source-table`` (a name of the warehouse, by ``dialect``'s
+    rules), else the spec's table (by its engine's rules), else the source file's stem."""
     check_name(name, "dbt source name", "--source-name")
-    ref = problem.spec.source
-    identifier = table or ref.table or (ref.path.stem if ref.path is not None else "source")
-    if "." in identifier and schema is None:  # a table given as schema.table
-        schema, identifier = identifier.rsplit(".", 1)
-    return Source(name, dbt_name(identifier), identifier, schema)
+    if table is not None:
+        return warehouse_source(name, name_parts(table, dialect), schema)
+    return warehouse_source(name, table_parts(problem.spec.source, problem.spec.backend.engine, "source"), schema)
+
+
+def spec_inputs(problem: Problem, sources: Sequence[tuple[str, Source]], own_table: bool) -> list[Input]:
+    """Every table the models must never replace: the ``sources`` they read (with what each is),
+    the census (``[population]``) where dbt can reach it, and — ``own_table``, when the model reads
+    another table than the spec (``--source-table``) — the spec's own source table."""
+    spec = problem.spec
+    engine = spec.backend.engine
+    found = [s.input(what) for what, s in sources]
+    extra = [table_input("the population table", spec.population, engine, spec.source)]
+    if own_table:
+        extra.append(table_input("the spec's source table", spec.source, engine, spec.source))
+    return found + [i for i in extra if i is not None]
+
+
+def model_head(materialized: str, inputs: Sequence[Input]) -> str:
+    """A model file's first lines: the header, the config, and the run-time refusal to build over
+    one of its ``inputs`` (``inputs.guard``)."""
+    return (f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n"
+            f"{guard(inputs)}\n\n")
 
 
 # -- the model -------------------------------------------------------------------------------
 
-def model_sql(problem: Problem, plan: ReleasePlan, source: Source, dialect: str, materialized: str) -> str:
+def model_sql(problem: Problem, plan: ReleasePlan, source: Source, dialect: str, materialized: str,
+              inputs: Sequence[Input]) -> str:
     sql = problem.compile(plan, dialect=dialect, table=SENTINEL)
     call = f"{{{{ source({jinja_str(source.name)}, {jinja_str(source.table)}) }}}}"
     body = splice_source(sql, to_sql(exp.Table(this=exp.to_identifier(SENTINEL, quoted=True)), dialect), call)
-    return (f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n\n"
-            f"{body}\n")
+    return f"{model_head(materialized, inputs)}{body}\n"
 
 
 def label_tests(model: str, qis: Sequence[QISpec]) -> list[str]:
@@ -207,7 +243,7 @@ def source_yml(source: Source) -> str:
         table["identifier"] = source.identifier
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", source.identifier):
         table["quoting"] = {"identifier": True}
-    entry: dict[str, Any] = {"name": source.name,
+    entry: dict[str, Any] = {"name": source.name, **({"database": source.database} if source.database else {}),
                              "schema": source.schema if source.schema is not None else "{{ target.schema }}",
                              "tables": [table]}
     doc = {"version": 2, "sources": [entry]}

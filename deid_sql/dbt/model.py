@@ -30,7 +30,9 @@ from .files import (
     project_yml,
     source_of,
     source_yml,
+    spec_inputs,
 )
+from .inputs import refuse_replacing
 from .project import check_targets, declared_source, project_paths, write_all
 from .text import header
 
@@ -62,6 +64,10 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
     """Write the dbt model, its tests and their macros into ``project`` (all or nothing).
     ``dialect`` defaults to the spec's engine (duckdb unless ``[backend]`` names another).
 
+    A model named like one of its inputs in the profile's schema (the source, the census) is
+    refused, and the model refuses at ``dbt run`` time to build over one (``inputs``): dbt would
+    replace the data the release was judged on.
+
     The release gate judges the model's rows on the spec's data before anything is written;
     ``k`` defaults to the spec's ``[release] min_k``, and a policy whose smallest group is below
     it is refused (the generated test would fail after ``dbt run`` had already written the rows).
@@ -73,9 +79,11 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
         raise DeidError(f"--min-k {k} must be at least 1 (the smallest group size the test requires)")
     if materialized not in MATERIALIZATIONS:
         raise DeidError(f"materialized {materialized!r} must be one of {', '.join(MATERIALIZATIONS)}")
-    source = source_of(problem, source_name, source_table, source_schema)
+    source = source_of(problem, source_name, source_table, source_schema, dialect)
     model = model or f"{source.table}_deid"
     check_name(model, "model name", "--model")
+    inputs = spec_inputs(problem, [("the source table", source)], own_table=source_table is not None)
+    refuse_replacing([model], inputs, "--model")
     check_name(profile, "profile name", "--profile")
     shown = Path(project)
     root = shown.resolve()
@@ -97,7 +105,7 @@ def write_dbt(problem: Problem, plan: ReleasePlan, project: str | Path,
     files: dict[str, str] = {}
     if out.created_project:
         files["dbt_project.yml"] = project_yml(root, profile)
-    files[f"{models_dir}/{model}.sql"] = model_sql(problem, plan, source, dialect, materialized)
+    files[f"{models_dir}/{model}.sql"] = model_sql(problem, plan, source, dialect, materialized, inputs)
     files[f"{models_dir}/{model}.yml"] = model_yml(problem, plan, metrics, source, model, root, k)
     out.source_declared_in = declared_source(root, models_dir, source, source_file)
     if out.source_declared_in is None:

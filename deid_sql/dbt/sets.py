@@ -40,6 +40,7 @@ from ..release.sidecar import to_json
 from ..release_set import linked_sources
 from ..shifting import shift_source, shifted_select
 from ..sqltext import col, ident
+from ..tableref import TableRef
 from .files import (
     MATERIALIZATIONS,
     SENTINEL,
@@ -47,12 +48,15 @@ from .files import (
     Source,
     check_name,
     dbt_dialect,
-    dbt_name,
     labels_sql,
+    model_head,
     model_yml,
     project_yml,
     source_of,
+    spec_inputs,
+    warehouse_source,
 )
+from .inputs import Input, refuse_replacing, table_parts
 from .project import check_targets, declared_source, project_paths, write_all
 from .text import header, jinja_str, jinja_text, yaml_dump
 
@@ -99,15 +103,15 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     if materialized not in MATERIALIZATIONS:
         raise DeidError(f"materialized {materialized!r} must be one of {', '.join(MATERIALIZATIONS)}")
     check_name(profile, "profile name", "--profile")
-    person_source = source_of(problem, source_name, None, source_schema)
-    sources = [person_source] + [_linked_source(source_name, t.source.table or (
-        Path(t.source.path).stem if t.source.path is not None else t.name), source_schema) for t in spec.tables]
+    person_source = source_of(problem, source_name, None, source_schema, dialect)
+    sources = [person_source] + [_linked_source(source_name, t.source, t.name, source_schema, spec.backend.engine)
+                                 for t in spec.tables]
     models = [f"{prefix}{spec.source_name}"] + [f"{prefix}{t.name}" for t in spec.tables]
-    for model, source in zip(models, sources):
+    for model in models:
         check_name(model, "model name", "--prefix")
-        if source_schema is None and model == source.identifier:
-            raise OutputError(f"model {model} would replace the source table {source.identifier} in the same schema; "
-                              f"choose another --prefix")
+    inputs = spec_inputs(problem, [("the source table", person_source)] + [
+        (f"the source table of [[table]] {t.name}", s) for t, s in zip(spec.tables, sources[1:])], own_table=False)
+    refuse_replacing(models, inputs, "--prefix")  # every model against every table of the set: one dbt run builds all
     if len({s.table for s in sources}) < len(sources):
         raise OutputError("two tables of the set read the same source table; each [[table]] needs its own table")
 
@@ -138,7 +142,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
         out.profile_written = True
     person_model = models[0]
     files[f"{models_dir}/{person_model}.sql"] = _model(person_sql(problem, plan), {SENTINEL: person_source},
-                                                       materialized)
+                                                       materialized, inputs)
     files[f"{models_dir}/{person_model}.yml"] = model_yml(problem, plan, problem.evaluate(plan.item), person_source,
                                                           person_model, root, k)
     files[f"{macros_dir}/deid_sql_labels__{person_model}.sql"] = labels_sql(problem, plan, person_model, dialect)
@@ -146,7 +150,7 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     for model, source, s in zip(models[1:], sources[1:], linked):
         sql = linked_sql(problem, s, spec.person.column, flagged)
         files[f"{models_dir}/{model}.sql"] = _model(sql, {SENTINEL: source, PERSON_SENTINEL: person_model},
-                                                    materialized)
+                                                    materialized, inputs)
         files[f"{models_dir}/{model}.yml"] = linked_yml(s, model, person_model, spec.person.column, plugin)
     source_file = f"{models_dir}/deid_sql_source__{source_name}__{person_model}.yml"
     undeclared = [s for s in sources if declared_source(root, models_dir, s, source_file) is None]
@@ -205,9 +209,10 @@ def linked_sql(problem: Problem, source: LinkedSource, person_column: str, flagg
     return apply_roles(query, t.roles, [], problem.backend, t.where, copy=False, keys=keys)
 
 
-def _model(query: exp.Select, calls: dict[str, Source | str], materialized: str) -> str:
-    """The model file: header, config, and the SQL with each sentinel table replaced by its Jinja
-    call (a ``Source`` by ``{{ source() }}``, a model name by ``{{ ref() }}``), the rest Jinja-safe."""
+def _model(query: exp.Select, calls: dict[str, Source | str], materialized: str, inputs: list[Input]) -> str:
+    """The model file: header, config, the run-time refusal to build over any table of the set
+    (``inputs.guard``), and the SQL with each sentinel table replaced by its Jinja call (a
+    ``Source`` by ``{{ source() }}``, a model name by ``{{ ref() }}``), the rest Jinja-safe."""
     sql = to_sql(query, "duckdb")
     pieces = [sql]
     for sentinel, target in calls.items():
@@ -229,14 +234,13 @@ def _model(query: exp.Select, calls: dict[str, Source | str], materialized: str)
                             f"expected once; cannot put {call} in its place")
         pieces = split
     body = "".join(p if p.startswith("{{ source(") or p.startswith("{{ ref(") else jinja_text(p) for p in pieces)
-    return f"{{# {header()} #}}\n{{{{ config(materialized={jinja_str(materialized)}) }}}}\n\n{body}\n"
+    return f"{model_head(materialized, inputs)}{body}\n"
 
 
-def _linked_source(name: str, identifier: str, schema: str | None) -> Source:
-    """A linked table's dbt source: its table in the warehouse (a file's stem), as ``source_of``."""
-    if "." in identifier and schema is None:
-        schema, identifier = identifier.rsplit(".", 1)
-    return Source(name, dbt_name(identifier), identifier, schema)
+def _linked_source(name: str, ref: TableRef, table: str, schema: str | None, engine: str) -> Source:
+    """A linked table's dbt source: its table in the warehouse (a file's stem, else the
+    ``[[table]]``'s name), as ``source_of``."""
+    return warehouse_source(name, table_parts(ref, engine, table), schema)
 
 
 def linked_yml(source: LinkedSource, model: str, person_model: str, person_column: str, plugin: str) -> str:
@@ -257,13 +261,14 @@ def linked_yml(source: LinkedSource, model: str, person_model: str, person_colum
 
 def sources_yml(sources: list[Source]) -> str:
     """The sources of the set, grouped by schema (one dbt source entry per schema)."""
-    entries: dict[str | None, dict[str, Any]] = {}
+    entries: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     raw: set[str] = set()
     for s in sources:
         schema = s.schema if s.schema is not None else "{{ target.schema }}"
         if s.schema is None:
             raw.add(schema)
-        entry = entries.setdefault(s.schema, {"name": s.name, "schema": schema, "tables": []})
+        entry = entries.setdefault((s.database, s.schema), {
+            "name": s.name, **({"database": s.database} if s.database else {}), "schema": schema, "tables": []})
         table: dict[str, Any] = {"name": s.table}
         if s.identifier != s.table:
             table["identifier"] = s.identifier
