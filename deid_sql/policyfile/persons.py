@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from ..errors import DataError, DeidError
 from ..persons import DERIVED, PER_PERSON, null_keys_problem, rows_out_problem, varying_problem
-from ..sqltext import col, ident, source_key
+from ..sqltext import col, ident, person_key, source_key
 
 if TYPE_CHECKING:
     from ..spec import Spec
@@ -103,7 +103,7 @@ def check_batch(batch: Batch, view: str) -> int:
     spec = batch.spec
     person = spec.person
     assert person is not None
-    key = col(person.column)
+    key = person_key(col(person.column), batch.columns.get(person.column))  # persons told apart byte for byte
     keys = _varying_keys(batch)
     per = exp.select(exp.alias_(key.copy(), PERSON), exp.alias_(exp.func("count", exp.Star()), ROWS))
     for i, k in keys.items():
@@ -166,12 +166,13 @@ def _sum_if(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
     return exp.func("sum", exp.Case().when(condition, value).else_(exp.Literal.number(0)))
 
 
-def count_persons(spec: Spec, relation: str | None = None) -> exp.Expression:
+def count_persons(spec: Spec, relation: str | None = None, key_type: str | None = None) -> exp.Expression:
     """What a group of released rows counts: its rows, or with ``[person]`` its distinct persons
-    (the key column of ``relation``) — a person's rows all carry the person's labels."""
+    (the key column of ``relation``, of SQL type ``key_type``, told apart byte for byte:
+    ``sqltext.person_key``) — a person's rows all carry the person's labels."""
     if spec.person is None:
         return exp.func("count", exp.Star())
-    return exp.Count(this=exp.Distinct(expressions=[col(spec.person.column, relation)]))
+    return exp.Count(this=exp.Distinct(expressions=[person_key(col(spec.person.column, relation), key_type)]))
 
 
 __all__ = ["SavedPerson", "check_batch", "count_persons", "difference"]
