@@ -149,11 +149,15 @@ def _varying_keys(batch: Batch) -> dict[int, exp.Expression]:
 def _example(batch: Batch, view: str, key: exp.Expression, value: exp.Expression) -> tuple[str, str, str] | None:
     """One person in whom ``value`` varies (the least key), with their least and greatest value as
     text; run only when there is one."""
-    lo, hi = exp.func("min", value.copy()), exp.func("max", value.copy())
-    text = [exp.alias_(exp.cast(e.copy(), "VARCHAR"), name) for e, name in ((key, "person"), (lo, "lo"), (hi, "hi"))]
-    query = (exp.select(*text)
-             .from_(view).where(exp.Not(this=exp.Is(this=key.copy(), expression=exp.null())))
-             .group_by(key.copy()).having(exp.GT(this=hi, expression=lo)).order_by(key.copy()).limit(1))
+    # the key and the value named in a subquery: grouping and ordering by a plain column is what
+    # every engine matches (PostgreSQL and Spark do not match an ORDER BY of a COLLATE expression)
+    rows = exp.select(exp.alias_(key.copy(), PERSON), exp.alias_(value.copy(), "v")).from_(view)
+    person, v = exp.column(PERSON), exp.column("v")
+    lo, hi = exp.func("min", v.copy()), exp.func("max", v.copy())
+    text = [exp.alias_(exp.cast(e.copy(), "VARCHAR"), name) for e, name in ((person, "person"), (lo, "lo"), (hi, "hi"))]
+    query = (exp.select(*text).from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("deid_keyed"))))
+             .where(exp.Not(this=exp.Is(this=person.copy(), expression=exp.null())))
+             .group_by(person.copy()).having(exp.GT(this=hi, expression=lo)).order_by(person.copy()).limit(1))
     rows = batch.run(query).to_pylist()
     return (str(rows[0]["person"]), str(rows[0]["lo"]), str(rows[0]["hi"])) if rows else None
 
