@@ -122,7 +122,7 @@ def cells_against_group_by(spec_path: Path) -> tuple[float, float, float]:
     from deid_sql.loading import open_table, positions_query, resolve_domains
     from deid_sql.person_cells import fast_person_cells
     from deid_sql.spec import Spec
-    from deid_sql.sqltext import col, source_key
+    from deid_sql.sqltext import col
 
     spec = Spec.read(spec_path)
     assert spec.person is not None
@@ -133,10 +133,9 @@ def cells_against_group_by(spec_path: Path) -> tuple[float, float, float]:
         assert table is not None and not problems, problems
         domains, _ = resolve_domains(backend, spec, table, None, problems)
         pos = positions_query(backend, spec, domains, table, "column")
-        ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))
-                for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
         order_type = table.columns.get(spec.person.order) if spec.person.order else None
-        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, ties, backend.arg_aggregates)
+        key_type = table.columns.get(spec.person.column)
+        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, key_type, backend.arg_aggregates)
         plain = (exp.select(col(spec.person.column), exp.alias_(exp.func("count", exp.Star()), "n"))
                  .from_(exp.to_table(table.view)).group_by(col(spec.person.column)))
         start = time.perf_counter()

@@ -47,7 +47,8 @@ from .shifting import shifts_qis, source_shift
 from .spec import Spec, TableRef
 from .userdirs import cache_dir, private_folder
 
-FORMAT = 1
+#: 2: cells of persons tell keys apart byte for byte and break first/last ties in the domain's order
+FORMAT = 2
 ARRAYS = "cells.npz"
 META = "meta.json"
 

@@ -109,7 +109,7 @@ def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.E
 def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Domain],
                source: exp.Expression, columns: Mapping[str, str | None],
                suppression: Suppression | int | None = None, flag: str = "deid_suppressed",
-               outside_label: str = SUPPRESSED, person: str | None = None) -> exp.Select:
+               outside_label: str = SUPPRESSED, person: exp.Expression | None = None) -> exp.Select:
     """``SELECT`` every source column in order, QIs replaced by their labels.
 
     A QI value outside its domain becomes ``outside_label`` (``label_expr``), so the query
@@ -119,7 +119,8 @@ def generalize(recoding: Recoding, qis: Sequence[QISpec], domains: Sequence[Doma
     ``flag`` = true: for ``k`` (or ``Suppression.smaller_than(k)``) the groups of fewer than k
     records (a window count over the labels); for a set of label tuples those groups (a left
     join to a ``VALUES`` table of them: no literal list however many there are).  ``person``: the
-    person key column (``[person]``), so k counts persons, not rows.
+    person key (``[person]``) as persons are told apart (``sqltext.person_key``), so k counts
+    persons, not rows.
     """
     qi_by_column = {q.column: i for i, q in enumerate(qis)}
     projections: list[exp.Expression] = []
@@ -189,21 +190,22 @@ def label_table(qi: QISpec, domain: Domain, recoding: QIRecoding, column: exp.Ex
 
 def suppress(inner: exp.Select, qi_cols: Sequence[str], columns: Sequence[str],
              suppression: Suppression | int | None, flag: str = "deid_suppressed",
-             person: str | None = None) -> exp.Select:
+             person: exp.Expression | None = None) -> exp.Select:
     """``inner`` (the generalized rows: ``columns`` in order, QIs as labels) with the groups of
     ``suppression`` blanked to ``*`` and flagged in ``flag``; ``inner`` itself without one.
 
-    With ``person`` (the person key; every row of a person carries the person's labels) a size
-    rule counts persons: the window sums a flag set on each person's first row, which every
-    engine runs (PostgreSQL and Spark have no ``COUNT(DISTINCT …) OVER``)."""
+    With ``person`` (the person key, byte for byte: ``sqltext.person_key``; every row of a person
+    carries the person's labels) a size rule counts persons: the window sums a flag set on each
+    person's first row, which every engine runs (PostgreSQL and Spark have no ``COUNT(DISTINCT
+    …) OVER``)."""
     rule = Suppression.of(suppression)
     if rule is None:
         return inner
     qi_set = set(qi_cols)
     counted: exp.Expression = exp.Star()
     if rule.below is not None and person is not None:
-        first = exp.Window(this=exp.func("row_number"), partition_by=[col(person)],
-                           order=exp.Order(expressions=[exp.Ordered(this=col(person))]))
+        first = exp.Window(this=exp.func("row_number"), partition_by=[person.copy()],
+                           order=exp.Order(expressions=[exp.Ordered(this=person.copy())]))
         inner = inner.select(exp.alias_(exp.Case().when(exp.EQ(this=first, expression=exp.Literal.number(1)),
                                                           exp.Literal.number(1)).else_(exp.Literal.number(0)),
                                         ident(FIRST_ROW)), copy=False)

@@ -7,7 +7,9 @@ has a role, its ``shift`` columns are dates.  Its release is then one query:
     SELECT roles(shifted(t)) FROM shifted(t) JOIN kept ON t.key = kept.key
 
 where ``kept`` is the person keys the person source's release keeps (every person of the source,
-minus the persons its suppression removed).  The inner join drops the rows of suppressed persons
+minus the persons its suppression removed).  Keys are compared byte for byte on both sides
+(``sqltext.person_key``): a key column whose collation folds case cannot join ``q1``'s rows to
+``Q1``.  The inner join drops the rows of suppressed persons
 and the orphans (rows whose person is not in the person source, a NULL key included); orphans are
 counted first and refused unless the table says ``orphans = "drop"``.  Dates move by the same
 offset as in the person source (``shifting``), and the key gets the same HMAC pseudonym
@@ -28,7 +30,7 @@ from .errors import BackendError, DataError
 from .linked import LinkedTable
 from .loading import read_problem
 from .shifting import shifted_select
-from .sqltext import col, ident
+from .sqltext import col, ident, person_key
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -81,11 +83,12 @@ def open_linked(backend: Backend, spec: Spec, table: LinkedTable, index: int) ->
     return LinkedSource(table, view, columns)
 
 
-def kept_keys(person_release: exp.Select, key: str, flagged: bool) -> exp.Select:
+def kept_keys(person_release: exp.Select, key: str, flagged: bool, key_type: str | None) -> exp.Select:
     """``SELECT DISTINCT key`` of the persons the person source's release keeps: from its raw
-    release query (every source column, the key unpseudonymized), without the suppressed ones."""
+    release query (every source column, the key unpseudonymized, of SQL type ``key_type``), without
+    the suppressed ones; byte for byte (``sqltext.person_key``)."""
     sub = exp.Subquery(this=person_release, alias=exp.TableAlias(this=ident("deid_person_release")))
-    query = exp.select(exp.alias_(col(key), KEY)).distinct().from_(sub)
+    query = exp.select(exp.alias_(person_key(col(key), key_type), KEY)).distinct().from_(sub)
     if flagged:
         query = query.where(exp.Not(this=exp.func("coalesce", col(FLAG), exp.false())))
     return query
@@ -95,7 +98,7 @@ def counted(backend: Backend, source: LinkedSource, person_keys: exp.Select, kep
     """``source`` with its rows, orphans and rows of removed persons counted in one query; an
     orphan refused by the table's rule is one ``DataError`` line."""
     t = source.table
-    key = col(t.person, "t")
+    key = person_key(col(t.person, "t"), source.columns.get(t.person))
     everyone = exp.Subquery(this=person_keys.copy(), alias=exp.TableAlias(this=ident("deid_everyone")))
     keeping = exp.Subquery(this=kept.copy(), alias=exp.TableAlias(this=ident(KEPT)))
     orphan = exp.Is(this=exp.column(KEY, "deid_everyone"), expression=exp.null())
@@ -126,8 +129,9 @@ def linked_query(backend: Backend, spec: Spec, source: LinkedSource, kept: exp.S
     rows = (exp.Subquery(this=relation, alias=exp.TableAlias(this=ident("t"))) if isinstance(relation, exp.Select)
             else exp.alias_(relation, "t", table=True))
     keeping = exp.Subquery(this=kept.copy(), alias=exp.TableAlias(this=ident(KEPT)))
+    key = person_key(col(t.person, "t"), source.columns.get(t.person))
     query = (exp.select(*[exp.alias_(col(name, "t"), ident(name)) for name in source.columns]).from_(rows)
-             .join(keeping, on=exp.EQ(this=col(t.person, "t"), expression=exp.column(KEY, KEPT)), join_type="INNER"))
+             .join(keeping, on=exp.EQ(this=key, expression=exp.column(KEY, KEPT)), join_type="INNER"))
     return apply_roles(query, t.roles, [], backend, t.where, copy=False)
 
 

@@ -30,7 +30,7 @@ from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query
 from .persons import null_keys_problem, rows_out_problem, varying_problem
 from .shifting import shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
-from .sqltext import exact_text
+from .sqltext import exact_text, person_key
 
 SOURCE_VIEW = "deid_source"
 UNSHIFTED_VIEW = "deid_source_unshifted"  # the source as read, under the shifted view (a shifted date QI)
@@ -303,12 +303,11 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
         measure = exp.func("sum", exp.cast(count, "DOUBLE"))
     fast: FastCells | None = None
     if table.label == "source" and spec.person is not None:
-        ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))
-                for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
         order_type = table.columns.get(spec.person.order) if spec.person.order else None
-        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, ties, backend.arg_aggregates)
+        key_type = table.columns.get(spec.person.column)
+        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, key_type, backend.arg_aggregates)
         query = fast.query
-        exact = person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first=backend.arg_aggregates)
+        exact = person_cells_query(pos, spec.qis, spec.person, key_type, aggregate_first=backend.arg_aggregates)
     else:
         query = pos.select(exp.alias_(measure, "n"))
         query = query.group_by(*[exp.column(f"p{i}") for i in range(n)]) if n else query
@@ -326,8 +325,8 @@ def aggregate(backend: Backend, spec: Spec, domains: Sequence[Domain], table: Ta
         return None
     if result is None:
         return None
-    if table.label == "source" and spec.person is not None and not _person_problems(backend, spec, domains, pos,
-                                                                                     result, problems):
+    if table.label == "source" and spec.person is not None and not _person_problems(
+            backend, spec, domains, pos, result, table.columns.get(spec.person.column), problems):
         return None
     has_null = np.zeros(result.num_rows, dtype=bool)
     for i in range(n):
@@ -467,10 +466,11 @@ def _check_duplicates(backend: Backend, table: Table, count: str, problems: list
 
 
 def _person_problems(backend: Backend, spec: Spec, domains: Sequence[Domain], rows: exp.Select, result: pa.Table,
-                     problems: list[str]) -> bool:
-    """The load's person checks (``person_cells``): rows without a person key, QIs that vary within
-    a person without a ``per_person`` rule (with one example), persons with more rows than a
-    derived QI's domain.  False when any was found."""
+                     key_type: str | None, problems: list[str]) -> bool:
+    """The load's person checks (``person_cells``): rows without a person key (their count alone:
+    they are no person, so nothing else is said of them), QIs that vary within a person without a
+    ``per_person`` rule (with one example), persons with more rows than a derived QI's domain.
+    ``key_type``: the person key's SQL type.  False when any was found."""
     assert spec.person is not None
     found = len(problems)
 
@@ -483,7 +483,7 @@ def _person_problems(backend: Backend, spec: Spec, domains: Sequence[Domain], ro
     for i, q in enumerate(spec.qis):
         varying = total(VARYING.format(i))
         if q.derived is None and varying:
-            example = backend.execute(example_query(rows, spec.person, i)).to_pylist()
+            example = backend.execute(example_query(rows, spec.person, i, key_type)).to_pylist()
             shown = None
             if example:
                 e, d = example[0], domains[i]
@@ -535,10 +535,16 @@ def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain],
     """``(rows, line)`` per text QI column the engine compares under a rule other than its bytes (a
     case- or accent-folding collation, a blank-padded ``CHAR(n)``; ``Backend.text_collations``):
     how deid-sql treats it (byte for byte, released in the domain's spelling) and how many rows
-    equal a domain value only under the column's own rule (they are outside the domain)."""
+    equal a domain value only under the column's own rule (they are outside the domain).  A
+    ``[person]`` key column with such a collation gets a note too (rows 0: it is no data problem):
+    its persons are told apart byte for byte (``sqltext.person_key``)."""
     names = [q.column for q, d in zip(spec.qis, domains) if d.kind in ("category", "zip")]
-    declared = backend.text_collations(spec.source, names) if names else {}
+    key = spec.person.column if spec.person is not None else None
+    asked = names + ([key] if key is not None and key not in names else [])
+    declared = backend.text_collations(spec.source, asked) if asked else {}
     notes: list[tuple[int, str]] = []
+    if key is not None and "COLLATE" in declared.get(key, "").upper():
+        notes.append((0, _person_key_note(backend, key, declared[key], table)))
     for q, d in zip(spec.qis, domains):
         if q.column not in declared:
             continue
@@ -560,6 +566,22 @@ def spelling_notes(backend: Backend, spec: Spec, domains: Sequence[Domain],
                          f"byte for byte and releases the domain's spelling, so {n:,} row(s) that equal a domain "
                          f"value only under the column's own rule{shown} are outside the domain"))
     return notes
+
+
+def _person_key_note(backend: Backend, key: str, declared: str, table: Table) -> str:
+    """The note of a ``[person]`` key column whose collation equates spellings (``Q1`` and ``q1``):
+    deid-sql tells persons apart byte for byte everywhere (the cells, the gate, the pseudonyms, the
+    sets), and how many persons that makes beyond those the column's own rule tells apart."""
+    raw = col(key, "t")
+    exact = person_key(raw.copy(), table.columns.get(key))
+    query = (exp.select(exp.alias_(exp.Count(this=exp.Distinct(expressions=[exact])), "exact"),
+                        exp.alias_(exp.Count(this=exp.Distinct(expressions=[raw.copy()])), "folded"))
+             .from_(exp.alias_(exp.to_table(table.view), "t", table=True)))
+    row = backend.execute(query).to_pylist()[0]
+    more = int(row["exact"] or 0) - int(row["folded"] or 0)
+    return (f"[person] column {key!r} is {declared}; deid-sql tells persons apart byte for byte (as their "
+            f"pseudonyms do), so keys that differ only under the column's own rule are different persons: "
+            f"{more:,} person(s) more than the collation tells apart")
 
 
 def raise_if(problems: list[str]) -> None:

@@ -11,11 +11,14 @@ A person's value of a QI (positions in the domain's order):
   person whose minimum and maximum differ is counted as varying (the load refuses it);
 - ``min``/``max``: the least/greatest position;
 - ``first``/``last``: the position on the earliest/latest row by ``[person] order`` (NULL orders
-  last), ties broken by the least/greatest source value, so the choice is the same on every
-  engine and in the release query (``person_rows``);
+  last), ties broken by the least/greatest position — the domain's order, not the text's (a
+  category domain ``["b", "a"]`` puts ``b`` first) — so the choice is the same on every engine
+  and in the release query (``person_rows``, which ranks the values in the domain's order);
 - ``derived = "rows"``: the person's row count, as a position of the QI's integer domain.
 A person with a row outside a QI's domain gets NULL for that QI, so the row is reported as for
-a source without persons.
+a source without persons.  Persons are told apart byte for byte (``sqltext.person_key``): a key
+column whose collation folds case makes ``Q1`` and ``q1`` two persons here, as their pseudonyms
+and the gate's count are.
 
 Two queries give these cells.  The load runs the first, and the second only when the first
 counts persons it cannot vouch for:
@@ -34,7 +37,8 @@ counts persons it cannot vouch for:
   is counted as unsure (``UNSURE``), not described;
 - ``person_cells_query``: per QI a ``count``, ``min`` and ``max``, a window or ``arg_min``/``arg_max``
   for first/last, and the flags the load reports (persons with a varying QI, rows without a key,
-  row counts outside the domain).
+  row counts outside the domain).  The rows without a key are counted, never grouped as one
+  person: a varying QI or a row count is reported of the persons that have a key.
 
 When the fast query is sure of every person, the exact one would find nothing to report and
 give the same cells (``tests/test_person_cells.py``; the engine tests compare both with the
@@ -45,7 +49,7 @@ windows PostgreSQL and Spark run).  On 10 M rows of 1 M persons, the exact query
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +60,7 @@ from sqlglot import exp
 from .domain import Domain
 from .persons import PersonSpec
 from .spec import QISpec
-from .sqltext import col, ident, is_integer_type
+from .sqltext import col, ident, is_integer_type, person_key
 
 PERSON = "deid_person"
 ORDER = "deid_order"
@@ -71,16 +75,18 @@ PACKED = "deid_pack_{}"  # the packed positions of the QIs without a rule
 PACK_LIMIT = 2 ** 62
 
 
-def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expression, tie: exp.Expression,
-                  last: bool) -> exp.Expression:
+def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expression,
+                  ties: Sequence[exp.Expression], last: bool) -> exp.Expression:
     """``value`` on a person's first (last) row by ``order`` (NULL orders last), ties broken by the
-    least (greatest) ``tie`` — the row's own source value, so the load (which takes the row's
-    position) and the release (which takes its value) pick the same row on every engine."""
+    least (greatest) ``ties`` in turn (NULL last) — the row's position in the domain (the load),
+    or the value's rank in the domain's order then the value itself (the release), so both pick
+    the same row on every engine.  ``person``: the key as persons are told apart
+    (``sqltext.person_key``)."""
     return exp.Window(
         this=exp.func("first_value", value.copy()),
         partition_by=[person.copy()],
         order=exp.Order(expressions=[exp.Ordered(this=order.copy(), desc=last, nulls_first=False),
-                                     exp.Ordered(this=tie.copy(), desc=last, nulls_first=False)]),
+                                     *[exp.Ordered(this=tie.copy(), desc=last, nulls_first=False) for tie in ties]]),
         spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED",
                             end_side="FOLLOWING"))
 
@@ -88,7 +94,8 @@ def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expr
 def arg_extreme(position: exp.Expression, order: exp.Expression, tie: exp.Expression, last: bool) -> exp.Expression:
     """The aggregate twin of ``person_window`` where the engine has one (DuckDB's ``arg_min`` /
     ``arg_max``): the position on the row with the least (greatest) ``(order is NULL, order, tie)``
-    — NULL orders last both ways, ties by the source value — without sorting every row."""
+    — NULL orders last both ways, ties by ``tie`` (the position: the domain's order) — without
+    sorting every row."""
     missing = exp.Is(this=order.copy(), expression=exp.null())
     key = exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier("n"),
                                                  expression=exp.Not(this=missing) if last else missing),
@@ -97,19 +104,20 @@ def arg_extreme(position: exp.Expression, order: exp.Expression, tie: exp.Expres
     return (exp.ArgMax if last else exp.ArgMin)(this=position.copy(), expression=key)
 
 
-def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec,
-                       ties: Mapping[int, exp.Expression], aggregate_first: bool = False) -> exp.Select:
+def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec, key_type: str | None,
+                       aggregate_first: bool = False) -> exp.Select:
     """``SELECT p0…, n (persons), flags`` from ``rows`` (the positions query over the source, alias
     ``t``, one ``p{i}`` per QI; derived QIs' ``p{i}`` are ignored), grouped by the persons' positions;
-    ``ties[i]`` is QI i's source value (its key), which breaks ties of ``first``/``last``;
-    ``aggregate_first``: take first/last with ``arg_extreme`` (DuckDB) instead of a window."""
-    key, order = col(person.column, "t"), col(person.order, "t") if person.order else exp.null()
+    ``key_type``: the SQL type of the person key (``sqltext.person_key``); ``aggregate_first``:
+    take first/last with ``arg_extreme`` (DuckDB) instead of a window.  Ties of ``first``/``last``
+    go to the least (greatest) position: the domain's order."""
+    key = person_key(col(person.column, "t"), key_type)
+    order = col(person.order, "t") if person.order else exp.null()
     inner = rows.copy().select(exp.alias_(key, PERSON), exp.alias_(order, ORDER))
     for i, q in enumerate(qis):
-        if q.per_person in ("first", "last") and aggregate_first:
-            inner = inner.select(exp.alias_(ties[i].copy(), f"t{i}"))
-        elif q.per_person in ("first", "last"):
-            window = person_window(_pos_ref(rows, i), key, order, ties[i], q.per_person == "last")
+        if q.per_person in ("first", "last") and not aggregate_first:
+            position = _pos_ref(rows, i)
+            window = person_window(position, key, order, [position], q.per_person == "last")
             inner = inner.select(exp.alias_(window, f"w{i}"))
     sub = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("r")))
     p_key = exp.column(PERSON, table="r")
@@ -126,8 +134,7 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
                                         .else_(exp.Literal.number(1)), f"o{i}"))
         else:
             if q.per_person in ("first", "last") and aggregate_first:
-                agg: exp.Expression = arg_extreme(p, exp.column(ORDER, table="r"), exp.column(f"t{i}", table="r"),
-                                                  q.per_person == "last")
+                agg: exp.Expression = arg_extreme(p, exp.column(ORDER, table="r"), p, q.per_person == "last")
             elif q.per_person in ("first", "last"):
                 agg = exp.func("min", exp.column(f"w{i}", table="r"))
             elif q.per_person == "max":
@@ -145,16 +152,21 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
     per_person = exp.Subquery(this=mid, alias=exp.TableAlias(this=ident("persons")))
     positions = [exp.column(f"p{i}") for i in range(len(qis))]
     outer = exp.select(*positions, exp.alias_(exp.func("count", exp.Star()), "n")).from_(per_person)
-    outer = outer.select(exp.alias_(exp.func("sum", exp.Case().when(exp.Is(this=exp.column(PERSON),
-                                                                            expression=exp.null()),
-                                                                    exp.column(ROWS))
-                                             .else_(exp.Literal.number(0))), NULL_ROWS))
+    keyless = exp.Is(this=exp.column(PERSON), expression=exp.null())
+    outer = outer.select(exp.alias_(_sum_when(keyless, exp.column(ROWS)), NULL_ROWS))
+    named = exp.Not(this=keyless.copy())  # the rows without a key are no person: not one that varies
     for i, q in enumerate(qis):
         if q.derived == "rows":
-            outer = outer.select(exp.alias_(exp.func("sum", exp.column(f"o{i}")), ROWS_OUT))
+            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(f"o{i}")), ROWS_OUT))
         elif q.per_person is None:
-            outer = outer.select(exp.alias_(exp.func("sum", exp.column(VARYING.format(i))), VARYING.format(i)))
+            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(VARYING.format(i))),
+                                            VARYING.format(i)))
     return outer.group_by(*[p.copy() for p in positions]) if positions else outer
+
+
+def _sum_when(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
+    """``sum(CASE WHEN condition THEN value ELSE 0 END)``."""
+    return exp.func("sum", exp.Case().when(condition, value).else_(exp.Literal.number(0)))
 
 
 #: integer types whose values, and the days of any date, lie within ±2**32: their rank needs no guard
@@ -223,12 +235,13 @@ class FastCells:
 
 
 def fast_person_cells(rows: exp.Select, qis: Sequence[QISpec], domains: Sequence[Domain], person: PersonSpec,
-                      order_type: str | None, ties: Mapping[int, exp.Expression],
-                      aggregate_first: bool = False) -> FastCells:
+                      order_type: str | None, key_type: str | None, aggregate_first: bool = False) -> FastCells:
     """The cells of persons from ``rows`` (as for ``person_cells_query``) by plain aggregates, with
     the number of persons it cannot vouch for (``UNSURE``; module docstring).  ``order_type``: the
-    SQL type of ``[person] order``, which decides whether first/last is a ``min``/``max``."""
-    key, order = col(person.column, "t"), col(person.order, "t") if person.order else exp.null()
+    SQL type of ``[person] order``, which decides whether first/last is a ``min``/``max``;
+    ``key_type``: the person key's (``sqltext.person_key``)."""
+    key = person_key(col(person.column, "t"), key_type)
+    order = col(person.order, "t") if person.order else exp.null()
     rank = order_rank(order, order_type) if person.order else None
     inner = rows.copy().select(exp.alias_(key, PERSON), exp.alias_(order, ORDER))
     r = "r"
@@ -251,11 +264,10 @@ def fast_person_cells(rows: exp.Select, qis: Sequence[QISpec], domains: Sequence
         else:
             present.append(p.copy())
             if q.per_person in ("first", "last") and aggregate_first:
-                inner = inner.select(exp.alias_(ties[i].copy(), f"t{i}"))
-                values[i] = arg_extreme(p, exp.column(ORDER, table=r), exp.column(f"t{i}", table=r),
-                                        q.per_person == "last")
+                values[i] = arg_extreme(p, exp.column(ORDER, table=r), p, q.per_person == "last")
             elif q.per_person in ("first", "last"):
-                window = person_window(_pos_ref(rows, i), key, order, ties[i], q.per_person == "last")
+                position = _pos_ref(rows, i)
+                window = person_window(position, key, order, [position], q.per_person == "last")
                 inner = inner.select(exp.alias_(window, f"w{i}"))
                 values[i] = exp.func("min", exp.column(f"w{i}", table=r))
             else:
@@ -330,11 +342,11 @@ def _pos_ref(rows: exp.Select, i: int) -> exp.Expression:
     raise KeyError(f"p{i}")
 
 
-def example_query(rows: exp.Select, person: PersonSpec, i: int) -> exp.Select:
+def example_query(rows: exp.Select, person: PersonSpec, i: int, key_type: str | None) -> exp.Select:
     """One person whose QI ``i`` varies, with their least and greatest value's positions (for the
     refusal's example); run only when the load found such persons."""
     p = _pos_ref(rows, i)
-    key = col(person.column, "t")
+    key = person_key(col(person.column, "t"), key_type)
     sub = exp.Subquery(this=rows.copy().select(exp.alias_(key, PERSON), exp.alias_(p, "v"), append=False),
                        alias=exp.TableAlias(this=ident("r")))
     return (exp.select(exp.alias_(exp.cast(exp.column(PERSON), "VARCHAR"), "person"),

@@ -51,6 +51,7 @@ from .recoding import Recoding
 from .registry import RISK_MODELS
 from .shifting import shift_source, source_shift
 from .spec import Spec
+from .sqltext import col, person_key
 
 if TYPE_CHECKING:
     from .contract.keys import KeyHolder
@@ -312,7 +313,8 @@ class Problem:
         recoding, suppression = plan.recoding, plan.suppression
         columns: dict[str, str | None] = dict(self.columns)
         relation = source if source is not None else self.source.copy()
-        person = self.spec.person.column if self.spec.person is not None else None
+        person = (person_key(col(self.spec.person.column), columns.get(self.spec.person.column))
+                  if self.spec.person is not None else None)  # persons told apart byte for byte
         column_roles = self.spec.columns
         if self.spec.person is not None:  # every row of a person carries the person's values
             check_person_release(self.spec, persistent or measuring)

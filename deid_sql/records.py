@@ -7,7 +7,9 @@ through the same gate and landing with the SQL (both files or neither).
 A sidecar is only worth signing if the release still is what it records: ``verify_release``
 recomputes a file release's SHA-256, or a table release's row count and row hash
 (``backends.base.fingerprint``, ``Backend.checksum``'s), and refuses a release
-that changed since it was written.
+that changed since it was written.  A set's folder is signed as a whole, so it must hold exactly
+what its record lists: every listed file by its hash, and nothing else — a raw ``patients.parquet``
+copied in, a hidden file or a folder would leave with a signature that never covered it.
 """
 
 from __future__ import annotations
@@ -89,7 +91,18 @@ def verify_release(sidecar: dict[str, Any], where: Path, backend: Backend | None
 
 def _verify_set(release: dict[str, Any], where: Path) -> None:
     """Every file of a set's folder as its record (``release.json``, in that folder) lists it, by
-    its SHA-256.  (A set written as engine tables keeps its record in a table, not a file.)"""
+    its SHA-256, and no other entry in the folder: the record and the files it lists are the set,
+    anything else (a file, hidden or not, a folder, a link) is refused by name.  deid-sql writes
+    nothing else there (a set's report goes beside its folder).  (A set written as engine tables
+    keeps its record in a table, not a file.)"""
+    listed = {where.name} | {str(t["file"]) for t in release.get("tables") or []
+                             if isinstance(t, dict) and "file" in t}
+    extra = sorted(entry.name for entry in where.parent.iterdir() if entry.name not in listed)
+    if extra:
+        more = f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise ReleaseMismatch(f"set {where.parent} does not match its record {where}: it holds {extra[0]!r}{more}, "
+                              f"which the record does not list; a set's folder holds exactly the files its record "
+                              f"lists: move {'them' if more else 'it'} out of the folder, or release the set again")
     for table in release.get("tables") or []:
         if not isinstance(table, dict):
             continue

@@ -33,7 +33,7 @@ from .release.figures import ReleaseFigures
 from .release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from .release.plan import ReleasePlan
 from .release.sidecar import FORMAT, file_sha256, to_json
-from .sqltext import col
+from .sqltext import col, person_key
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -108,18 +108,20 @@ def linked_sources(problem: Problem, kept: exp.Select | None = None) -> list[Lin
     """Every linked table of ``problem``'s spec opened, checked and counted against the person
     source: its orphans, and the rows of persons not in ``kept`` (the persons a release keeps;
     everyone when None).  Raises one ``DataError`` for the first table with a problem."""
+    assert problem.spec.person is not None
     return count_linked(problem.backend, problem.spec,
                         [open_linked(problem.backend, problem.spec, t, i) for i, t in enumerate(problem.spec.tables)],
-                        problem.source, kept)
+                        problem.source, problem.columns.get(problem.spec.person.column), kept)
 
 
 def count_linked(backend: Backend, spec: Spec, opened: Sequence[LinkedSource], person_source: exp.Expression,
-                 kept: exp.Select | None = None) -> list[LinkedSource]:
+                 key_type: str | None, kept: exp.Select | None = None) -> list[LinkedSource]:
     """The opened linked tables counted against ``person_source`` (the person source's relation, or
-    a batch's): orphans, and rows of persons not in ``kept`` (everyone when None)."""
+    a batch's; its key of SQL type ``key_type``): orphans, and rows of persons not in ``kept``
+    (everyone when None); keys compared byte for byte (``sqltext.person_key``)."""
     assert spec.person is not None
     source = from_relation(person_source.copy())
-    everyone = exp.select(exp.alias_(col(spec.person.column), KEY)).distinct().from_(source)
+    everyone = exp.select(exp.alias_(person_key(col(spec.person.column), key_type), KEY)).distinct().from_(source)
     return [counted(backend, s, everyone, kept if kept is not None else everyone) for s in opened]
 
 
@@ -189,7 +191,9 @@ def prepare_set(problem: Problem, plan: ReleasePlan, call: str, accept_risk: str
 def _kept(problem: Problem, plan: ReleasePlan) -> exp.Select:
     """The persons the person source's release keeps (``linked_rows.kept_keys``)."""
     assert problem.spec.person is not None
-    return kept_keys(problem.query(plan, roles=False), problem.spec.person.column, plan.suppression is not None)
+    column = problem.spec.person.column
+    return kept_keys(problem.query(plan, roles=False), column, plan.suppression is not None,
+                     problem.columns.get(column))
 
 
 def preview(problem: Problem, plan: ReleasePlan) -> dict[str, Any]:

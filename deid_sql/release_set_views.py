@@ -56,7 +56,7 @@ from .release.plan import ReleasePlan
 from .release_set import entry, prepare_set
 from .release_set_tables import TableOfSet, record_table
 from .shifting import shift_source, source_shift
-from .sqltext import col, ident
+from .sqltext import col, ident, person_key
 from .targets import input_tables, set_names
 
 if TYPE_CHECKING:
@@ -138,23 +138,27 @@ def check_place(spec: Spec, backend: Backend | Any, database: Path | None, names
 @dataclass(frozen=True)
 class KeyTables:
     """The ``KeyHolder`` of a set's views (``contract.keys``): every keyed value is read from the key
-    tables, so the SQL holds no key.  ``person``: the column whose pseudonym is the key table's;
-    ``joined``: the key table is joined in the query as ``K`` (else each value is looked up)."""
+    tables, so the SQL holds no key.  ``person``: the column whose pseudonym is the key table's, of
+    SQL type ``person_type`` (looked up byte for byte: ``sqltext.person_key``); ``joined``: the key
+    table is joined in the query as ``K`` (else each value is looked up)."""
 
     keys: exp.Table
     pseudonyms: exp.Table | None
     person: str
     joined: bool = False
     holds_key: bool = False
+    person_type: str | None = None
 
     def pseudonym(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         if isinstance(value, exp.Column) and value.name == self.person:
-            return col(PSEUDONYM, K) if self.joined else _lookup(self.keys, PERSON_KEY, value, PSEUDONYM)
+            return (col(PSEUDONYM, K) if self.joined
+                    else _lookup(self.keys, PERSON_KEY, person_key(value, self.person_type), PSEUDONYM))
         assert self.pseudonyms is not None  # named whenever another column is pseudonymized
         return _lookup(self.pseudonyms, VALUE, exp.cast(value, "VARCHAR"), PSEUDONYM)
 
     def offset(self, person: exp.Expression, secret: bytes, days: int) -> exp.Expression:
-        return col(OFFSET, K) if self.joined else _lookup(self.keys, PERSON_KEY, person, OFFSET)
+        return (col(OFFSET, K) if self.joined
+                else _lookup(self.keys, PERSON_KEY, person_key(person, self.person_type), OFFSET))
 
 
 def _lookup(table: exp.Table, key: str, value: exp.Expression, column: str) -> exp.Expression:
@@ -168,10 +172,13 @@ def _aliased(table: exp.Table, alias: str) -> exp.Expression:
     return exp.alias_(table.copy(), alias, table=True)
 
 
-def key_tables(backend: Backend, names: SetViewNames, person: str, joined: bool = False) -> KeyTables:
-    """The key holder of a view of the set ``names``, its tables parsed by the engine's rules."""
+def key_tables(backend: Backend, names: SetViewNames, person: str, person_type: str | None,
+               joined: bool = False) -> KeyTables:
+    """The key holder of a view of the set ``names``, its tables parsed by the engine's rules;
+    ``person_type``: the SQL type of the ``person`` column the views read."""
     pseudonyms = parse_name(names.pseudonyms, backend.dialect, "--name").table() if names.pseudonyms else None
-    return KeyTables(parse_name(names.keys, backend.dialect, "--name").table(), pseudonyms, person, joined)
+    return KeyTables(parse_name(names.keys, backend.dialect, "--name").table(), pseudonyms, person, joined,
+                     person_type=person_type)
 
 
 def view_relation(backend: Backend, spec: Spec, ref: TableRef, database: Path | None,
@@ -194,7 +201,8 @@ def key_query(problem: Problem, plan: ReleasePlan, source: exp.Expression) -> ex
     assert spec.person is not None
     release = problem.query(plan, shift_source(backend, spec, source, problem.columns), roles=False)
     alias = "deid_person_release"
-    key = col(spec.person.column, alias)
+    # persons told apart byte for byte: a case-folding collation cannot make Q1 and q1 one row here
+    key = person_key(col(spec.person.column, alias), problem.columns.get(spec.person.column))
     secret = spec.columns.secret()
     days = spec.person.shift_days
     offset = Pads(backend).offset(key.copy(), secret, days) if days is not None else exp.cast(exp.null(), "INTEGER")
@@ -235,8 +243,8 @@ def person_view(problem: Problem, plan: ReleasePlan, source: exp.Expression, nam
     shifted by its offsets, generalized, suppressed and released as ``materialize`` releases them."""
     spec, backend = problem.spec, problem.backend
     assert spec.person is not None
-    key = col(spec.person.column, SOURCE)
-    keys = key_tables(backend, names, spec.person.column)
+    key = person_key(col(spec.person.column, SOURCE), problem.columns.get(spec.person.column))
+    keys = key_tables(backend, names, spec.person.column, problem.columns.get(spec.person.column))
     restricted = (exp.select(*_shifted(backend, dict(problem.columns), source_shift(spec), SOURCE))
                   .from_(exp.alias_(source.copy(), SOURCE, table=True) if isinstance(source, exp.Table)
                          else exp.Subquery(this=source.copy(), alias=exp.TableAlias(this=ident(SOURCE))))
@@ -251,9 +259,10 @@ def linked_view(backend: Backend, linked: LinkedSource, source: exp.Expression, 
     t = linked.table
     rows = (exp.alias_(source.copy(), "t", table=True) if isinstance(source, exp.Table)
             else exp.Subquery(this=source.copy(), alias=exp.TableAlias(this=ident("t"))))
-    kept = exp.and_(exp.EQ(this=col(t.person, "t"), expression=col(PERSON_KEY, K)),
+    kept = exp.and_(exp.EQ(this=person_key(col(t.person, "t"), linked.columns.get(t.person)),
+                           expression=col(PERSON_KEY, K)),
                     exp.Not(this=col(SUPPRESSED, K)))
-    keys = key_tables(backend, names, t.person, joined=True)
+    keys = key_tables(backend, names, t.person, linked.columns.get(t.person), joined=True)
     query = (exp.select(*_shifted(backend, linked.columns, t.roles.shift, "t")).from_(rows)
              .join(_aliased(keys.keys, K), on=kept, join_type="INNER"))
     return apply_roles(query, t.roles, [], backend, t.where, copy=False, keys=keys)

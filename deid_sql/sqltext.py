@@ -129,6 +129,28 @@ def source_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str
     return key
 
 
+#: types whose values no collation compares: a person key of one of them is compared as it is
+_UNCOLLATED = ("BOOLEAN", "DATE", "TIME", "TIMESTAMP", "DECIMAL", "NUMERIC", "DOUBLE", "FLOAT", "REAL", "UUID",
+               "BLOB", "BYTEA", "BINARY")
+
+
+def person_key(column: exp.Expression, sql_type: str | None = None) -> exp.Expression:
+    """A person key as every path tells persons apart: byte for byte (METHODS.md decisions 12 and
+    13).  A key column declared ``VARCHAR COLLATE NOCASE`` (DuckDB), with a nondeterministic ICU
+    collation (PostgreSQL) or ``UTF8_LCASE`` (Spark) makes ``'Q1'`` and ``'q1'`` one person to a
+    plain ``GROUP BY``, ``PARTITION BY``, ``DISTINCT`` or join, while their pseudonyms (an HMAC of
+    the bytes) are two: the load counted one person where the gate counted two.  So a text key is
+    ``ExactText`` wherever it is grouped, partitioned, counted or joined; a key of a type no
+    collation touches (an integer, a date, a UUID) stays as it is; a key of an unknown type
+    (``sql_type`` None, PostgreSQL's ``citext``) is compared as its text, byte for byte."""
+    t = (sql_type or "").upper()
+    if t == "VARCHAR" or t.startswith("VARCHAR("):
+        return exact_text(column)
+    if sql_type is not None and (is_integer_type(t) or t.split("(")[0].split(" ")[0] in _UNCOLLATED):
+        return column
+    return exact_text(exp.cast(column, "VARCHAR"))
+
+
 def literal(domain: Domain, pos: int) -> exp.Expression:
     """Domain value at ``pos`` as a typed SQL literal."""
     if domain.kind == "integer":
@@ -138,4 +160,5 @@ def literal(domain: Domain, pos: int) -> exp.Expression:
     return exp.Literal.string(domain.text(pos))
 
 
-__all__ = ["DIALECTS", "ExactText", "col", "exact_text", "ident", "is_integer_type", "literal", "source_key", "to_sql"]
+__all__ = ["DIALECTS", "ExactText", "col", "exact_text", "ident", "is_integer_type", "literal", "person_key",
+           "source_key", "to_sql"]

@@ -445,6 +445,37 @@ def test_deid_sql_report_of_a_set_before_and_after_its_release(tmp_path: Path) -
     assert not (tmp_path / "late.html").exists()
 
 
+@pytest.mark.parametrize("extra", ["raw_patients.parquet", ".hidden", "notes/"])
+def test_a_set_folder_holding_an_unrecorded_entry_is_not_reported(tmp_path: Path, extra: str) -> None:
+    """A set's folder holds exactly what its record lists: a raw file copied in (or a hidden file,
+    or a folder) is refused by name, one line, before a report is written."""
+    spec = write(tmp_path, tables(30))
+    out = tmp_path / "release"
+    assert run("materialize", spec, "--policy", POLICY, "--out", out).exit_code == 0
+    sidecar, page = out / "release.json", tmp_path / "after.html"
+    assert run("report", spec, "--from-release", sidecar, "--out", page).exit_code == 0  # as written: reported
+    page.unlink()
+    page.with_suffix(".json").unlink()
+    if extra.endswith("/"):
+        (out / extra).mkdir()
+    else:
+        (out / extra).write_bytes((tmp_path / "patients.parquet").read_bytes())  # the raw source
+    one_line(run("report", spec, "--from-release", sidecar, "--out", page),
+             f"holds {extra.rstrip('/')!r}, which the record does not list")
+    assert not page.exists() and not page.with_suffix(".json").exists()
+
+
+def test_a_sets_report_is_not_written_into_its_folder(tmp_path: Path) -> None:
+    """``report --from-release FOLDER/release.json --out FOLDER/…`` is refused: the page would be a
+    file the set's record does not list."""
+    spec = write(tmp_path, tables(30))
+    out = tmp_path / "release"
+    assert run("materialize", spec, "--policy", POLICY, "--out", out).exit_code == 0
+    one_line(run("report", spec, "--from-release", out / "release.json", "--out", out / "report.html"),
+             "--out")
+    assert sorted(p.name for p in out.iterdir()) == sorted(["release.json", *(f"{n}.parquet" for n in NAMES)])
+
+
 def test_a_sets_report_is_refused_inside_its_folder_and_a_failed_report_removes_the_set(tmp_path: Path) -> None:
     spec = write(tmp_path, tables(30))
     out = tmp_path / "release"

@@ -30,7 +30,6 @@ from deid_sql.errors import DataError
 from deid_sql.loading import open_table, positions_query, resolve_domains
 from deid_sql.person_cells import NULL_ROWS, ROWS_OUT, VARYING, fast_person_cells, person_cells_query
 from deid_sql.spec import Spec
-from deid_sql.sqltext import col, source_key
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 ORDERS = {"int32": pa.int32(), "int64": pa.int64(), "date": pa.date32(), "text": pa.string(),
@@ -98,13 +97,12 @@ def both(spec_path: Path, aggregate_first: bool) -> tuple[int, list[tuple[Any, .
         domains, _ = resolve_domains(backend, spec, table, None, problems)
         assert not problems and all(d is not None for d in domains), problems
         pos = positions_query(backend, spec, domains, table, "column")  # type: ignore[arg-type]
-        ties = {i: source_key(q, d, col(q.column, "t"), table.columns.get(q.column))  # type: ignore[arg-type]
-                for i, (q, d) in enumerate(zip(spec.qis, domains)) if q.per_person in ("first", "last")}
         order_type = table.columns.get(spec.person.order) if spec.person.order else None
-        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, ties,  # type: ignore[arg-type]
+        key_type = table.columns.get(spec.person.column)
+        fast = fast_person_cells(pos, spec.qis, domains, spec.person, order_type, key_type,  # type: ignore[arg-type]
                                  aggregate_first)
         result = backend.execute(fast.query)
-        exact = backend.execute(person_cells_query(pos, spec.qis, spec.person, ties, aggregate_first))
+        exact = backend.execute(person_cells_query(pos, spec.qis, spec.person, key_type, aggregate_first))
     unsure = fast.unsure(result)
     return unsure, (cell_rows(fast.cells(result), len(spec.qis)) if not unsure else []), exact
 

@@ -8,6 +8,7 @@ and without ``[person]``; the bad inputs are one line each.
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -426,3 +427,64 @@ def test_a_derived_qi_named_like_a_source_column_is_refused(tmp_path: Path) -> N
     result = CliRunner().invoke(cli, ["validate", str(spec)])
     assert result.exit_code == 2
     assert "QI 'dx' is derived from the rows, but the source has a column 'dx' too" in result.output
+
+
+# -- first/last ties in the domain's order; NULL keys alone (issue 38) ---------------------------------
+WARDS = [f"w{i:02d}" for i in reversed(range(70))]  # listed against text order, larger than an IN list
+TIES = '''[person]
+column = "patient_id"
+order = "seen"
+[[qi]]
+name = "grade"
+kind = "category"
+values = ["b", "a"]
+per_person = "first"
+[[qi]]
+name = "ward"
+kind = "category"
+values = {wards}
+per_person = "last"
+[columns]
+drop = ["seen"]
+pseudonymize = ["patient_id"]
+secret_env = "DEID_PERSONS_KEY"
+[release]
+max_record_risk = 1.0
+allow_original_data = true
+'''
+
+
+def test_first_and_last_break_ties_in_the_domains_order(engine: Engine, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rows of a person on the same day: ``first`` takes the value first in the domain's order
+    (``b`` of ``["b", "a"]``), ``last`` the one last in it (``w10`` of w69…w00, not the text's
+    ``w20``), in the cells and in the released rows, on every engine."""
+    from deid_sql.output import materialize
+
+    monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
+    rows = [{"patient_id": f"P{p}", "grade": grade, "ward": ward, "seen": 1}
+            for p in range(6) for grade, ward in (("a", "w20"), ("b", "w10"))[:: 1 if p % 2 else -1]]
+    source = engine.load("ties", pa.Table.from_pylist(rows))
+    spec = engine.folder / "ties.toml"
+    spec.write_text(f"{engine.header()}\n[source]\n{source}\n" + TIES.format(wards=json.dumps(WARDS)),
+                    encoding="utf-8")
+    out = tmp_path / "ties.parquet"
+    with Problem.from_spec(spec, cache=False) as problem:
+        assert problem.sample.total == 6
+        assert {tuple(int(v) for v in row) for row in problem.sample.positions} == {(0, WARDS.index("w10"))}
+        materialize(problem, plan_of(problem, "bottom"), out)
+    released = {(r["grade"], r["ward"]) for r in pq.read_table(out).to_pylist()}
+    assert released == {("b", "w10")}
+
+
+def test_null_keys_are_refused_alone(engine: Engine, tmp_path: Path) -> None:
+    """Rows without a person key are no person: the refusal counts them, and says nothing of their
+    ages varying or of their number of rows (25, above the derived QI's 20), on every engine."""
+    persons = [{"patient_id": "A", "age": 30, "sex": "F", "seen": v, "dx": "x"} for v in (1, 2)]
+    persons += [{"patient_id": "B", "age": 50, "sex": "M", "seen": 1, "dx": "x"}]
+    rows = persons + [{"patient_id": None, "age": 20 + i, "sex": "F", "seen": i, "dx": "x"} for i in range(25)]
+    spec = on_engine(engine, write(tmp_path, persons, age_rule=""), rows, "null_keys")
+    with pytest.raises(DataError) as info:
+        Problem.from_spec(spec, cache=False)
+    assert info.value.problems == ["[person] column 'patient_id' is NULL in 25 row(s); every row must name its "
+                                   "person: fill the key or filter those rows out of the source"]

@@ -108,6 +108,9 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         sidecar = None
         if release is not None:
             sidecar = load_sidecar(release, problem)
+            recorded = sidecar.get("release") if isinstance(sidecar.get("release"), dict) else {}
+            if recorded.get("kind") == "set":  # its folder holds the set's files only
+                check_report_outside(out, release.parent, "--out")
             verify_release(sidecar, release, problem.backend)  # the release must still be what it records
             plan = release_of_sidecar(problem, sidecar, release)
         elif policy_file is not None:
@@ -247,14 +250,15 @@ def add_set(pending: PendingReport, record: dict[str, Any], where: str, spec: Sp
     pending.report["data"]["set"] = set_section(record, where, spec)
 
 
-def check_report_outside(report: Path | None, folder: Path) -> None:
+def check_report_outside(report: Path | None, folder: Path, option: str = "--report") -> None:
     """A set's report goes beside its folder, never into it: the folder holds the set's files only
-    (and is replaced as a whole with ``--overwrite``)."""
+    (and is replaced as a whole with ``--overwrite``), and a file its record does not list makes
+    the set fail its check (``records.verify_release``)."""
     if report is None:
         return
     inside = folder.resolve()
     if any(inside == parent for parent in report.resolve().parents):
-        raise OutputError(f"--report {report} is inside the set's folder {folder}, which holds the set's files only; "
+        raise OutputError(f"{option} {report} is inside the set's folder {folder}, which holds the set's files only; "
                           f"write the report beside it (e.g. {folder.name}-report.html)")
 
 

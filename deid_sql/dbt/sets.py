@@ -126,7 +126,8 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
                              f"general policy; nothing was written")
     verdict = gate.judge(figures)
     flagged = plan.suppression is not None
-    linked = linked_sources(problem, kept_keys(problem.query(plan, roles=False), spec.person.column, flagged))
+    linked = linked_sources(problem, kept_keys(problem.query(plan, roles=False), spec.person.column, flagged,
+                                               problem.columns.get(spec.person.column)))
 
     shown = Path(project)
     root = shown.resolve()

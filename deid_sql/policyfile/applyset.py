@@ -134,8 +134,10 @@ def open_set(policy: PolicyFile, source: TableRef, linked: Mapping[str, TableRef
             _check_schema(batch, table, t.source, i, policy)
             opened.append(open_linked(backend, spec, t, i))
         assert spec.person is not None
-        kept = kept_keys(batch.release_query(roles=False), spec.person.column, policy.suppression is not None)
-        counted = count_linked(backend, spec, opened, batch.relation, kept)
+        key_type = batch.columns.get(spec.person.column)
+        kept = kept_keys(batch.release_query(roles=False), spec.person.column, policy.suppression is not None,
+                         key_type)
+        counted = count_linked(backend, spec, opened, batch.relation, key_type, kept)
         yield OpenSet(batch, counted, [linked_query(backend, spec, s, kept) for s in counted])
     finally:
         backend.close()

@@ -67,13 +67,15 @@ def measure(batch: Batch, recoding: Recoding | None = None, keep_groups: bool = 
     # the saved policy's own release, with its suppressed groups (an anonymization's), when measuring it
     suppressing = recoding is None and batch.policy.suppression is not None
     release = batch.release_query(recoding=recoding, roles=False).subquery("deid_release")
+    key_type = batch.columns.get(batch.spec.person.column) if batch.spec.person is not None else None
     sample = (exp.select(*[exp.alias_(col(q.column), labels[i]) for i, q in enumerate(batch.spec.qis)],
-                         exp.alias_(count_persons(batch.spec), "m"))
+                         exp.alias_(count_persons(batch.spec, key_type=key_type), "m"))
               .from_(release).group_by(*[exp.column(c) for c in labels]))
     suppressed = 0
     if suppressing:  # suppressed rows are no group of labels: counted apart, as the release gate counts them
         sample = sample.where(exp.Not(this=col(FLAG)))
-        count = exp.select(exp.alias_(count_persons(batch.spec), "s")).from_(release.copy()).where(col(FLAG))
+        count = exp.select(exp.alias_(count_persons(batch.spec, key_type=key_type), "s")).from_(
+            release.copy()).where(col(FLAG))
         suppressed = int(_execute(batch, count).column("s")[0].as_py() or 0)
     census, total = _census(batch, rec, labels)
     if census is None:

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from ..errors import DataError, DeidError
 from ..persons import DERIVED, PER_PERSON, null_keys_problem, rows_out_problem, varying_problem
-from ..sqltext import col, ident, source_key
+from ..sqltext import col, ident, person_key, source_key
 
 if TYPE_CHECKING:
     from ..spec import Spec
@@ -103,7 +103,7 @@ def check_batch(batch: Batch, view: str) -> int:
     spec = batch.spec
     person = spec.person
     assert person is not None
-    key = col(person.column)
+    key = person_key(col(person.column), batch.columns.get(person.column))  # persons told apart byte for byte
     keys = _varying_keys(batch)
     per = exp.select(exp.alias_(key.copy(), PERSON), exp.alias_(exp.func("count", exp.Star()), ROWS))
     for i, k in keys.items():
@@ -149,11 +149,15 @@ def _varying_keys(batch: Batch) -> dict[int, exp.Expression]:
 def _example(batch: Batch, view: str, key: exp.Expression, value: exp.Expression) -> tuple[str, str, str] | None:
     """One person in whom ``value`` varies (the least key), with their least and greatest value as
     text; run only when there is one."""
-    lo, hi = exp.func("min", value.copy()), exp.func("max", value.copy())
-    text = [exp.alias_(exp.cast(e.copy(), "VARCHAR"), name) for e, name in ((key, "person"), (lo, "lo"), (hi, "hi"))]
-    query = (exp.select(*text)
-             .from_(view).where(exp.Not(this=exp.Is(this=key.copy(), expression=exp.null())))
-             .group_by(key.copy()).having(exp.GT(this=hi, expression=lo)).order_by(key.copy()).limit(1))
+    # the key and the value named in a subquery: grouping and ordering by a plain column is what
+    # every engine matches (PostgreSQL and Spark do not match an ORDER BY of a COLLATE expression)
+    rows = exp.select(exp.alias_(key.copy(), PERSON), exp.alias_(value.copy(), "v")).from_(view)
+    person, v = exp.column(PERSON), exp.column("v")
+    lo, hi = exp.func("min", v.copy()), exp.func("max", v.copy())
+    text = [exp.alias_(exp.cast(e.copy(), "VARCHAR"), name) for e, name in ((person, "person"), (lo, "lo"), (hi, "hi"))]
+    query = (exp.select(*text).from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=ident("deid_keyed"))))
+             .where(exp.Not(this=exp.Is(this=person.copy(), expression=exp.null())))
+             .group_by(person.copy()).having(exp.GT(this=hi, expression=lo)).order_by(person.copy()).limit(1))
     rows = batch.run(query).to_pylist()
     return (str(rows[0]["person"]), str(rows[0]["lo"]), str(rows[0]["hi"])) if rows else None
 
@@ -166,12 +170,13 @@ def _sum_if(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
     return exp.func("sum", exp.Case().when(condition, value).else_(exp.Literal.number(0)))
 
 
-def count_persons(spec: Spec, relation: str | None = None) -> exp.Expression:
+def count_persons(spec: Spec, relation: str | None = None, key_type: str | None = None) -> exp.Expression:
     """What a group of released rows counts: its rows, or with ``[person]`` its distinct persons
-    (the key column of ``relation``) — a person's rows all carry the person's labels."""
+    (the key column of ``relation``, of SQL type ``key_type``, told apart byte for byte:
+    ``sqltext.person_key``) — a person's rows all carry the person's labels."""
     if spec.person is None:
         return exp.func("count", exp.Star())
-    return exp.Count(this=exp.Distinct(expressions=[col(spec.person.column, relation)]))
+    return exp.Count(this=exp.Distinct(expressions=[person_key(col(spec.person.column, relation), key_type)]))
 
 
 __all__ = ["SavedPerson", "check_batch", "count_persons", "difference"]

@@ -34,6 +34,7 @@ from ..compile import col, ident
 from ..evaluate.groups import PeopleByKey, group_cells, group_sizes, keys_of
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..recoding import Recoding
+from ..sqltext import person_key
 
 FLAG = "deid_suppressed"
 
@@ -128,7 +129,9 @@ class Census:
 def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
                 person: str | None = None) -> exp.Select:
     """``SELECT qi… (as text), [flag], count(*) GROUP BY`` over the released rows; with ``person``
-    (the released person key, ``[person]``), the distinct persons of each group instead of rows."""
+    (the released person key, ``[person]``), the distinct persons of each group instead of rows,
+    told apart byte for byte whatever the column's collation (``sqltext.person_key``: as the
+    cells count them)."""
     keys: list[exp.Expression] = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}"))
                                   for i, c in enumerate(qi_columns)]
     if flag:
@@ -136,7 +139,7 @@ def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
     source = relation if isinstance(relation, exp.Table) else exp.Subquery(
         this=relation, alias=exp.TableAlias(this=ident("deid_released")))
     count = (exp.func("count", exp.Star()) if person is None
-             else exp.Count(this=exp.Distinct(expressions=[col(person)])))
+             else exp.Count(this=exp.Distinct(expressions=[person_key(col(person))])))
     return (exp.select(*keys, exp.alias_(count, ident("m")))
             .from_(source).group_by(*[exp.column(f"q{i}") for i in range(len(qi_columns))],
                                     *([exp.column("f")] if flag else [])))
