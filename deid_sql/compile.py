@@ -50,8 +50,12 @@ def group_condition(domain: Domain, key: exp.Expression, members: np.ndarray) ->
 def label_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
     """The value as a compiled query's group conditions compare it: ``source_key``, except that
     integers and dates are always cast, so that a file replaced under a view with another column
-    type (a CSV with 45.5 or a time of day) shows whole numbers and days, as loaded."""
+    type (a CSV with 45.5 or a time of day) shows whole numbers and days, as loaded.  An integer
+    QI of another type (text, DOUBLE) is read as the guard read it (``sqltext.whole_number``):
+    its text as a DOUBLE, then a BIGINT — which cannot fail, as it runs only behind the guard."""
     if domain.kind == "integer":
+        if sql_type is not None and not is_integer_type(sql_type):
+            return exp.cast(exp.cast(exp.cast(column.copy(), "VARCHAR"), "DOUBLE"), "BIGINT")
         return exp.cast(column.copy(), "BIGINT")
     if domain.kind == "date":
         return exp.cast(column.copy(), "DATE")
