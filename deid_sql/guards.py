@@ -49,13 +49,14 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
     dialect renders so that it cannot fail: ``sqltext.to_sql``): an integer domain holds whole
     numbers only, so 45.5 or the text '45.5' is outside; a date domain holds days, so a
     timestamp is in it when its day is (as when it was loaded).  An integer QI whose column is
-    not of an integer type (text, a DOUBLE, a DECIMAL) is read by one definition on every engine,
-    ``sqltext.whole_number``: a plain numeral that is a whole number in range, so '1e400', 'NaN',
-    '-Infinity' or '1e-400' are outside everywhere and stop no query."""
+    not of an integer type is read by one definition on every engine, ``sqltext.whole_number``:
+    a DOUBLE or DECIMAL that is a whole number in range, or text that is a plain numeral of one,
+    so '1e400', 'NaN', '-Infinity' or '1e-400' are outside everywhere and stop no query."""
     low, high = literal(domain, 0), literal(domain, domain.size - 1)
     if domain.kind == "integer":
         if sql_type is not None and not is_integer_type(sql_type):
-            whole = whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)))  # type: ignore
+            whole = whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)),  # type: ignore
+                                 sql_type)
             return exp.Not(this=exp.Is(this=whole, expression=exp.null()))
         as_int = exp.TryCast(this=column.copy(), to=exp.DataType.build("BIGINT"))
         as_dbl = exp.TryCast(this=column.copy(), to=exp.DataType.build("DOUBLE"))

@@ -247,7 +247,7 @@ def _position(domain: Domain, key: exp.Expression, raw: exp.Expression | None = 
     if isinstance(domain, IntegerDomain):
         lo = exp.Literal.number(domain.lo)
         if sql_type is not None and not is_integer_type(sql_type):  # text, DOUBLE, DECIMAL: one definition
-            return exp.Sub(this=whole_number(value, domain.lo, domain.hi), expression=lo)
+            return exp.Sub(this=whole_number(value, domain.lo, domain.hi, sql_type), expression=lo)
         as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
         ok: exp.Expression = exp.Between(this=as_int.copy(), low=lo.copy(), high=exp.Literal.number(domain.hi))
         if sql_type is None:  # a whole number (an integer column always holds one; the cast rounds 45.5 to 46)

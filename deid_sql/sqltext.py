@@ -130,12 +130,14 @@ def _pg_try_cast(node: exp.TryCast) -> exp.Expression:
     """``TRY_CAST`` for PostgreSQL, which has none: ``CASE WHEN <the text is valid input> THEN CAST
     END``, the test a pattern on the value's text (compared byte for byte: a nondeterministic
     collation refuses regular expressions), so it holds for text and numeric columns alike and the
-    cast can never fail.  A date or timestamp known to be one (``typed_cast``) is cast directly."""
+    cast can never fail.  A date or timestamp known to be one (``typed_cast``) is cast to DATE
+    directly, a floating-point number to DOUBLE."""
     to = node.args["to"]
     value = node.this.copy()
     source = str(node.meta.get(TYPED, ""))
-    if to.this == exp.DataType.Type.DATE and source.startswith(("DATE", "TIMESTAMP")):
-        return exp.Cast(this=value, to=to.copy())
+    if ((to.this == exp.DataType.Type.DATE and source.startswith(("DATE", "TIMESTAMP")))
+            or (to.this in _PG_NUMBERS and source.startswith(("DOUBLE", "FLOAT", "REAL")))):
+        return exp.Cast(this=value, to=to.copy())  # a NUMERIC, which may exceed a DOUBLE, is tested below
     text = exact_text(exp.cast(value.copy(), "TEXT"))
     if to.this in _PG_INTEGERS:
         valid: exp.Expression = exp.RegexpLike(this=text, expression=exp.Literal.string(_PG_INTEGER))
@@ -200,6 +202,11 @@ def is_integer_type(sql_type: str | None) -> bool:
     return bool(sql_type) and str(sql_type).upper().split("(")[0] in _INTEGER_TYPES
 
 
+def is_fraction_type(sql_type: str | None) -> bool:
+    """A number type that may hold fractions: floating point or ``DECIMAL``/``NUMERIC``."""
+    return bool(sql_type) and str(sql_type).upper().startswith(("DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC"))
+
+
 def _is_numeral(text: exp.Expression) -> exp.Expression:
     """``text`` is a ``NUMERAL`` (compared byte for byte: a nondeterministic collation refuses a
     regular expression) of at most ``NUMERAL_LENGTH`` characters."""
@@ -207,25 +214,30 @@ def _is_numeral(text: exp.Expression) -> exp.Expression:
                     exp.RegexpLike(this=exact_text(text.copy()), expression=exp.Literal.string(NUMERAL)))
 
 
-def whole_number(column: exp.Expression, low: int, high: int) -> exp.Expression:
-    """The value as a BIGINT when its text is a ``NUMERAL`` (the module's docstring) whose value is
-    a whole number in [low, high], else NULL, whatever the column's type (a DOUBLE prints as a
-    numeral, a date does not).  It never fails: the text is cast to DOUBLE only behind the pattern
-    test, the DOUBLE to BIGINT only inside the range.  '45', ' 45 ', '+45', '45.0' and '4.5e1' are
-    45; '45.5', '1e-400', '1e400', 'NaN', '-Infinity', '1_000' and '0x2D' are none."""
+def whole_number(column: exp.Expression, low: int, high: int, sql_type: str | None = None) -> exp.Expression:
+    """The value as a BIGINT when it is a whole number in [low, high], else NULL; never fails.
+
+    A column of a number type that may hold fractions (``is_fraction_type``: DOUBLE, DECIMAL, …)
+    is that number (NaN and infinities are in no range).  Any other column, text above all, is
+    read from its text by one definition on every engine: a ``NUMERAL`` (the module's docstring),
+    cast to DOUBLE only behind the pattern test.  So '45', ' 45 ', '+45', '45.0' and '4.5e1' are
+    45, and '45.5', '1e-400', '1e400', 'NaN', '-Infinity', '1_000' and '0x2D' are none.  The DOUBLE
+    is cast to BIGINT only inside the range."""
     text = exp.cast(column.copy(), "VARCHAR")
-    value = exp.cast(text.copy(), "DOUBLE")
+    fractions = is_fraction_type(sql_type)
+    value = typed_cast(column, "DOUBLE", sql_type) if fractions else exp.cast(text.copy(), "DOUBLE")
     as_int = exp.cast(value.copy(), "BIGINT")
     exact = exp.Case().when(as_int.eq(value.copy()), as_int.copy())
     in_range = exp.Case().when(exp.Between(this=value.copy(), low=exp.Literal.number(low),
                                            high=exp.Literal.number(high)), exact)
-    return exp.Case().when(_is_numeral(text), in_range)
+    return in_range if fractions else exp.Case().when(_is_numeral(text), in_range)
 
 
 def typed_cast(column: exp.Expression, to: str, sql_type: str | None) -> exp.TryCast:
     """``TRY_CAST(column AS to)`` that knows the column's SQL type (None: unknown).  PostgreSQL,
-    which has no ``TRY_CAST``, casts a date or a timestamp to DATE directly: reading it through its
-    text would depend on the session's ``DateStyle``, and a timestamp's text is no day."""
+    which has no ``TRY_CAST``, casts a date or a timestamp to DATE directly (reading it through its
+    text would depend on the session's ``DateStyle``, and a timestamp's text is no day) and a
+    floating-point number to DOUBLE (no test of its text needed: the cast cannot fail)."""
     node = exp.TryCast(this=column.copy(), to=exp.DataType.build(to))
     if sql_type is not None:
         node.meta[TYPED] = sql_type.upper()
@@ -242,7 +254,7 @@ def source_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str
     if domain.kind == "integer":
         if sql_type is None or is_integer_type(t):
             return column
-        return whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)))  # type: ignore
+        return whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)), t)  # type: ignore
     if domain.kind == "date":
         return column if (sql_type is None or t == "DATE") else typed_cast(column, "DATE", sql_type)
     key: exp.Expression = column
@@ -267,5 +279,5 @@ def literal(domain: Domain, pos: int) -> exp.Expression:
     return exp.Literal.string(domain.text(pos))
 
 
-__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "col", "exact_text", "ident", "is_integer_type",
-           "literal", "source_key", "to_sql", "typed_cast", "whole_number"]
+__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "col", "exact_text", "ident", "is_fraction_type",
+           "is_integer_type", "literal", "source_key", "to_sql", "typed_cast", "whole_number"]

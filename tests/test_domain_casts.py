@@ -152,6 +152,27 @@ def test_a_view_and_a_table_show_the_outside_label(engine: Engine) -> None:
     assert written.figures is not None and written.figures.outside == len(OUTSIDE)
 
 
+def test_numbers_of_a_fraction_type_are_read_as_numbers(engine: Engine, run) -> None:  # type: ignore[no-untyped-def]
+    """A DOUBLE column is no text to parse: 45.0 is 45, 45.5, NaN and the infinities are outside
+    (on PostgreSQL also a NUMERIC too large for a DOUBLE, which a cast would refuse)."""
+    bad = [45.5, math.nan, math.inf, -math.inf, 1e300, -1.0, 121.0]
+    ages = bad + [45.0, 5.0, -0.0] + [float(20 + i % 50) for i in range(70)]
+    spec = spec_for(engine, "doubles", pa.table({"age": pa.array(ages, pa.float64()),
+                                                  "sex": pa.array(["F", "M"] * (len(ages) // 2))}))
+    result = run("validate", spec, expect=2)
+    assert f"{len(bad)} record(s) in {len(bad)} distinct value(s) of column 'age'" in result.stderr, result.stderr
+    if isinstance(engine, PostgresEngine):
+        s = engine.schema
+        engine.backend.con.execute(f'CREATE TABLE "{s}"."numerics" AS SELECT age::numeric AS age, sex '
+                                   f'FROM "{s}"."doubles" WHERE abs(age) < 200')  # 45.5, -1 and 121 outside
+        engine.backend.con.execute(f"INSERT INTO \"{s}\".\"numerics\" VALUES ('1e400', 'F'), ('1e-400', 'M'), "
+                                   "('NaN', 'F')")
+        spec.write_text(spec.read_text().replace(f"{s}.doubles", f"{s}.numerics"), encoding="utf-8")
+        result = run("validate", spec, expect=2)
+        assert "6 record(s) in 6 distinct value(s)" in result.stderr and "out of range" not in result.stderr, \
+            result.stderr
+
+
 # -- PostgreSQL: compiled SQL, days written as text, and date columns under any DateStyle ----------
 
 @pytest.fixture(params=engine_params("postgres"))

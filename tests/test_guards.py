@@ -258,6 +258,7 @@ CASES: dict[str, tuple[QISpec, Domain, str, str]] = {  # kind -> QI, domain, typ
     "integer": (QISpec("q", "q", "q", "integer", 0, 30), IntegerDomain(0, 30), "BIGINT", "BIGINT"),
     "integer-now-double": (QISpec("q", "q", "q", "integer", 0, 30), IntegerDomain(0, 30), "BIGINT", "DOUBLE"),
     "integer-text": (QISpec("q", "q", "q", "integer", 0, 30), IntegerDomain(0, 30), "VARCHAR", "VARCHAR"),
+    "integer-double": (QISpec("q", "q", "q", "integer", 0, 30), IntegerDomain(0, 30), "DOUBLE", "DOUBLE"),
     "date": (QISpec("q", "q", "q", "date", FIRST, dt.date(2020, 2, 9)), DateDomain(FIRST, dt.date(2020, 2, 9)),
              "DATE", "DATE"),
     "date-now-timestamp": (QISpec("q", "q", "q", "date", FIRST, dt.date(2020, 2, 9)),
@@ -281,7 +282,7 @@ def values_for(kind: str, domain: Domain) -> st.SearchStrategy[object]:
     """Values in the domain, next to it and far outside it, and NULL."""
     if kind == "integer":
         return st.none() | st.integers(-3, 33) | st.integers(-10**12, 10**12)
-    if kind == "integer-now-double":
+    if kind in ("integer-now-double", "integer-double"):
         return st.none() | st.integers(-3, 33).map(float) | st.floats(-5, 35) | st.sampled_from([math.inf, math.nan])
     if kind == "integer-text":
         return st.none() | st.sampled_from(TEXT_INTEGERS) | st.integers(-3, 33).map(str)
