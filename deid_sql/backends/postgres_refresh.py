@@ -202,11 +202,13 @@ def kept(con: psycopg.Connection[Any], name: Name) -> Kept:
         parts += [pgsql.SQL("USING ({})").format(pgsql.SQL(using))] if using is not None else []
         parts += [pgsql.SQL("WITH CHECK ({})").format(pgsql.SQL(check))] if check is not None else []
         statements.append(("policy", policy, pgsql.SQL(" ").join(parts)))
+    # a publication's column list and row filter came with PostgreSQL 15
+    listing = ("ARRAY(SELECT a.attname FROM unnest(r.prattrs) n JOIN pg_attribute a ON a.attrelid = r.prrelid "
+               "AND a.attnum = n), pg_get_expr(r.prqual, r.prrelid)" if con.info.server_version >= 150000
+               else "ARRAY[]::name[], NULL")
     for publication, columns_of, where in con.execute(
-            "SELECT p.pubname, ARRAY(SELECT a.attname FROM unnest(r.prattrs) n JOIN pg_attribute a "
-            "ON a.attrelid = r.prrelid AND a.attnum = n), pg_get_expr(r.prqual, r.prrelid) "
-            "FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid WHERE r.prrelid = %(t)s "
-            "ORDER BY p.pubname", {"t": oid}):
+            f"SELECT p.pubname, {listing} FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+            "WHERE r.prrelid = %(t)s ORDER BY p.pubname", {"t": oid}):
         listed = (pgsql.SQL(" ({})").format(pgsql.SQL(", ").join(map(pgsql.Identifier, columns_of)))
                   if columns_of else pgsql.SQL(""))
         filtered = pgsql.SQL(" WHERE ({})").format(pgsql.SQL(where)) if where is not None else pgsql.SQL("")
