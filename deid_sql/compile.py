@@ -24,6 +24,7 @@ from .spec import QISpec, TableRef
 from .sqltext import DIALECTS as DIALECTS  # re-exported: the names the rest of the code imports from here
 from .sqltext import col as col
 from .sqltext import ident as ident
+from .sqltext import is_fraction_type
 from .sqltext import is_integer_type as is_integer_type
 from .sqltext import literal as literal
 from .sqltext import source_key as source_key
@@ -50,8 +51,12 @@ def group_condition(domain: Domain, key: exp.Expression, members: np.ndarray) ->
 def label_key(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | None) -> exp.Expression:
     """The value as a compiled query's group conditions compare it: ``source_key``, except that
     integers and dates are always cast, so that a file replaced under a view with another column
-    type (a CSV with 45.5 or a time of day) shows whole numbers and days, as loaded."""
+    type (a CSV with 45.5 or a time of day) shows whole numbers and days, as loaded.  An integer
+    QI held as text is read as the guard read it (``sqltext.whole_number``): its text as a DOUBLE,
+    then a BIGINT — which cannot fail, as it runs only behind the guard."""
     if domain.kind == "integer":
+        if sql_type is not None and not (is_integer_type(sql_type) or is_fraction_type(sql_type)):
+            return exp.cast(exp.cast(exp.cast(column.copy(), "VARCHAR"), "DOUBLE"), "BIGINT")
         return exp.cast(column.copy(), "BIGINT")
     if domain.kind == "date":
         return exp.cast(column.copy(), "DATE")

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from .domain import Domain, ZipDomain
 from .spec import QISpec
-from .sqltext import is_integer_type, literal, source_key
+from .sqltext import is_integer_type, literal, source_key, typed_cast, whole_number
 
 IN_LIST = 64  # domains up to this size are tested with a literal IN list, larger ones with a VALUES subquery
 
@@ -45,18 +45,24 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
     ``values`` names a session table (column ``v``) holding a large domain's values, looked up
     instead of the inline ``VALUES`` list (a batch's repeated checks; never for a view).
 
-    Integers and dates are tested whatever the column's type now is (``TRY_CAST``; PostgreSQL,
-    whose view columns cannot change type, renders a plain ``CAST``): an integer domain holds
-    whole numbers only, so 45.5 or the text '45.5' is outside; a date domain holds days, so a
-    timestamp is in it when its day is (as when it was loaded)."""
+    Integers and dates are tested whatever the column's type now is (``TRY_CAST``, which each
+    dialect renders so that it cannot fail: ``sqltext.to_sql``): an integer domain holds whole
+    numbers only, so 45.5 or the text '45.5' is outside; a date domain holds days, so a
+    timestamp is in it when its day is (as when it was loaded).  An integer QI whose column is
+    not of an integer type is read by one definition on every engine, ``sqltext.whole_number``:
+    a DOUBLE or DECIMAL that is a whole number in range, or text that is a plain numeral of one,
+    so '1e400', 'NaN', '-Infinity' or '1e-400' are outside everywhere and stop no query."""
     low, high = literal(domain, 0), literal(domain, domain.size - 1)
     if domain.kind == "integer":
+        if sql_type is not None and not is_integer_type(sql_type):
+            whole = whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)),  # type: ignore
+                                 sql_type)
+            return exp.Not(this=exp.Is(this=whole, expression=exp.null()))
         as_int = exp.TryCast(this=column.copy(), to=exp.DataType.build("BIGINT"))
         as_dbl = exp.TryCast(this=column.copy(), to=exp.DataType.build("DOUBLE"))
         return exp.and_(as_dbl.eq(as_int.copy()), exp.Between(this=as_int.copy(), low=low, high=high))
     if domain.kind == "date":
-        as_date = exp.TryCast(this=column.copy(), to=exp.DataType.build("DATE"))
-        return exp.Between(this=as_date, low=low, high=high)
+        return exp.Between(this=typed_cast(column, "DATE", sql_type), low=low, high=high)
     key = source_key(qi, domain, column.copy(), sql_type)
     texts = [domain.text(int(p)) for p in (range(domain.size) if positions is None else positions)]
     if len(texts) <= IN_LIST:

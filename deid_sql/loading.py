@@ -30,7 +30,7 @@ from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query
 from .persons import null_keys_problem, rows_out_problem, varying_problem
 from .shifting import shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
-from .sqltext import exact_text, person_key
+from .sqltext import exact_text, person_key, typed_cast, whole_number
 
 SOURCE_VIEW = "deid_source"
 UNSHIFTED_VIEW = "deid_source_unshifted"  # the source as read, under the shifted view (a shifted date QI)
@@ -243,18 +243,20 @@ def _position(domain: Domain, key: exp.Expression, raw: exp.Expression | None = 
               sql_type: str | None = None) -> exp.Expression:
     """Position of the normalized key in an integer or date domain, NULL when outside it (a
     category's is a join or ``Backend.value_position``: ``positions_query``)."""
+    value = (raw if raw is not None else key).copy()
     if isinstance(domain, IntegerDomain):
-        # test the raw value: the key is already CAST to BIGINT, which rounds 45.5 to 46
-        value = (raw if raw is not None else key).copy()
+        lo = exp.Literal.number(domain.lo)
+        if sql_type is not None and not is_integer_type(sql_type):  # text, DOUBLE, DECIMAL: one definition
+            return exp.Sub(this=whole_number(value, domain.lo, domain.hi, sql_type), expression=lo)
         as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
-        ok: exp.Expression = exp.Between(this=as_int.copy(), low=exp.Literal.number(domain.lo),
-                                         high=exp.Literal.number(domain.hi))
-        if not is_integer_type(sql_type):  # a whole number: an integer column always holds one
+        ok: exp.Expression = exp.Between(this=as_int.copy(), low=lo.copy(), high=exp.Literal.number(domain.hi))
+        if sql_type is None:  # a whole number (an integer column always holds one; the cast rounds 45.5 to 46)
             as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
             ok = exp.and_(as_dbl.eq(as_int.copy()), ok)
-        return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=exp.Literal.number(domain.lo)))
+        return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=lo))
     if isinstance(domain, DateDomain):
-        as_date = exp.TryCast(this=key.copy(), to=exp.DataType.build("DATE"))
+        # the raw value, cast knowing its type: PostgreSQL reads a date's text by the session's DateStyle
+        as_date = typed_cast(value, "DATE", sql_type)
         ok = exp.Between(this=as_date.copy(), low=literal(domain, 0), high=literal(domain, domain.size - 1))
         diff = exp.DateDiff(this=as_date.copy(), expression=literal(domain, 0), unit=exp.var("DAY"))
         return exp.Case().when(ok, diff)

@@ -1,7 +1,9 @@
 """Warehouse-grade writes on PostgreSQL (issue 27): names as the catalog keeps them, inputs never
-targets, refresh in place (grants, comment, dependent views kept), table vs view, text-typed
-numeric QIs, one-line connection errors, names too long for a sidecar, and no staging table left
-by a writer killed at any point.  Skipped locally without a server, failed under CI=true."""
+targets, refresh in place (grants, comment, dependent views kept; without views, issue 38, also
+column comments, indexes, constraints, triggers, policies, publications), table vs view,
+text-typed numeric QIs, one-line connection errors, names too long for a sidecar, and no staging
+table left by a writer killed at any point.  Skipped locally without a server, failed under
+CI=true."""
 
 from __future__ import annotations
 
@@ -165,6 +167,82 @@ def test_8_a_name_whose_sidecar_would_be_truncated_is_refused(pg: PostgresEngine
     line = one_line(run, "materialize", spec, "--policy", POLICY, "--table", f"{pg.schema}.{name}")
     assert "63" in line and "__release" in line
     assert not {n for n in catalog(pg, pg.schema) if n.startswith("rrr")}
+
+
+def hung_on(pg: PostgresEngine, table: str) -> dict[str, object]:
+    """What the catalog hangs on ``table`` besides its rows: owner, comments, grants, indexes,
+    constraints, NOT NULL, triggers, storage parameters, row security and policies."""
+    oid = scalar(pg, "SELECT to_regclass(%s)::oid", f'"{pg.schema}"."{table}"')
+    def rows(query: str) -> list[tuple[object, ...]]:
+        return sorted(pg.backend.con.execute(query, {"t": oid}).fetchall(), key=repr)
+    return {
+        "table": rows("SELECT pg_get_userbyid(relowner), obj_description(oid, 'pg_class'), relacl::text, "
+                      "reloptions::text, relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = %(t)s"),
+        "columns": rows("SELECT attname, col_description(attrelid, attnum), attacl::text, attnotnull FROM pg_attribute "
+                        "WHERE attrelid = %(t)s AND attnum > 0 AND NOT attisdropped"),
+        "indexes": rows("SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = %(t)s"),
+        "constraints": rows("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %(t)s"),
+        "triggers": rows("SELECT tgname, pg_get_triggerdef(oid), tgenabled FROM pg_trigger WHERE tgrelid = %(t)s "
+                         "AND NOT tgisinternal"),
+        "policies": rows("SELECT polname, polcmd, polpermissive, polroles::regrole[]::text, pg_get_expr(polqual, "
+                         "polrelid) FROM pg_policy WHERE polrelid = %(t)s"),
+        "publications": rows("SELECT p.pubname, r.prattrs::text, pg_get_expr(r.prqual, r.prrelid) "
+                             "FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+                             "WHERE r.prrelid = %(t)s"),
+    }
+
+
+def test_9_a_refresh_without_views_keeps_what_was_hung_on_the_table(pg: PostgresEngine, spec: Path, run) -> None:
+    """The drop-and-rename path (no dependent views) put back only the owner, the grants and the
+    table's comment: column comments, indexes, constraints and the rest were lost (issue 38)."""
+    s, role = pg.schema, f"analyst_{uuid.uuid4().hex[:6]}"
+    publication = f"deid_pub_{uuid.uuid4().hex[:6]}"
+    con = pg.backend.con
+    con.execute(f'CREATE ROLE "{role}"')
+    t = f'"{s}"."plain"'
+    try:
+        run("materialize", spec, "--policy", POLICY, "--table", f"{s}.plain")
+        for statement in (
+                f"COMMENT ON TABLE {t} IS 'nightly release'", f"COMMENT ON COLUMN {t}.age IS 'age band; see docs'",
+                f"COMMENT ON COLUMN {t}.zip IS 'the ZIP''s digits kept'", f'GRANT SELECT (age, sex) ON {t} TO "{role}"',
+                f"CREATE INDEX plain_age ON {t} (age)",
+                f'CREATE INDEX "Plain Lower" ON {t} (lower(sex)) WHERE age <> \'*\'',
+                f"ALTER TABLE {t} ADD CONSTRAINT age_given CHECK (age <> '')",
+                f"ALTER TABLE {t} ALTER COLUMN sex SET NOT NULL", f"ALTER TABLE {t} SET (fillfactor = 70)",
+                f'CREATE FUNCTION "{s}".keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$',
+                f'CREATE TRIGGER plain_keep BEFORE INSERT ON {t} FOR EACH ROW EXECUTE FUNCTION "{s}".keep()',
+                f'CREATE TRIGGER plain_off BEFORE UPDATE ON {t} FOR EACH ROW EXECUTE FUNCTION "{s}".keep()',
+                f"ALTER TABLE {t} DISABLE TRIGGER plain_off", f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
+                f'CREATE POLICY adults ON {t} FOR SELECT TO "{role}" USING (age <> \'0-17\')',
+                f"CREATE PUBLICATION {publication} FOR TABLE {t} (age, sex) WHERE (age <> '*') "
+                "WITH (publish = 'insert')",
+                f'ALTER TABLE {t} OWNER TO "{role}"'):
+            con.execute(statement)
+        before = hung_on(pg, "plain")
+        run("materialize", spec, "--policy", FINER, "--table", f"{s}.plain", "--overwrite")
+        assert "30-44" in {r[0] for r in con.execute(f"SELECT age FROM {t}").fetchall()}  # the new rows
+        assert hung_on(pg, "plain") == before
+        assert scalar(pg, "SELECT count(*) FROM pg_policy WHERE polrelid = to_regclass(%s)", t) == 1
+        assert not {n for n in catalog(pg, s) if n.startswith("deid_staging_")}
+    finally:
+        con.execute(f"DROP PUBLICATION IF EXISTS {publication}")
+        con.execute(f'DROP SCHEMA "{s}" CASCADE')
+        con.execute(f'CREATE SCHEMA "{s}"')
+        con.execute(f'DROP ROLE "{role}"')
+
+
+def test_10_a_refresh_that_cannot_keep_an_index_is_refused(pg: PostgresEngine, spec: Path, run) -> None:
+    """An index on a column the new release no longer has (``deid_suppressed``, gone with the
+    suppression) cannot be put back: the refresh is refused in one line and nothing changes."""
+    s = pg.schema
+    t = f'"{s}"."flagged"'
+    run("materialize", spec, "--policy", POLICY, "--suppress-below", "2", "--table", f"{s}.flagged")
+    pg.backend.con.execute(f"CREATE INDEX flagged_rows ON {t} (deid_suppressed)")
+    before, rows = hung_on(pg, "flagged"), scalar(pg, f"SELECT count(DISTINCT age) FROM {t}")
+    line = one_line(run, "materialize", spec, "--policy", FINER, "--table", f"{s}.flagged", "--overwrite")
+    assert "flagged_rows" in line and "--overwrite" in line and "index" in line, line
+    assert hung_on(pg, "flagged") == before and scalar(pg, f"SELECT count(DISTINCT age) FROM {t}") == rows
+    assert not {n for n in catalog(pg, s) if n.startswith("deid_staging_")}
 
 
 def _big_spec(pg: PostgresEngine, rows: int = 300_000) -> Path:

@@ -27,7 +27,6 @@ from ..errors import BackendError, OutputError, Unreachable
 from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted
-from .postgres_casts import try_casts
 from .postgres_refresh import (
     ident,
     kind_of,
@@ -154,7 +153,7 @@ class PostgresBackend(Backend):
             return {d.name: TYPES.get(d.type_code, (f"OID {d.type_code}", None))[0] for d in cur.description or []}
 
     def render(self, query: exp.Expression) -> str:
-        return to_sql(try_casts(query), "postgres")
+        return to_sql(query, "postgres")
 
     def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
         text = query if isinstance(query, str) else self.render(query)

@@ -29,7 +29,8 @@ Python workers on the executors.
 
 Spark 4 runs with ANSI SQL on by default, where ``CAST`` of a bad value raises; the
 loader's ``TRY_CAST`` (out-of-domain detection) is therefore rendered as Spark's own
-``TRY_CAST`` rather than sqlglot's default plain ``CAST``, and ANSI stays as configured.
+``TRY_CAST`` rather than sqlglot's default plain ``CAST`` (``sqltext.to_sql``, for compiled SQL
+and dbt models too), and ANSI stays as configured.
 """
 
 from __future__ import annotations
@@ -297,7 +298,7 @@ class SparkBackend(Backend):
         return {f.name: type_name(f.dataType) for f in schema.fields}
 
     def render(self, query: exp.Expression) -> str:
-        return to_sql(_try_casts(query), "spark")
+        return to_sql(query, "spark")
 
     def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table:
         text = query if isinstance(query, str) else self.render(query)
@@ -515,21 +516,6 @@ class SparkBackend(Backend):
             return digest
         prefix = fn("substr", digest, exp.Literal.number(1), exp.Literal.number(INTEGER_DIGITS))
         return exp.cast(fn("conv", prefix, exp.Literal.number(16), exp.Literal.number(10)), "BIGINT")
-
-def _try_casts(query: exp.Expression) -> exp.Expression:
-    """sqlglot renders ``TryCast`` as a plain ``CAST`` for Spark (right without ANSI mode, which
-    Spark 4 turns on); mark them safe so they render as ``TRY_CAST`` and bad values become NULL."""
-    if not any(True for _ in query.find_all(exp.TryCast)):
-        return query
-
-    def safe(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.TryCast) and not node.args.get("safe"):
-            node = node.copy()
-            node.set("safe", True)
-        return node
-
-    return query.transform(safe)
-
 
 def _no_file(database: Path | None) -> None:
     if database is not None:
