@@ -486,6 +486,16 @@ class SparkBackend(Backend):
         """Spark's ``xxhash64(v1, v2, …)`` as DECIMAL(38, 0), so its sum cannot overflow a BIGINT."""
         return exp.cast(exp.Anonymous(this="xxhash64", expressions=list(values)), "DECIMAL(38, 0)")
 
+    #: a DATE is a 32-bit number of days, a timestamp a 64-bit number of microseconds
+    #: (``Backend.date_days``); ``date_add`` past them wraps around without a word
+    date_days = {"DATE": (-2**31, 2**31 - 1), "TIMESTAMP": (-106_751_990, 106_751_989)}
+    date_overflow_fails = False
+
+    def day_number(self, value: exp.Expression) -> exp.Expression:
+        """``unix_date``, the date's own number (Spark's ``datediff`` of a unit goes through microseconds,
+        which overflow 292,000 years from 1970)."""
+        return exp.Anonymous(this="unix_date", expressions=[exp.cast(value, "DATE")])
+
     def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
         """``date_add(date, n)``; a timestamp adds ``make_dt_interval(n)``, a duration of n × 24 hours
         (no calendar or zone rule), so elapsed time is kept."""
