@@ -23,6 +23,7 @@ import pytest
 
 from deid_sql.backends.spark_writes import spark_output_name, staging_name, sweep_staging
 from deid_sql.errors import OutputError
+from deid_sql.names import check_output_name
 from deid_sql.release.plan import plan_of
 from tests.conftest import N_SOURCE
 from tests.engines import engine_fixture, engine_params
@@ -42,6 +43,28 @@ def test_spark_identifier_rules() -> None:
             spark_output_name(name, "--table")
         assert "\n" not in str(refused.value)
     assert spark_output_name("other_catalog.db.My$T") == ["other_catalog", "db", "My$T"]  # its own rules
+
+
+def test_an_output_naming_an_input_is_refused_in_any_spelling_spark_reads_alike() -> None:
+    """Issue 38: ``--table spark_catalog.db.t`` over the source ``db.t`` was no input to the check; the
+    job read all the data, then failed.  ``spark_catalog`` is the current catalog, and Spark folds
+    the parts of a name it reads."""
+    for output, source in (("spark_catalog.clinic.patients", "clinic.patients"),
+                           ("clinic.patients", "spark_catalog.clinic.patients"),
+                           ("clinic.patients", "SPARK_CATALOG.Clinic.Patients"),
+                           ("clinic.patients", '"Clinic"."Patients"'),
+                           ("spark_catalog.default.patients", "patients"),
+                           ("spark_catalog.clinic.patients", "clinic.patients__release"),
+                           ("other.clinic.patients", "clinic.patients")):  # when other is the current catalog
+        with pytest.raises(OutputError, match="is an input of the job") as refused:
+            check_output_name("spark", output, "--table", inputs=[source])
+        assert "\n" not in str(refused.value)
+    for output, source in (("other.clinic.patients", "spark_catalog.clinic.patients"),
+                           ("spark_catalog.clinic.released", "clinic.patients")):
+        assert check_output_name("spark", output, "--table", inputs=[source]).name == output.split(".")[-1]
+    with pytest.raises(OutputError, match="is an input of the job"):  # PostgreSQL folds unquoted names too
+        check_output_name("postgres", "clinic.cohort", "--table", inputs=["Clinic.Cohort"])
+    check_output_name("postgres", '"Clinic"."Cohort"', "--table", inputs=["Clinic.Cohort"])  # another table
 
 
 def test_sweep_removes_dead_writers_staging_only(tmp_path: Path) -> None:
@@ -94,6 +117,22 @@ def test_bad_names_are_refused_before_spark_and_nothing_lands(study: Path) -> No
 
 
 @pytest.mark.engine  # no JVM, but pyspark
+def test_a_three_part_output_naming_the_source_is_refused_before_spark(study: Path) -> None:
+    """Issue 38: ``--table spark_catalog.db.t --overwrite`` over the source ``db.t`` read all the data
+    (68 s) and then failed with IDENTIFIER_TOO_MANY_NAME_PARTS; now one line, no JVM."""
+    text = study.read_text(encoding="utf-8")
+    study.write_text(text.replace('[source]\npath = "patients.parquet"', '[source]\ntable = "clinic.patients"'),
+                     encoding="utf-8")
+    line = _refused(study, "materialize", str(study), "--policy", "top", "--table", "spark_catalog.clinic.patients",
+                    "--overwrite")
+    assert "is an input of the job" in line and "'clinic.patients'" in line, line
+    study.write_text(text.replace('[source]\npath = "patients.parquet"',
+                                  '[source]\ntable = "spark_catalog.clinic.patients"'), encoding="utf-8")
+    line = _refused(study, "materialize", str(study), "--policy", "top", "--table", "clinic.patients", "--overwrite")
+    assert "is an input of the job" in line, line
+
+
+@pytest.mark.engine  # no JVM, but pyspark
 def test_existing_folders_and_views_are_refused_before_spark_with_the_commands_flag(study: Path) -> None:
     warehouse = study.parent / "spark-home" / "warehouse"
     (warehouse / "released__release").mkdir(parents=True)
@@ -134,6 +173,32 @@ def test_quoted_names_round_trip_and_refresh_in_place(spark, tmp_path: Path) -> 
     assert not any(n.startswith(("deid_staging", "deid_replaced", "my", "we")) for n in names), names
     location = Path(session.catalog.getDatabase(database).locationUri.removeprefix("file:"))
     assert sorted(p.name for p in location.iterdir()) == ["census", "patients", "quoted_t", "quoted_t__release"]
+
+
+def test_a_three_part_name_in_spark_catalog_is_written_and_refreshed_and_read(spark, tmp_path: Path) -> None:
+    """Issue 38: ``spark_catalog.db.t`` names a table of Spark's own catalog, as a source and as an
+    output (written, refreshed in place, its record beside it): the rename that places a staged
+    table took at most two parts, so every such write failed after the whole job had run."""
+    from deid_sql.output import materialize
+    from deid_sql.problem import Problem
+    from tests.engines import default_spec
+
+    spec = default_spec(spark)
+    database = spark.qualified("x").split(".")[0]
+    text = spec.read_text(encoding="utf-8").replace(f'table = "{database}.patients"',
+                                                    f'table = "spark_catalog.{database}.patients"')
+    spec.write_text(text, encoding="utf-8")
+    target = f"spark_catalog.{database}.three"
+    with Problem.from_spec(spec, cache=False) as problem:
+        assert materialize(problem, plan_of(problem, "top"), None, None, target).rows == N_SOURCE
+        materialize(problem, plan_of(problem, "age:cuts=18,65|zip:top"), None, None, target, overwrite=True)
+        with pytest.raises(OutputError, match="is an input of the job"):
+            materialize(problem, plan_of(problem, "top"), None, None, f"{database}.patients", overwrite=True)
+    assert set(spark.read(f"{database}.three").column("zip").to_pylist()) == {"37***"}
+    assert spark.read(f"{database}.three__release").num_rows == 1
+    assert spark.read(f"{database}.patients").num_rows == N_SOURCE  # the source untouched
+    names = {t.name for t in spark.backend.session.catalog.listTables(database)}
+    assert not any(n.startswith(("deid_staging", "deid_replaced")) for n in names), names
 
 
 def _staging(warehouse: Path) -> list[Path]:
