@@ -201,6 +201,33 @@ def test_a_three_part_name_in_spark_catalog_is_written_and_refreshed_and_read(sp
     assert not any(n.startswith(("deid_staging", "deid_replaced")) for n in names), names
 
 
+def test_a_command_served_from_the_cells_cache_removes_dead_writers_staging(spark, tmp_path: Path) -> None:
+    """Issue 38: ``evaluate`` served from the cells cache starts no Spark, and it left a killed writer's
+    staging folders in the warehouse; every command on a Spark spec removes them, without the JVM."""
+    from deid_sql.cellcache import CellsCache
+    from deid_sql.problem import Problem
+    from tests.spark_engine import WAREHOUSE, spark_header
+
+    spec = parquet_study(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8").replace('[backend]\nengine = "spark"\nmaster = "local[1]"\n',
+                                                             spark_header()), encoding="utf-8")
+    with Problem.from_spec(spec, cache=CellsCache(tmp_path / "cache")):  # cached by the Spark of this process
+        pass
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    staged = [WAREHOUSE / f"deid_staging_{dead.pid}_1_0123abcd",
+              WAREHOUSE / "db9.db" / f"deid_staging_{dead.pid}_1_4567"]
+    for folder in staged:
+        folder.mkdir(parents=True)
+    env = {**_env(spec), "DEID_SQL_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", "from deid_sql.cli.main import main; main()", "evaluate", str(spec),
+                           "--policy", "top"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "spark-home" / "spark.log").exists()  # served from the cache: Spark never started
+    assert not any(folder.exists() for folder in staged), done.stderr
+    assert "removed 2 leftover staging folders" in done.stderr, done.stderr
+
+
 def _staging(warehouse: Path) -> list[Path]:
     return list(warehouse.glob("deid_staging_*")) if warehouse.exists() else []
 

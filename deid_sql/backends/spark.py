@@ -137,6 +137,15 @@ def _start(master: str | None, settings: Mapping[str, str], folder: Path) -> Non
     SparkContext(conf=spark_conf, gateway=gateway)
 
 
+def running_settings() -> dict[str, str] | None:
+    """The catalog settings of the Spark running in this process (None when none runs): where its
+    warehouse is and how its catalog treats names, for the checks made without a backend."""
+    if _root is None or _root.sparkContext._jsc is None:
+        return None
+    return {k: v for k in ("spark.sql.warehouse.dir", "spark.sql.catalogImplementation", "spark.sql.caseSensitive")
+            if (v := _root.conf.get(k, None)) is not None}
+
+
 def stop_spark() -> None:
     """Stop the process's Spark context (every backend using it stops working)."""
     global _root
@@ -194,11 +203,7 @@ class SparkBackend(Backend):
     def check_outputs(cls, options: Mapping[str, Any], targets: Sequence[Any]) -> None:
         """Names Spark cannot hold, views its in-memory catalog would forget, and tables whose folder
         the local warehouse holds are refused before the JVM starts (``spark_writes``)."""
-        running = None
-        if _root is not None and _root.sparkContext._jsc is not None:
-            running = {k: v for k in ("spark.sql.warehouse.dir", "spark.sql.catalogImplementation",
-                                      "spark.sql.caseSensitive") if (v := _root.conf.get(k, None)) is not None}
-        check_outputs(options, targets, running)
+        check_outputs(options, targets, running_settings())
 
     def progress(self) -> float | None:
         """Finished tasks over all tasks of the stages running now (Spark's own status tracker)."""
