@@ -207,22 +207,24 @@ def test_a_three_part_name_in_spark_catalog_is_written_and_refreshed_and_read(sp
     table took at most two parts, so every such write failed after the whole job had run."""
     from deid_sql.output import materialize
     from deid_sql.problem import Problem
-    from tests.engines import default_spec
+    from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 
-    spec = default_spec(spark)
     database = spark.qualified("x").split(".")[0]
-    text = spec.read_text(encoding="utf-8").replace(f'table = "{database}.patients"',
-                                                    f'table = "spark_catalog.{database}.patients"')
-    spec.write_text(text, encoding="utf-8")
+    spark.load("patients3", _source_table())
+    population = spark.load("census3", _population_table())
+    spec = tmp_path / "three.toml"
+    spec.write_text(spark.header() + f'\n[source]\ntable = "spark_catalog.{database}.patients3"\n\n[population]\n'
+                    f'{population}\ncount = "count"\n' + "".join(DEFAULT_QIS) + DEFAULT_COLUMNS
+                    + f"\n[release]\n{PERMISSIVE_RELEASE}\n", encoding="utf-8")
     target = f"spark_catalog.{database}.three"
     with Problem.from_spec(spec, cache=False) as problem:
         assert materialize(problem, plan_of(problem, "top"), None, None, target).rows == N_SOURCE
         materialize(problem, plan_of(problem, "age:cuts=18,65|zip:top"), None, None, target, overwrite=True)
         with pytest.raises(OutputError, match="is an input of the job"):
-            materialize(problem, plan_of(problem, "top"), None, None, f"{database}.patients", overwrite=True)
+            materialize(problem, plan_of(problem, "top"), None, None, f"{database}.patients3", overwrite=True)
     assert set(spark.read(f"{database}.three").column("zip").to_pylist()) == {"37***"}
     assert spark.read(f"{database}.three__release").num_rows == 1
-    assert spark.read(f"{database}.patients").num_rows == N_SOURCE  # the source untouched
+    assert spark.read(f"{database}.patients3").num_rows == N_SOURCE  # the source untouched
     names = {t.name for t in spark.backend.session.catalog.listTables(database)}
     assert not any(n.startswith(("deid_staging", "deid_replaced")) for n in names), names
 
