@@ -29,7 +29,7 @@ from .contract.shift import shift_type_problems
 from .errors import BackendError, DataError
 from .linked import LinkedTable
 from .loading import read_problem
-from .shifting import shifted_select
+from .shifting import range_problems, shifted_select
 from .sqltext import col, ident, person_key
 
 if TYPE_CHECKING:
@@ -78,6 +78,10 @@ def open_linked(backend: Backend, spec: Spec, table: LinkedTable, index: int) ->
     problems += table.roles.problems(list(columns), [], where)
     if table.roles.shift and (spec.person is None or spec.person.shift_days is None):
         problems.append(f"{where} shift needs [person] shift_days = <days>")
+    if table.roles.shift and not problems:  # dates the shift would move out of the engine's range
+        assert spec.person is not None and spec.person.shift_days is not None
+        problems += range_problems(backend, exp.to_table(view), columns, table.roles.shift, table.person,
+                                   spec.columns.secret(), spec.person.shift_days, where)
     if problems:
         raise DataError(problems)
     return LinkedSource(table, view, columns)

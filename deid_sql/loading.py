@@ -28,7 +28,7 @@ from .hierarchy import Hierarchy
 from .limits import resolved_problems, value_cap
 from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query, fast_person_cells, person_cells_query
 from .persons import null_keys_problem, rows_out_problem, varying_problem
-from .shifting import shifted_select, shifts_qis, source_shift
+from .shifting import range_problems, shifted_select, shifts_qis, source_shift
 from .spec import QISpec, Spec, TableRef
 from .sqltext import exact_text, person_key, typed_cast, whole_number
 
@@ -92,16 +92,25 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
         problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
     if which == "source" and source_shift(spec):
         problems += shift_problems(spec, columns, f"source {ref.describe()}")
-    if shifting and not problems:  # a shifted date QI: the cells read the dates as released
+    if which == "source" and source_shift(spec) and not problems:
         assert spec.person is not None and spec.person.shift_days is not None
         try:
             secret = spec.columns.secret()
         except SpecError as e:
-            problems.extend(e.problems)
-            return None
-        backend.create_temp_view(SOURCE_VIEW, shifted_select(backend, exp.to_table(view), columns, source_shift(spec),
-                                                             spec.person.column, secret, spec.person.shift_days))
-        view = SOURCE_VIEW
+            if shifting:  # the cells need the shifted dates; an unshifted QI's cells need no key
+                problems.extend(e.problems)
+                return None
+            return Table(view, columns, which)
+        moved = source_shift(spec)
+        domains = {q.column: (q.name, q.min, q.max) for q in spec.qis
+                   if q.kind == "date" and q.derived is None and q.column in moved}
+        found = range_problems(backend, exp.to_table(view), columns, moved, spec.person.column, secret,
+                               spec.person.shift_days, f"source {ref.describe()}", domains)
+        problems += found  # counted before anything reads a shifted date
+        if shifting and not found:  # a shifted date QI: the cells read the dates as released
+            backend.create_temp_view(SOURCE_VIEW, shifted_select(backend, exp.to_table(view), columns, moved,
+                                                                 spec.person.column, secret, spec.person.shift_days))
+            view = SOURCE_VIEW
     return Table(view, columns, which)
 
 

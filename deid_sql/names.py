@@ -21,7 +21,12 @@ because the table the user would find afterwards is not the one they named.
 ``parse_name(text, engine)`` gives a ``Name``: the parts as the catalog stores them (no quote
 characters, folded as the engine folds), ``table()`` for SQL, ``text`` (a form that parses back
 to the same parts), ``with_suffix`` for the sidecar and staging names, ``same_as`` to compare
-two names of one engine (an unqualified name lives in the engine's default schema).
+two names of one engine: parts folded as the engine folds them (a source table ``Clinic.Patients``
+is read as ``clinic.patients`` on PostgreSQL and Spark, so an output of that name replaces it), an
+unqualified name in the engine's default schema, and the engine's own catalog left out (Spark's
+``spark_catalog.db.t`` is ``db.t``: ``spark_catalog`` is the current catalog unless
+``spark.sql.defaultCatalog`` says otherwise, and a name in another catalog is taken as the same as
+one without a catalog, since that catalog may be the current one: an output never risks an input).
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ class Name:
     parts: tuple[str, ...]
     rules: Rules
     given: str = ""
+    #: which parts were typed quoted (a missing entry: taken as stored, never folded)
+    quoted: tuple[bool, ...] = ()
 
     @property
     def name(self) -> str:
@@ -122,24 +129,46 @@ class Name:
 
     def with_suffix(self, suffix: str, what: str = "table name") -> Name:
         """The name with ``suffix`` on its last part (a sidecar, a staging table), checked for length."""
-        out = Name((*self.parts[:-1], self.name + suffix), self.rules, self.given)
+        out = Name((*self.parts[:-1], self.name + suffix), self.rules, self.given, self.quoted)
         _check_length(out, what, self.given or self.text)
         return out
 
     def with_name(self, name: str, what: str = "table name") -> Name:
         """Another table in the same schema (a staging table), checked for length."""
-        out = Name((*self.parts[:-1], name), self.rules, name)
+        out = Name((*self.parts[:-1], name), self.rules, name, (*self.quoted[:len(self.parts) - 1], True))
         _check_length(out, what, name)
         return out
 
+    def _where(self) -> tuple[str | None, tuple[str, ...]]:
+        """(the catalog named, lower case, or None; the schema and name as the catalog holds them).
+        Parts are folded as the engine folds them — unquoted ones, and quoted ones too where its
+        catalog folds every name (Spark) — except in another catalog, whose rules are its own."""
+        rules, parts = self.rules, list(self.parts)
+        catalog = None
+        if len(parts) == 3 and rules.own_catalog is not None:
+            catalog = parts.pop(0).lower()
+        if catalog in (None, rules.own_catalog):
+            offset = len(self.parts) - len(parts)
+            parts = [rules.folded(p) if rules.fold_quoted or not self._was_quoted(i + offset) else p
+                     for i, p in enumerate(parts)]
+        if len(parts) == 1 and rules.default_schema is not None:
+            parts.insert(0, rules.default_schema)
+        return catalog, tuple(parts)
+
+    def _was_quoted(self, index: int) -> bool:
+        return index >= len(self.quoted) or self.quoted[index]
+
     def key(self) -> tuple[str, ...]:
-        """What identifies the object in the catalog: the default schema filled in."""
-        if len(self.parts) == 1 and self.rules.default_schema is not None:
-            return (self.rules.default_schema, self.name)
-        return self.parts
+        """What identifies the object in the catalog: parts folded as the engine folds them, the
+        default schema filled in, the engine's own catalog (``spark_catalog``) left out."""
+        catalog, parts = self._where()
+        return parts if catalog in (None, self.rules.own_catalog) else (catalog, *parts)
 
     def same_as(self, other: Name) -> bool:
-        return self.key() == other.key()
+        """Whether the two names may be one object: the same schema and name, and the same catalog
+        where both name one (a name without a catalog lives in the current one, which may be any)."""
+        (mine, parts), (theirs, other_parts) = self._where(), other._where()
+        return parts == other_parts and (mine is None or theirs is None or mine == theirs)
 
     def __str__(self) -> str:
         return self.text
@@ -163,7 +192,7 @@ def parse_name(text: str, engine: str | Rules | None = None, what: str = "table 
     if rules.bare_literal and "." not in text and not text.startswith(q):
         if text != text.strip():
             raise refuse("starts or ends with a space")
-        out = Name((text,), rules, text)
+        out = Name((text,), rules, text, (True,))
         _check_length(out, what, text)
         return out
     quoted_part = re.compile(f"{re.escape(q)}((?:[^{re.escape(q)}]|{re.escape(q * 2)})+){re.escape(q)}"
@@ -203,7 +232,7 @@ def parse_name(text: str, engine: str | Rules | None = None, what: str = "table 
                                   f"unquoted names to {rules.fold} case); write it as {folded}"
                                   + ("" if rules.fold_quoted else f" or quote it: {rules.quoted(part)}"))
         _check_catalog(parts, quoted, rules, what, text)
-    out = Name(tuple(parts), rules, text)
+    out = Name(tuple(parts), rules, text, tuple(quoted))
     _check_length(out, what, text)
     return out
 
@@ -254,12 +283,12 @@ def check_output_name(engine: str | Rules | None, name: str, what: str = "table 
     ``--overwrite`` there would replace the data the release is computed from."""
     out = release_name(name, engine, what, sidecar=sidecar)
     for table in inputs:
-        try:
-            read = parse_name(table, out.rules, "table")
+        try:  # an input is only read: any spelling the engine folds to the output's name is that table
+            read = parse_name(table, out.rules, "table", strict=False)
         except OutputError:
             continue  # an input that is no name of this engine is refused where it is read
-        if out.same_as(read) or (sidecar and Name((*out.parts[:-1], out.name + SIDECAR_SUFFIX), out.rules)
-                                 .same_as(read)):
+        if out.same_as(read) or (sidecar and Name((*out.parts[:-1], out.name + SIDECAR_SUFFIX), out.rules,
+                                                  quoted=out.quoted).same_as(read)):
             raise OutputError(f"{what} {name!r} is an input of the job (table {table!r}, read by the spec or "
                               f"the batch); write the release to another name")
     return out

@@ -49,6 +49,13 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def spark_package() -> None:
+    """Skip locally (fail under CI) a test that needs the spark extra but no Spark: the CLI refuses a
+    Spark spec without pyspark before it does what such a test is about (a refusal before the JVM)."""
+    if importlib.util.find_spec("pyspark") is None:
+        unavailable("pyspark is not installed (pip install '.[spark]')")
+
+
 @dataclass
 class Engine:
     """Where one engine keeps the test tables, and how a spec names them."""
@@ -130,8 +137,7 @@ def open_engine(name: str, folder: Path) -> Engine:
             unavailable("no PostgreSQL: export DEID_TEST_POSTGRES_DSN (eval \"$(bash .ci/postgres.sh start DIR)\")")
         return PostgresEngine(name, folder)
     if name == "spark":
-        if importlib.util.find_spec("pyspark") is None:
-            unavailable("pyspark is not installed (pip install '.[spark]')")
+        spark_package()
         from tests.spark_engine import SparkEngine  # written with the Spark backend
 
         return SparkEngine(name, folder)

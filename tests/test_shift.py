@@ -261,3 +261,153 @@ def test_a_policy_file_shifts_a_batch_as_materialize_does(tmp_path: Path) -> Non
     result = CliRunner().invoke(cli, ["apply", str(tmp_path / "policy.json"), "--source", batch, "--view", "v",
                                       "--db", db])
     assert result.exit_code == 2 and "shifted" in result.output, result.output
+
+
+# -- shifts that leave the range: refused with counts, never wrapped (issue 38) ---------------------
+DAY0 = dt.date(1970, 1, 1)
+
+
+def load_days(engine: Engine, name: str, rows: list[dict[str, Any]]) -> str:
+    """``rows`` (``pid``, ``age``, ``d``: a day number) stored in ``engine`` with ``admitted`` the date of
+    day ``d`` (days since 1970-01-01, made by the engine itself: the dates near its limits are beyond
+    Python's), and the ``[source]`` body naming the table."""
+    from sqlglot import exp
+
+    table = pa.Table.from_pylist(rows)
+    if engine.name == "duckdb":
+        dates = table.column("d").cast(pa.int32()).cast(pa.date32())
+        return engine.load(name, table.drop(["d"]).append_column("admitted", dates))
+    engine.load(f"{name}_days", table)
+    backend = engine.backend  # type: ignore[attr-defined]
+    epoch = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
+    query = exp.select("pid", "age", exp.alias_(backend.shift_days(epoch, exp.column("d"), "DATE"), "admitted")).from_(
+        exp.to_table(engine.qualified(f"{name}_days")))  # type: ignore[attr-defined]
+    create = backend.render(exp.Create(this=exp.to_table(engine.qualified(name)), kind="TABLE",  # type: ignore[attr-defined]
+                                       expression=query))
+    if engine.name == "postgres":
+        backend.con.execute(create)
+    else:
+        backend.session.sql(create)
+    return f'table = "{engine.qualified(name)}"'  # type: ignore[attr-defined]
+
+
+def shift_spec(engine: Engine, folder: Path, source: str, qi: str = "") -> Path:
+    spec = folder / "edge.toml"
+    spec.write_text(SPEC.format(shift='["admitted"]', days=D).replace('[source]\npath = "visits.parquet"\n',
+                                                                      engine.header() + f"\n[source]\n{source}\n")
+                    .replace('[[qi]]\nname = "age"', qi + '[[qi]]\nname = "age"'), encoding="utf-8")
+    return spec
+
+
+def refused(spec: Path, folder: Path) -> list[str]:
+    """validate's lines (exit 2), after materialize was refused (exit 2) with nothing written."""
+    out = folder / "edge-release.parquet"
+    done = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "top", "--out", str(out)])
+    assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+    assert not out.exists() and not list(folder.glob("*.release.json"))
+    checked = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert checked.exit_code == 2, checked.output
+    return [line for line in checked.output.splitlines() if "date shift" in line]
+
+
+def test_a_shift_past_the_engines_dates_is_refused_with_its_counts(engine: Engine, tmp_path: Path) -> None:
+    """Dates two days inside the engine's first and last day: the persons whose offset moves them out
+    are counted (rows and persons) by validate, and nothing is released — Spark's date_add wrapped
+    5881580-07-09 + 30 days around to -5877641, and the release was written."""
+    from deid_sql.backends import engine_class
+
+    first, last = engine_class(engine.name).date_days["DATE"]
+    key = KEY.encode()
+    rows = [{"pid": f"P{p:03d}", "age": 30 + p % 5, "d": 18_000 + p} for p in range(20)]
+    rows += [{"pid": f"E{p:03d}", "age": 40, "d": last - 2 if p % 2 else first + 2} for p in range(30) for _ in (0, 1)]
+    out = [r for r in rows if r["pid"].startswith("E")
+           and not first <= r["d"] + (offset(key, r["pid"], D) or 0) <= last]
+    assert out and len(out) < 60  # some move out, some stay in: the count is not the rows near the edge
+    name = f"edge_{uuid_part()}"
+    spec = shift_spec(engine, tmp_path, load_days(engine, name, rows))
+    lines = refused(spec, tmp_path)
+    assert len(lines) == 1, lines
+    persons = len({r["pid"] for r in out})
+    assert f"moves {len(out):,} row(s) of {persons:,} person(s)" in lines[0], lines[0]
+    assert "column 'admitted'" in lines[0] and "beyond the dates" in lines[0]
+    if engine.name != "duckdb":  # the shifted rows read all the same: a failure, never a wrapped date
+        from sqlglot import exp
+
+        from deid_sql.errors import BackendError
+        from deid_sql.shifting import shifted_select
+
+        backend = engine.backend  # type: ignore[attr-defined]
+        table = exp.to_table(engine.qualified(name))  # type: ignore[attr-defined]
+        query = shifted_select(backend, table, backend.columns(engine.qualified(name)), ["admitted"], "pid", key, D)
+        with pytest.raises(BackendError, match="beyond the dates Spark can hold|date out of range"):
+            backend.execute(query)
+
+
+def test_a_shift_out_of_a_date_qis_domain_is_refused_with_its_counts(engine: Engine, tmp_path: Path) -> None:
+    """A shifted date QI declared exactly as wide as the data: the rows the shift moves outside it are
+    counted, with the persons, and the line says how wide to declare it."""
+    rows = [{"pid": r["pid"], "age": r["age"], "d": (r["admitted"] - DAY0).days} for r in visits(30)]
+    lo, hi = min(r["d"] for r in rows), max(r["d"] for r in rows)
+    key = KEY.encode()
+    out = [r for r in rows if not lo <= r["d"] + (offset(key, r["pid"], D) or 0) <= hi]
+    assert out
+    first, last = DAY0 + dt.timedelta(days=lo), DAY0 + dt.timedelta(days=hi)
+    qi = f'[[qi]]\nname = "admitted"\nkind = "date"\nmin = {first}\nmax = {last}\nper_person = "min"\n\n'
+    spec = shift_spec(engine, tmp_path, load_days(engine, f"edge_{uuid_part()}", rows), qi)
+    lines = refused(spec, tmp_path)
+    assert len(lines) == 1, lines
+    assert f"moves {len(out):,} row(s) of {len({r['pid'] for r in out}):,} person(s)" in lines[0], lines[0]
+    assert f"outside the domain {first} … {last} of QI 'admitted'" in lines[0] and f"{D} days wider" in lines[0]
+
+
+def uuid_part() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:6]
+
+
+def near_the_end(persons: int) -> tuple[list[dict[str, Any]], int]:
+    """Visits of ``persons`` persons two days before DuckDB's last date, and how many rows the shift
+    moves past it (by the reference offsets)."""
+    from deid_sql.backends.duckdb import DuckDBBackend
+
+    last = DuckDBBackend.date_days["DATE"][1]
+    rows = [{"pid": f"P{p:03d}", "age": 30 + p % 5, "d": last - 2} for p in range(persons)]
+    return rows, sum(1 for r in rows if r["d"] + (offset(KEY.encode(), r["pid"], D) or 0) > last)
+
+
+def with_dates(rows: list[dict[str, Any]]) -> pa.Table:
+    table = pa.Table.from_pylist(rows)
+    return table.drop(["d"]).append_column("admitted", table.column("d").cast(pa.int32()).cast(pa.date32()))
+
+
+def test_a_linked_tables_shift_past_the_engines_dates_is_refused_with_its_counts(tmp_path: Path) -> None:
+    rows, moved = near_the_end(24)
+    assert 0 < moved < len(rows)
+    people = pa.Table.from_pylist([{"pid": r["pid"], "age": r["age"]} for r in rows])
+    pq.write_table(people, tmp_path / "people.parquet")
+    pq.write_table(with_dates(rows).drop(["age"]), tmp_path / "stays.parquet")
+    spec = tmp_path / "set.toml"
+    spec.write_text(SPEC.format(shift="[]", days=D).replace("visits.parquet", "people.parquet")
+                    .replace("shift = []\n", "") + '\n[[table]]\nname = "stays"\npath = "stays.parquet"\n'
+                    'person = "pid"\nshift = ["admitted"]\n', encoding="utf-8")
+    out = tmp_path / "released"
+    done = CliRunner().invoke(cli, ["materialize", str(spec), "--policy", "top", "--out", str(out)])
+    assert done.exit_code == 2 and not out.exists(), done.output
+    assert f"column 'admitted': the date shift (up to {D} days either way) moves {moved:,} row(s) of {moved:,} " \
+           f"person(s)" in done.output, done.output
+
+
+def test_a_batchs_shift_past_the_engines_dates_is_refused_with_its_counts(tmp_path: Path) -> None:
+    from deid_sql.errors import DataError
+    from deid_sql.policyfile.apply import apply_policy
+    from deid_sql.policyfile.save import save_policy
+
+    spec = write(tmp_path, [{k: v for k, v in r.items() if k != "seen_at"} for r in visits()], shift='["admitted"]')
+    save_policy(spec, "age:every=10", tmp_path / "policy.json")
+    rows, moved = near_the_end(30)
+    pq.write_table(with_dates(rows), tmp_path / "batch.parquet")
+    with pytest.raises(DataError, match=rf"moves {moved} row\(s\) of {moved} person\(s\)"):
+        apply_policy(tmp_path / "policy.json", tmp_path / "batch.parquet", out=tmp_path / "got.parquet",
+                     accept_drift="a test batch of one edge case", accept_risk="a test batch of one edge case")
+    assert not (tmp_path / "got.parquet").exists()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import BackendError
 from ..registry import ENGINES, Entry
@@ -54,6 +57,21 @@ def check_engine(engine: str) -> Entry:
     return entry
 
 
+def sweep_leftovers(engine: str, options: Mapping[str, Any]) -> None:
+    """Remove what killed runs of ``engine`` left behind (Spark's staging folders in its warehouse),
+    without connecting: the registry entry's ``leftovers`` (``"module:function"``, given the backend's
+    options; it says on stderr what it removed).  Run whenever a backend is made for a spec, connected
+    or not, so every command on the spec tidies up; tidying never stops the command."""
+    target = ENGINES.entry(engine).get("leftovers") if engine in ENGINES else None
+    if not target:
+        return
+    module, _, function = str(target).partition(":")
+    try:
+        getattr(importlib.import_module(module), function)(options)
+    except Exception:  # noqa: BLE001 - tidying must never stop the command the user asked for
+        pass
+
+
 def connect(engine: str = "duckdb", **options: object) -> Backend:
     """Open a backend by name; an engine whose extra is not installed says which to install."""
     return engine_class(engine)(**options)
@@ -65,4 +83,5 @@ def local() -> Backend:
     return connect("duckdb")
 
 
-__all__ = ["Backend", "connect", "engine_class", "engine_logs_shown", "local", "show_engine_logs"]
+__all__ = ["Backend", "connect", "engine_class", "engine_logs_shown", "local", "show_engine_logs",
+           "sweep_leftovers"]

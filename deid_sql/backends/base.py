@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from ..contract.pseudonym import type_name
 from ..errors import OutputError
 from ..tableref import TableRef
 
@@ -229,7 +230,34 @@ class Backend(ABC):
     def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
         """``value`` (a date, or a timestamp without time zone: ``sql_type`` as ``columns`` names
         it) moved by ``days`` whole days (an integer expression), keeping its type: the date shift
-        of ``[columns] shift`` (``contract.shift``).  NULL stays NULL."""
+        of ``[columns] shift`` (``contract.shift``).  NULL stays NULL.  A move past the engine's
+        range (``day_range``) may fail or wrap around: ``shifting`` guards against it."""
+
+    #: the days a value of each date type may reach on this engine: the first and last whole day, as
+    #: days since 1970-01-01, by the type's name as ``columns`` gives it in capitals (``TIMESTAMP``
+    #: stands for every timestamp not listed), a day inside the true limits for a zoned timestamp,
+    #: whose date depends on the session's time zone.  A date shift that would move a value past them
+    #: is refused with a count (``shifting.range_problems``) and never run: past its limits an
+    #: engine fails the query (DuckDB, PostgreSQL) or silently wraps the date around (Spark's
+    #: ``date_add``: 5881580-07-01 + 30 days was -5877641-07-17).  Empty: no limits known, no check.
+    date_days: Mapping[str, tuple[int, int]] = {}
+    #: whether a move past ``date_days`` fails the query on this engine (DuckDB, PostgreSQL); where it
+    #: wraps around instead (Spark), every shifted value carries a guard (``shifting.guarded_offset``)
+    date_overflow_fails: bool = True
+
+    def day_range(self, sql_type: str | None) -> tuple[int, int] | None:
+        """``date_days`` of a column of ``sql_type`` (None when the engine gives none)."""
+        name = type_name(sql_type)
+        found = self.date_days.get(name)
+        if found is None and name != "DATE":
+            found = self.date_days.get("TIMESTAMP")
+        return found
+
+    def day_number(self, value: exp.Expression) -> exp.Expression:
+        """The day of a date or timestamp ``value`` as whole days since 1970-01-01 (an integer
+        expression that holds every day of ``date_days`` without failing)."""
+        return exp.DateDiff(this=exp.cast(value, "DATE"), expression=exp.cast(exp.Literal.string("1970-01-01"), "DATE"),
+                            unit=exp.var("DAY"))
 
     @abstractmethod
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:

@@ -395,13 +395,21 @@ class DuckDBBackend(Backend):
         """DuckDB's ``hash(v1, v2, …)`` (UBIGINT; its sum is a HUGEINT)."""
         return exp.Anonymous(this="hash", expressions=list(values))
 
+    #: DATE: 5877642-06-25 (BC) to 5881580-07-10; TIMESTAMP (and _S, _MS, WITH TIME ZONE): 290309-12-22 (BC)
+    #: to 294247-01-10 04:00:54; TIMESTAMP_NS: 1677-09-21 to 2262-04-11 (``Backend.date_days``)
+    date_days = {"DATE": (-2_147_483_646, 2_147_483_646), "TIMESTAMP": (-106_751_990, 106_751_989),
+                 "TIMESTAMP_NS": (-106_750, 106_749)}
+
     def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
-        """``value + to_seconds(n * 86400)``: a duration, not calendar days, so a zoned timestamp keeps
-        elapsed time across daylight-saving changes; a DATE plus an interval is a timestamp at
-        midnight, cast back to DATE."""
+        """A DATE plus an integer is a date (DuckDB's whole date range: a date plus an interval would be
+        a timestamp, whose range is 20 times narrower); a timestamp plus ``to_seconds(n * 86400)``: a
+        duration, not calendar days, so a zoned timestamp keeps elapsed time across daylight-saving
+        changes."""
+        if sql_type.upper() == "DATE":
+            return exp.cast(exp.Add(this=value, expression=exp.cast(days, "INTEGER")), "DATE")
         seconds = exp.Mul(this=exp.cast(days, "BIGINT"), expression=exp.Literal.number(86400))
         moved = exp.Add(this=value, expression=exp.Anonymous(this="to_seconds", expressions=[seconds]))
-        return exp.cast(moved, "DATE") if sql_type.upper() == "DATE" else exp.cast(moved, sql_type)
+        return exp.cast(moved, sql_type)
 
     def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:
         """HMAC from DuckDB's ``sha256`` (no ``hmac`` function in the core): ``unhex`` literals of

@@ -5,7 +5,8 @@ engine to evaluate policies or search: on Spark that saves starting a JVM, on Po
 connection.  ``LazyBackend`` stands in for the engine until something asks it for a query;
 then it connects, runs ``after_connect`` (the session views the problem's queries read), and
 passes every call through.  Its capabilities (``catalog``, ``title``, ``file_formats``, …) are
-the engine class's, known without connecting.
+the engine class's, known without connecting.  Made, it removes what killed runs of the engine
+left behind (``sweep_leftovers``: Spark's staging folders), as a connected backend does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import check_engine, connect
+from . import check_engine, connect, sweep_leftovers
 from .base import Backend
 
 
@@ -24,6 +25,7 @@ class LazyBackend:
         self._engine = engine
         self._options = dict(options)
         self._entry = check_engine(engine)  # a missing extra is refused now, not at first use
+        sweep_leftovers(engine, self._options)  # a command served from the cells cache tidies up too
         self._class: type[Backend] | None = None  # imported when a capability is first asked for
         self._real: Backend | None = None
         #: run once on the new connection, before the call that caused it

@@ -345,6 +345,14 @@ class PostgresBackend(Backend):
         joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
         return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
 
+    #: DATE: 4714-11-24 BC to 5874897-12-31; timestamps: 4714-11-24 BC to 294276-12-31 (``Backend.date_days``)
+    date_days = {"DATE": (-2_440_588, 2_145_042_905), "TIMESTAMP": (-2_440_587, 106_762_938)}
+
+    def day_number(self, value: exp.Expression) -> exp.Expression:
+        """``date - date`` is an integer (sqlglot's date difference goes through timestamps, whose
+        range ends 294276 AD, long before the dates')."""
+        return exp.Sub(this=exp.cast(value, "DATE"), expression=exp.cast(exp.Literal.string("1970-01-01"), "DATE"))
+
     def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
         """``date + integer`` is a date; a timestamp adds ``n * INTERVAL '86400 seconds'``, a duration
         (PostgreSQL keeps seconds apart from days), so a zoned timestamp keeps elapsed time too."""

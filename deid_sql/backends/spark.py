@@ -138,6 +138,15 @@ def _start(master: str | None, settings: Mapping[str, str], folder: Path) -> Non
     SparkContext(conf=spark_conf, gateway=gateway)
 
 
+def running_settings() -> dict[str, str] | None:
+    """The catalog settings of the Spark running in this process (None when none runs): where its
+    warehouse is and how its catalog treats names, for the checks made without a backend."""
+    if _root is None or _root.sparkContext._jsc is None:
+        return None
+    return {k: v for k in ("spark.sql.warehouse.dir", "spark.sql.catalogImplementation", "spark.sql.caseSensitive")
+            if (v := _root.conf.get(k, None)) is not None}
+
+
 def stop_spark() -> None:
     """Stop the process's Spark context (every backend using it stops working)."""
     global _root
@@ -195,11 +204,7 @@ class SparkBackend(Backend):
     def check_outputs(cls, options: Mapping[str, Any], targets: Sequence[Any]) -> None:
         """Names Spark cannot hold, views its in-memory catalog would forget, and tables whose folder
         the local warehouse holds are refused before the JVM starts (``spark_writes``)."""
-        running = None
-        if _root is not None and _root.sparkContext._jsc is not None:
-            running = {k: v for k in ("spark.sql.warehouse.dir", "spark.sql.catalogImplementation",
-                                      "spark.sql.caseSensitive") if (v := _root.conf.get(k, None)) is not None}
-        check_outputs(options, targets, running)
+        check_outputs(options, targets, running_settings())
 
     def progress(self) -> float | None:
         """Finished tasks over all tasks of the stages running now (Spark's own status tracker)."""
@@ -486,6 +491,16 @@ class SparkBackend(Backend):
     def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
         """Spark's ``xxhash64(v1, v2, …)`` as DECIMAL(38, 0), so its sum cannot overflow a BIGINT."""
         return exp.cast(exp.Anonymous(this="xxhash64", expressions=list(values)), "DECIMAL(38, 0)")
+
+    #: a DATE is a 32-bit number of days, a timestamp a 64-bit number of microseconds
+    #: (``Backend.date_days``); ``date_add`` past them wraps around without a word
+    date_days = {"DATE": (-2**31, 2**31 - 1), "TIMESTAMP": (-106_751_990, 106_751_989)}
+    date_overflow_fails = False
+
+    def day_number(self, value: exp.Expression) -> exp.Expression:
+        """``unix_date``, the date's own number (Spark's ``datediff`` of a unit goes through microseconds,
+        which overflow 292,000 years from 1970)."""
+        return exp.Anonymous(this="unix_date", expressions=[exp.cast(value, "DATE")])
 
     def shift_days(self, value: exp.Expression, days: exp.Expression, sql_type: str) -> exp.Expression:
         """``date_add(date, n)``; a timestamp adds ``make_dt_interval(n)``, a duration of n × 24 hours

@@ -138,7 +138,12 @@ def staged(target: exp.Table) -> exp.Table:
 
 
 def rename(table: exp.Table, to: exp.Table, kind: str | None) -> exp.Alter:
-    return exp.Alter(this=table.copy(), kind=kind, actions=[exp.AlterRename(this=to.copy())])
+    """``ALTER … RENAME TO``, the new name without its catalog: a table is renamed inside its own
+    catalog, and Spark's session catalog takes at most ``db.table`` there (a three-part
+    ``spark_catalog.db.t`` fails with ``IDENTIFIER_TOO_MANY_NAME_PARTS``)."""
+    new = to.copy()
+    new.set("catalog", None)
+    return exp.Alter(this=table.copy(), kind=kind, actions=[exp.AlterRename(this=new)])
 
 
 __all__ = ["create_tables", "rename", "staged"]

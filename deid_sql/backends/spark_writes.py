@@ -19,8 +19,11 @@ names are parsed, not judged.
 **Staging folders.**  A table is written under a staging name, counted, judged, then renamed
 into place (``SparkBackend.create_table``).  The staging name carries the writer's pid and its
 start time (``inflight.start_time``), so a later process can tell the folder of a killed writer
-from one still being written: ``sweep_staging`` removes the former (every Spark spec's command
-runs it on the local warehouse before the JVM starts, and so does every new Spark backend).
+from one still being written: ``sweep_staging`` removes the former.  ``sweep_leftovers`` runs it
+on the local warehouse without starting the JVM, and without importing pyspark: it is Spark's
+``leftovers`` in the engine registry, which every backend made for a spec runs, connected or not
+(``backends.lazy``), so a command served from the cells cache tidies up too; every new Spark
+backend sweeps as well.
 """
 
 from __future__ import annotations
@@ -103,6 +106,14 @@ def sweep_staging(warehouse: Path | None) -> list[Path]:
     return removed
 
 
+def sweep_leftovers(options: Mapping[str, Any]) -> list[Path]:
+    """``sweep_staging`` of the local warehouse a Spark backend with ``options`` uses (the running
+    Spark's when one runs in this process), without starting Spark or importing pyspark."""
+    spark = sys.modules.get(f"{__package__}.spark")  # loaded: Spark may run here, with its own folder
+    running = spark.running_settings() if spark is not None else None
+    return sweep_staging(warehouse_of(options, running))
+
+
 def local_warehouse(location: str | None) -> Path | None:
     """``location`` as a local folder (a path or ``file:`` URI), None for other file systems."""
     if not location:
@@ -131,12 +142,12 @@ def warehouse_of(options: Mapping[str, Any], running_conf: Mapping[str, str] | N
 def check_outputs(options: Mapping[str, Any], targets: Sequence[Any], running_conf: Mapping[str, str] | None) -> None:
     """Refuse (one line) a catalog output Spark cannot hold, a view that the in-memory catalog
     would forget when the command ends, or a table whose folder the warehouse already holds
-    (without its flag); sweep dead writers' staging folders.  ``targets``: ``targets.Target``."""
+    (without its flag).  ``targets``: ``targets.Target``.  (Dead writers' staging folders are gone
+    already: the command's backend swept them when it was made, ``sweep_leftovers``.)"""
     conf = {**(options.get("conf") or {}), **(running_conf or {})}
     persistent = str(conf.get("spark.sql.catalogImplementation", "in-memory")).lower() == "hive"
     case_sensitive = not persistent and str(conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
     warehouse = warehouse_of(options, running_conf)
-    sweep_staging(warehouse)
     for target in targets:
         if target.kind == "file" or target.path is not None or target.name is None:
             continue
@@ -169,4 +180,4 @@ def _table_folder(warehouse: Path, parts: list[str], case_sensitive: bool) -> Pa
 
 
 __all__ = ["STAGING", "check_outputs", "local_warehouse", "spark_output_name", "spark_rules", "spark_table",
-           "staging_name", "sweep_staging", "warehouse_of"]
+           "staging_name", "sweep_leftovers", "sweep_staging", "warehouse_of"]

@@ -34,7 +34,7 @@ from ..linked import default_name
 from ..loading import read_problem, shift_problems
 from ..person_rows import check_person_release, derived_columns, person_rows
 from ..recoding import Recoding
-from ..shifting import shift_source, source_shift
+from ..shifting import range_problems, shift_source, source_shift
 from ..spec import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 from .linkedset import set_difference, spec_set
@@ -242,6 +242,11 @@ class Batch:
         self._check_hash()
         if source_shift(spec):  # the dates of [columns] shift move by each person's offset, as in the load
             shifting = shift_problems(spec, self.columns, f"batch {ref.describe()}")
+            if not shifting:  # dates the shift would move out of the engine's range
+                assert spec.person is not None and spec.person.shift_days is not None
+                shifting = range_problems(backend, exp.to_table(BATCH_VIEW), self.columns, source_shift(spec),
+                                          spec.person.column, spec.columns.secret(), spec.person.shift_days,
+                                          f"batch {ref.describe()}")
             if shifting:
                 raise DataError(shifting)
             self.relation = shift_source(backend, spec, self.relation, self.columns)
