@@ -27,6 +27,7 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.release.plan import plan_of
 from tests.engines import Engine, engine_params, open_engine
+from tests.test_dbt import model_body
 
 KEY = "deid-sql person keys test key, 32+ bytes long"
 QIS = '''
@@ -279,7 +280,7 @@ def test_a_dbt_model_partitions_by_the_key_bytes(nocase: Collated) -> None:
         written = write_dbt(problem, plan_of(problem, "age:every=10"), nocase.folder / "dbt", model="visits_deid")
     assert written.figures is not None and written.figures.records == 3
     model = (nocase.folder / "dbt" / "models" / "visits_deid.sql").read_text(encoding="utf-8")
-    body = "\n".join(model.splitlines()[2:])  # after the header comment and the config line
+    body = model_body(model)  # after the header comment, the config line and the run-time input guard
     sql = re.sub(r"\{\{ source\([^)]*\) \}\}", '"visits"', body)
     con = duckdb.connect(str(nocase.db), read_only=True)
     try:
