@@ -84,7 +84,7 @@ def ehr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     folder = tmp_path_factory.mktemp("ehr")
     build_ehr(folder, seed=3, patients=2000, people=200_000)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DEID_SQL_DEMO_KEY", "a" * 64)
+        mp.setenv("DEID_SQL_DEMO_KEY", "96377d37a919bd2b5b2c7b478e4c24305dd3e033c2e4fe9b3c6480d39536c671")
         yield folder
 
 
