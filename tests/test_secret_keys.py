@@ -120,6 +120,7 @@ def test_every_command_that_reads_the_key_refuses_a_weak_one(project, run, tmp_p
     nothing_written(project, tmp_path, before, outside)
 
 
+@pytest.mark.slow  # imports dbt
 def test_the_dbt_plugin_refuses_a_weak_key(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("dbt.adapters.duckdb")
     from deid_sql.backends.dbt_duckdb import secret_of
