@@ -188,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (1_000_000 if args.quick else 10_000_000)
     runs = args.runs or (2 if args.quick else 3)
     import os
+    import secrets
 
-    os.environ.setdefault("DEID_BENCH_SECRET", "bench-key-not-a-secret")
+    os.environ.setdefault("DEID_BENCH_SECRET", secrets.token_hex(32))  # a fresh key: the bench keeps no pseudonym
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)

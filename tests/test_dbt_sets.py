@@ -154,7 +154,7 @@ def test_the_plugin_refuses_a_missing_or_short_key(monkeypatch: pytest.MonkeyPat
     with pytest.raises(Exception, match="DEID_LINK_KEY"):
         secret_of("DEID_LINK_KEY")
     monkeypatch.setenv("DEID_LINK_KEY", "short")
-    with pytest.raises(Exception, match="at least 16"):
+    with pytest.raises(Exception, match="at least 32"):
         secret_of("DEID_LINK_KEY")
     with pytest.raises(ValueError, match="secret_env"):
         secret_of(None)

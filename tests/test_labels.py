@@ -69,7 +69,7 @@ def test_released_labels_equal_evaluated_groups(tmp_path: Path) -> None:
     spec = _spec(tmp_path, ["A", "B", "A|B", "A|B", "A"])
     with Problem.from_spec(spec) as problem:
         groups = problem.evaluate("race:01").groups  # A and B merged; A|B alone
-        written = materialize(problem, plan_of(problem, "race:01"), tmp_path / "out.parquet", accept_risk="test")
+        written = materialize(problem, plan_of(problem, "race:01"), tmp_path / "out.parquet", accept_risk="test labels")
     released = pq.read_table(tmp_path / "out.parquet").column("race").to_pylist()
     assert groups == 2 == len(set(released))
     assert written is not None

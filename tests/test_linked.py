@@ -25,7 +25,7 @@ from deid_sql.release.plan import plan_of
 from deid_sql.release_set import materialize_set
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, sorted_rows
 
-KEY = "deid-sql linked tables test key, 32+ bytes"
+KEY = "3a5445d1cbe32cdd4684dc7d84e5ded1179bfa10f0e7980fb9b061d7d23dae7b"  # a key that is a secret (contract/secret.py)
 D = 20
 SPEC = '''[source]
 path = "patients.parquet"

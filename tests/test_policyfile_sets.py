@@ -225,10 +225,10 @@ def test_a_drifted_person_batch_is_refused_and_writes_nothing(tmp_path: Path, ru
     result = run(*args, "--accept-drift", "the geriatric ward joined")
     assert "drift accepted" in result.stdout and sorted(p.name for p in out.iterdir()) == [
         "diagnoses.parquet", "encounters.parquet", "patients.parquet", "release.json"]
-    line = one_error_line(run(*args, "--accept-drift", "again", expect=2))
+    line = one_error_line(run(*args, "--accept-drift", "again, the same batch", expect=2))
     assert "already exists; pass --overwrite" in line
-    run(*args, "--accept-drift", "again", "--overwrite")
-    assert sidecar(out)["drift"]["accepted_drift"] == "again"
+    run(*args, "--accept-drift", "again, the same batch", "--overwrite")
+    assert sidecar(out)["drift"]["accepted_drift"] == "again, the same batch"
 
 
 def test_the_api_writes_the_set(tmp_path: Path) -> None:

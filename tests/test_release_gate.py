@@ -116,6 +116,43 @@ def test_accept_risk_needs_a_reason(project, run) -> None:
     assert not (project.dir / "r.parquet").exists()
 
 
+NOT_REASONS = ["-", "--", ".", "...", "ok", "IRB", "IRB 2026-114", "n/a", "- - -", "x y z"]
+
+
+@pytest.mark.parametrize("reason", NOT_REASONS)
+@pytest.mark.parametrize("command", ["materialize", "report", "dbt", "apply-risk", "apply-drift"])
+def test_a_reason_is_words_not_punctuation(project, run, reason: str, command: str) -> None:
+    """Issue 38: ``--accept-risk -`` (and ``--``, ``.``, ``--accept-drift -``) was recorded as the
+    reason; a reason is words (at least 8 letters), refused in one line before any data is read
+    (the spec named here does not even exist), every option through one validator."""
+    missing = project.dir / "no-such-spec.toml"
+    args = {"materialize": ("materialize", missing, "--policy", "bottom", "--out", project.dir / "r.parquet",
+                            "--accept-risk", reason),
+            "report": ("report", missing, "--policy", "bottom", "--out", project.dir / "r.html", "--accept-risk",
+                       reason),
+            "dbt": ("dbt", missing, "--policy", "bottom", "--project", project.dir / "dbt", "--accept-risk", reason),
+            "apply-risk": ("apply", project.dir / "no-such.json", "--source", project.source_parquet, "--out",
+                           project.dir / "r.parquet", "--accept-risk", reason),
+            "apply-drift": ("apply", project.dir / "no-such.json", "--source", project.source_parquet, "--out",
+                            project.dir / "r.parquet", "--accept-drift", reason)}[command]
+    before = project.files()
+    line = one_line(run(*args, expect=2))
+    option = "--accept-drift" if command == "apply-drift" else "--accept-risk"
+    assert line.startswith(f"error: {option} needs a reason in words") and "at least 8 letters" in line, line
+    assert project.files() == before
+
+
+@pytest.mark.parametrize("reason", NOT_REASONS)
+def test_the_library_takes_the_same_reasons(project, reason: str) -> None:
+    spec = with_release(project, "min_k = 100000")
+    with Problem.from_spec(spec) as problem, pytest.raises(PolicyError, match="needs a reason in words"):
+        materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet", accept_risk=reason)
+    assert not (project.dir / "r.parquet").exists()
+    with Problem.from_spec(spec) as problem:  # a reason in words is recorded as given, stripped
+        materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet", accept_risk=" DUA 7: enclave only ")
+    assert read_sidecar(sidecar_path(project.dir / "r.parquet"))["gate"]["accepted_risk"] == "DUA 7: enclave only"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("criterion, figure", [
     ("max_risk = 1e-9", "risk"),
@@ -263,7 +300,7 @@ def test_python_api_goes_through_the_gate(project) -> None:
             create_view(problem, plan_of(problem, POLICY), project.dir / "v.duckdb", "v")
         with pytest.raises(PolicyError, match="empty"):
             materialize(problem, plan_of(problem, ""), project.dir / "r.parquet")
-        written = materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet", accept_risk="tested")
+        written = materialize(problem, plan_of(problem, POLICY), project.dir / "r.parquet", accept_risk="hand tested")
         assert written.verdict is not None and written.verdict.status == "accepted"
     assert not (project.dir / "v.duckdb").exists()
 

@@ -145,7 +145,7 @@ def test_whole_numbers_text_uuid_and_dates_are_pseudonymized(sql_type: str) -> N
 
 
 def test_a_timestamp_ns_column_is_refused_for_pseudonymizing(run, project, monkeypatch) -> None:
-    monkeypatch.setenv(SECRET_ENV, "k" * 32)
+    monkeypatch.setenv(SECRET_ENV, "a4113077da41b0c81cc1dc59e7950313c9b6a13e8818f36f29085fa6ecffdaab")
     db = project.dir / "hospital.duckdb"
     with duckdb.connect(str(db)) as con:
         con.register("src", project.source)

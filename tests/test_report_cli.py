@@ -131,7 +131,7 @@ def test_a_frontier_folder_of_another_problem_is_refused(run, project) -> None:
 
 def test_accept_risk_is_the_verdict_and_needs_a_reason(run, project) -> None:
     out = project.dir / "r.html"
-    result = run("report", project.spec_path, "--policy", "bottom", "--accept-risk", "IRB 2026-114", "--out", out)
+    result = run("report", project.spec_path, "--policy", "bottom", "--accept-risk", "IRB approved", "--out", out)
     assert "verdict: accepted" in result.stdout
     assert json.loads(out.with_suffix(".json").read_text())["summary"]["verdict"] == "accepted"
 

@@ -31,7 +31,7 @@ from tests.conftest import AGE_QI, DEFAULT_COLUMNS, RACE_QI, SEX_QI, ZIP_QI
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 SECRET_ENV = "DEID_TEST_ROLES_SECRET"
-SECRET = "roles-test-key-0123456789abcdef"  # 31 bytes
+SECRET = "8d4a78ff0366ef6d9f3d9d9242fe047addf7a67b2b93bd1f1491ae1665e9acc1"  # a random key (contract/secret.py)
 KEY = SECRET.encode()
 POLICY = "age:cuts=18,65|zip:top"
 PSEUDONYMIZE = f"""
@@ -230,7 +230,7 @@ def test_missing_or_weak_secret_is_one_line(project, run, tmp_path, monkeypatch,
     before, outside = project.files(), sorted(p.name for p in tmp_path.iterdir())
     line = one_line(run("materialize", spec, "-p", POLICY, "--out", tmp_path / "out.parquet", expect=2))
     assert SECRET_ENV in line
-    expected = {None: "names no set environment variable", "": "is set but empty", "short": "needs at least 16"}
+    expected = {None: "names no set environment variable", "": "is set but empty", "short": "needs at least 32"}
     assert expected[value] in line
     nothing_written(project, tmp_path, before, outside)
 

@@ -26,7 +26,7 @@ from deid_sql.errors import SpecError
 from deid_sql.release.plan import plan_of
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, sorted_rows
 
-KEY = "deid-sql shift test key, 32+ bytes long"
+KEY = "5de975d009fc935584739e1aad0d6d96a98fc0cf1694847a0c285408e3c1855a"  # a key that is a secret (contract/secret.py)
 D = 30
 SPEC = '''[source]
 path = "visits.parquet"

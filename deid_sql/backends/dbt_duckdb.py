@@ -33,8 +33,9 @@ from ..contract.shift import offset
 
 
 def secret_of(env: Any) -> bytes:
-    """The key in the environment variable ``env`` (the spec's ``secret_env``): missing, empty or
-    short is one clear error, as for every release (``ColumnRoles.secret``)."""
+    """The key in the environment variable ``env`` (the spec's ``secret_env``): missing, empty or no
+    secret (``contract.secret``: a well-known variable, short, guessable) is one clear error, as for
+    every release (``ColumnRoles.secret``)."""
     if not isinstance(env, str) or not env.strip():
         raise ValueError("deid_sql.backends.dbt_duckdb needs config: {secret_env: <environment variable holding the "
                          "key>} in the profile's plugins entry (the spec's [columns] secret_env)")
@@ -69,7 +70,7 @@ class Plugin(BasePlugin):
 
     def initialize(self, plugin_config: dict[str, Any]) -> None:
         self.secret_env = plugin_config.get("secret_env")
-        secret_of(self.secret_env)  # a missing or short key fails when dbt starts, before any model runs
+        secret_of(self.secret_env)  # a missing or weak key fails when dbt starts, before any model runs
 
     def configure_connection(self, conn: DuckDBPyConnection) -> None:
         register(conn, secret_of(self.secret_env))  # read at dbt run time, never stored

@@ -19,6 +19,7 @@ from sqlglot import exp
 from ..atomic import clean_stale, discard, place, private_umask, temporary_sibling
 from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
+from ..interrupts import cancelling, forget, on_signal
 from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, miscounted
@@ -67,8 +68,12 @@ class DuckDBBackend(Backend):
         self._udfs = False
         self._functions: set[str] = set()
         self._attached: dict[Path, str] = {}
+        # a signal (Ctrl-C, SIGTERM) interrupts the running query at once; DuckDB would see it only
+        # when the query ends (``interrupts``)
+        self._on_signal = on_signal(self.con.interrupt)
 
     def close(self) -> None:
+        forget(self._on_signal)
         self.con.close()
 
     #: the most values a category position takes by an ENUM cast (``value_position``); a longer list
@@ -243,7 +248,8 @@ class DuckDBBackend(Backend):
         try:
             con = _connect(database)
             try:
-                yield con
+                with cancelling(con.interrupt):  # the write's query stops at a signal too
+                    yield con
             except duckdb.Error as e:
                 raise BackendError(_one_line(e)) from None
             finally:

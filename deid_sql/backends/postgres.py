@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError, Unreachable
+from ..interrupts import forget, on_signal
 from ..sqltext import to_sql
 from ..tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted
@@ -84,12 +85,15 @@ class PostgresBackend(Backend):
         # minutes to compile (a 210-tuple list: 14 minutes and counting) for a query that runs in one
         # pass, so this session runs without it.  Only this connection's setting changes.
         self.con.execute("SET jit = off")
+        # a signal (Ctrl-C, SIGTERM) cancels the running query on the server at once (``interrupts``)
+        self._on_signal = on_signal(getattr(self.con, "cancel_safe", None) or self.con.cancel)
         try:  # staging tables of writers whose server process is gone (postgres_refresh)
             sweep_staging(self.con)
         except psycopg.Error:
             pass
 
     def close(self) -> None:
+        forget(self._on_signal)
         self.con.close()
 
     # -- functions: none in Python ------------------------------------------------------

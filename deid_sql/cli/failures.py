@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from ..errors import DeidError, SpecError
+from ..interrupts import Terminated, received, words
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,29 +36,43 @@ def fail(message: str, code: int = 2) -> None:
 @contextmanager
 def error_boundary() -> Iterator[None]:
     """What every command's failures become: ``DeidError`` one line and its exit code (2; a drifted
-    batch 1), Ctrl-C 130, any other exception — a bug — one line naming it and exit code 3 (with
-    ``DEID_SQL_TRACEBACK=1`` the traceback too).  ``SystemExit`` (a command's own exit code, SIGTERM's
-    128 + signum) and click's exceptions (usage errors, ``--help``) pass untouched."""
+    batch 1), a signal one line and 128 + signum (Ctrl-C 130, SIGTERM 143: ``interrupts``) whatever
+    exception it ended in (the driver's error for a cancelled query too), any other exception — a
+    bug — one line naming it and exit code 3 (with ``DEID_SQL_TRACEBACK=1`` the traceback too).
+    ``SystemExit`` (a command's own exit code) and click's exceptions (usage errors, ``--help``) pass
+    untouched."""
     try:
         yield
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
         raise
-    except SpecError as e:
-        fail("; ".join(e.problems), e.exit_code)
-    except DeidError as e:
-        fail(str(e), e.exit_code)
+    except Terminated as e:
+        fail(words(e.signum), 128 + e.signum)
+    except SystemExit:
+        raise
     except KeyboardInterrupt:
         fail("interrupted", INTERRUPTED)
-    except BrokenPipeError:  # the reader went away ('| head'): not a bug, and nothing left to say
+    except Exception as e:
+        signum = received()
+        if signum is not None:  # a cancelled query's error, or what the handler's exception became
+            fail(words(signum), 128 + signum)
+        _failed(e)
+
+
+def _failed(e: Exception) -> None:
+    """An exception no signal caused: a ``DeidError`` one line and its code, anything else a bug."""
+    if isinstance(e, SpecError):
+        fail("; ".join(e.problems), e.exit_code)
+    if isinstance(e, DeidError):
+        fail(str(e), e.exit_code)
+    if isinstance(e, BrokenPipeError):  # the reader went away ('| head'): not a bug, and nothing left to say
         _silence_stdout()
         sys.exit(BROKEN_PIPE)
-    except Exception as e:
-        if os.environ.get(TRACEBACK_VARIABLE, "").strip() not in ("", "0"):
-            traceback.print_exc(file=sys.stderr)
-        message = " ".join(str(e).split())  # one line, whatever the exception's text holds
-        fail(f"internal error: {type(e).__name__}{': ' + message if message else ''} — this is a bug; set "
-             f"{TRACEBACK_VARIABLE}=1 to see the traceback and report it, with the command you ran, to the "
-             f"deid-sql issue tracker", INTERNAL_ERROR)
+    if os.environ.get(TRACEBACK_VARIABLE, "").strip() not in ("", "0"):
+        traceback.print_exception(e, file=sys.stderr)
+    message = " ".join(str(e).split())  # one line, whatever the exception's text holds
+    fail(f"internal error: {type(e).__name__}{': ' + message if message else ''} — this is a bug; set "
+         f"{TRACEBACK_VARIABLE}=1 to see the traceback and report it, with the command you ran, to the "
+         f"deid-sql issue tracker", INTERNAL_ERROR)
 
 
 def _silence_stdout() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Iterator, MutableMapping
 
@@ -169,15 +168,10 @@ def cli() -> None:
 cli.commands = _LazyCommands()  # every command, imported on first use
 
 
-def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM (and SIGHUP) as an exception, like Ctrl-C's KeyboardInterrupt: the ``finally`` blocks of
-    the writes run and remove their temporary files (``atomic``), where the default action would kill
-    the process on the spot and leave them (hundreds of MB beside a Parquet output)."""
-    raise SystemExit(128 + signum)
-
-
 def main() -> None:
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _terminated)
+    # SIGINT, SIGTERM and SIGHUP: recorded, the engines' running queries cancelled at once, the writes'
+    # temporaries removed on the way out, one line and exit 128 + signum (``interrupts``)
+    from ..interrupts import install
+
+    install()
     cli()

@@ -21,6 +21,7 @@ from ..backends import show_engine_logs
 from ..backends.lazy import LazyBackend
 from ..problem import Problem
 from ..registry import RISK_MODELS, Registry
+from ..release.gate import MIN_REASON_LETTERS, override_reason
 from ..release.plan import ReleasePlan, plan_of
 from ..spec import Spec
 from ..targets import Target, check_targets
@@ -146,10 +147,17 @@ format_option = click.option(
     "--format", "fmt", type=click.Choice(["parquet", "csv", "duckdb"]), default=None,
     help="Output format when the extension does not tell.",
 )
+def checked_reason(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An override's reason checked as the command line is read (``override_reason``, the one
+    validator: words, not punctuation), so a bad one is refused in one line before any data is read."""
+    return override_reason(value, param.opts[0] if param.opts else "--accept-risk")
+
+
+REASON_RULE = f"REASON is words (at least {MIN_REASON_LETTERS} letters, e.g. who approved it and why)"
 accept_risk_option = click.option(
-    "--accept-risk", default=None, metavar="REASON",
+    "--accept-risk", default=None, metavar="REASON", callback=checked_reason,
     help="Release even though the release criteria of the spec fail (or the policy keeps the original data); "
-         "REASON is written beside the release and printed.",
+         f"{REASON_RULE}, written beside the release and printed.",
 )
 suppress_option = click.option(
     "--suppress-below", type=click.IntRange(min=1), default=None, metavar="K",

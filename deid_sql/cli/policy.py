@@ -24,9 +24,11 @@ from ..policyfile.format import MEASURE
 from ..policyfile.shift import ALPHA
 from ..spec import TableRef
 from .options import (
+    REASON_RULE,
     F,
     FiniteFloat,
     accept_risk_option,
+    checked_reason,
     echo_json,
     echo_release,
     handles_errors,
@@ -169,9 +171,9 @@ def _batch(source: Path | None, source_table: str | None) -> TableRef:
                    "PostgreSQL or Spark engine.")
 @view_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file, table or view.")
-@click.option("--accept-drift", default=None, metavar="REASON",
+@click.option("--accept-drift", default=None, metavar="REASON", callback=checked_reason,
               help="Release even though the batch drifted (the check exits 1 and nothing is written without it); "
-                   "REASON is printed and kept with the release.")
+                   f"{REASON_RULE}, printed and kept with the release.")
 @accept_risk_option
 @report_option
 @linked_options

@@ -26,7 +26,16 @@ from ..errors import OutputError, PolicyError
 from ..problem import Problem
 from ..release.plan import LEVELS, ReleasePlan, plan_of
 from ..release.sidecar import INVOCATION, sidecar_path
-from .options import handles_errors, open_problem, read_policy, release_plan, spec_argument, suppress_option
+from .options import (
+    REASON_RULE,
+    checked_reason,
+    handles_errors,
+    open_problem,
+    read_policy,
+    release_plan,
+    spec_argument,
+    suppress_option,
+)
 
 if TYPE_CHECKING:
 
@@ -68,9 +77,9 @@ def report_option(fn: Any) -> Any:
               help="Show N rows of the release itself as the analyst will see them (0: five made-up rows "
                    "with the released labels, so no record leaves in the report).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing report (and its JSON twin).")
-@click.option("--accept-risk", default=None, metavar="REASON",
+@click.option("--accept-risk", default=None, metavar="REASON", callback=checked_reason,
               help="The reason a policy failing the spec's release criteria is released anyway (as given to "
-                   "materialize); the report's verdict is then 'accepted' and shows the reason.")
+                   f"materialize; {REASON_RULE}); the report's verdict is then 'accepted' and shows the reason.")
 @handles_errors
 def report(spec: Path, policy: str | None, levels: str | None, release: Path | None, policy_file: Path | None,
            suppress_below: int | None, out: Path, frontier: Path | None, sample_rows: int, overwrite: bool,

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..errors import SpecError
+from .secret import HINT as _SECRET_HINT
+from .secret import key_problem, variable_problem
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -46,8 +48,6 @@ OUTSIDE_LABEL = "*"  # what a QI value outside its declared domain is released a
 PSEUDONYM_FORMS = ("hex", "integer")
 UNLISTED = ("error", "drop")
 FLAG = "deid_suppressed"  # the suppression flag column some paths append; never a source column's role
-MIN_KEY_BYTES = 16
-_SECRET_HINT = 'python -c "import secrets; print(secrets.token_hex(32))"'
 
 
 @dataclass(frozen=True)
@@ -121,10 +121,14 @@ class ColumnRoles:
 
     def secret(self) -> bytes:
         """The pseudonymization key: the UTF-8 bytes of ``secret_env``'s value.  Missing, empty
-        or short is an error, never a weak or empty key."""
+        or no secret (``contract.secret``: a well-known variable, short, guessable) is an error,
+        never a weak or empty key."""
         env = self.secret_env
         if not env:
             raise SpecError('[columns] pseudonymize needs secret_env = "<environment variable holding the key>"')
+        refused = variable_problem(env)
+        if refused is not None:
+            raise SpecError(refused)
         value = os.environ.get(env)
         if value == "":
             raise SpecError(f"[columns] secret_env = {env!r} is set but empty, and an empty key protects nothing; "
@@ -133,11 +137,10 @@ class ColumnRoles:
             raise SpecError(f"[columns] secret_env = {env!r} names no set environment variable, and pseudonymizing "
                             f"needs its key; export {env} (e.g. {env}=$({_SECRET_HINT})), the same key for every "
                             f"batch")
-        key = value.encode("utf-8")
-        if len(key) < MIN_KEY_BYTES:
-            raise SpecError(f"the key in {env} is {len(key)} bytes; a pseudonymization key needs at least "
-                            f"{MIN_KEY_BYTES} (e.g. {env}=$({_SECRET_HINT}))")
-        return key
+        refused = key_problem(env, value)
+        if refused is not None:
+            raise SpecError(refused)
+        return value.encode("utf-8")
 
     def describe(self) -> dict[str, Any]:
         return {"declared": self.declared, **{r: list(getattr(self, r)) for r in LISTS},
@@ -181,6 +184,8 @@ def parse_columns(raw: Any, problems: list[str], qi_columns: Sequence[str] = ())
     if secret_env is not None and (not isinstance(secret_env, str) or not secret_env.strip()):
         problems.append(f'{where} secret_env must name an environment variable, e.g. secret_env = "DEID_SECRET"')
         secret_env = None
+    elif secret_env is not None and (refused := variable_problem(secret_env)) is not None:
+        problems.append(refused)
     for role in ("pseudonymize", "shift"):
         if lists[role] and secret_env is None and "secret_env" not in raw:
             problems.append(f'{where} {role} needs secret_env = "<environment variable holding the key>" '

@@ -65,7 +65,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     the release's report there, so a report that cannot be built writes nothing); what it returns
     comes back as ``Applied.prepared``.
     """
-    reason = override_reason(accept_drift, "--accept-drift", "new clinic joined in June")
+    reason = override_reason(accept_drift, "--accept-drift")
     pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
     one_table(pf, "apply")
     ref = source if isinstance(source, TableRef) else batch_ref(source, table)

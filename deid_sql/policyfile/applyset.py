@@ -225,7 +225,7 @@ def apply_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,
     (named by its release name) and ``release.json``, all or nothing.  A drifted person batch is
     refused (``DriftRefused``, nothing written) unless ``accept_drift`` says why it may go; the
     gate judges the person batch's release in persons, before and after it is written."""
-    reason = override_reason(accept_drift, "--accept-drift", "new clinic joined in June")
+    reason = override_reason(accept_drift, "--accept-drift")
     pf, ref, refs = _refs(policy, source, linked)
     kind = fmt or "parquet"
     if kind not in FILE_FORMATS:

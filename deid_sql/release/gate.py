@@ -313,13 +313,23 @@ def _resolved(value: Any) -> Any:
     return value
 
 
-def override_reason(reason: str | None, option: str = "--accept-risk",
-                    example: str = "IRB 2026-114 approved k=3") -> str | None:
-    """The reason given to override a gate (stripped), or None; a blank reason is refused, since
-    the record must say why."""
+MIN_REASON_LETTERS = 8  # a recorded reason holds words: '-', '.', '--', 'ok' or 'IRB' alone say nothing
+REASON_EXAMPLES = {"--accept-risk": "IRB 2026-114 approved k=3", "--accept-drift": "new clinic joined in June"}
+
+
+def override_reason(reason: str | None, option: str = "--accept-risk", example: str | None = None) -> str | None:
+    """The reason given to override a check (``--accept-risk``, ``--accept-drift``), stripped, or
+    None.  The one validator of every reason that is recorded: it is kept beside the release for a
+    reviewer, so it must be words — at least ``MIN_REASON_LETTERS`` letters (of any script), not
+    punctuation or a placeholder."""
     if reason is None:
         return None
-    if not reason.strip():
-        raise PolicyError(f'{option} needs a reason in words, e.g. {option} "{example}"')
+    letters = sum(c.isalpha() for c in reason)
+    if letters < MIN_REASON_LETTERS:
+        example = example or REASON_EXAMPLES.get(option, REASON_EXAMPLES["--accept-risk"])
+        given = f"{reason.strip()!r} has {letters} letter{'' if letters == 1 else 's'}" if reason.strip() else \
+            "it is blank"
+        raise PolicyError(f"{option} needs a reason in words, kept beside the release for the reviewer ({given}; "
+                          f"at least {MIN_REASON_LETTERS} letters), e.g. {option} \"{example}\"")
     return reason.strip()
 

@@ -22,13 +22,24 @@ KINDS = ("integer", "category", "zip")  # the kinds whose values a hierarchy fil
 
 
 def candidates(data: Path, column: str) -> list[Path]:
-    """Where a hierarchy of ``column`` may be, in the order looked at."""
+    """Where a hierarchy of ``column`` may be, in the order looked at: none for a column whose name
+    cannot be part of a file name (a slash or backslash, which would name another folder, or NUL),
+    whatever the data's columns are called."""
+    if any(c in column for c in ("/", "\\", "\0")):
+        return []
     return [data.with_name(f"{data.stem}_hierarchy_{column}.csv"), data.with_name(f"hierarchy_{column}.csv")]
 
 
 def found(data: Path, column: str) -> Path | None:
-    """The first hierarchy file of ``column`` beside ``data``, or None."""
-    return next((p for p in candidates(data, column) if p.is_file()), None)
+    """The first hierarchy file of ``column`` beside ``data``, or None (also for a name the file
+    system refuses, e.g. longer than it allows)."""
+    for path in candidates(data, column):
+        try:
+            if path.is_file():
+                return path
+        except (OSError, ValueError):  # a name too long for the file system, or one it cannot hold
+            continue
+    return None
 
 
 def domain_values(qi: QIProposal) -> list[str] | None:
