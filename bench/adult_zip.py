@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from deid_sql.demo import census_spec
 from deid_sql.fixtures import adult_with_zip, synthetic_population
+from deid_sql.starter.demo import census_spec
 
 ADULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult" / "adult.csv"
 DATA_SEED = 0  # synthetic population and ZIP assignment

@@ -40,10 +40,10 @@ from deid_sql.adversary import sensitivity
 from deid_sql.adversary.assess import Assessment, assess
 from deid_sql.adversary.params import AdversaryParams
 from deid_sql.adversary.risk import thresholds
-from deid_sql.frontier_job import run_frontier
+from deid_sql.domains.recoding import Recoding
+from deid_sql.jobs.frontier import run_frontier
 from deid_sql.problem import Problem
-from deid_sql.recoding import Recoding
-from deid_sql.safe_harbor import safe_harbor
+from deid_sql.release.safe_harbor import safe_harbor
 
 OUT = Path(__file__).resolve().parent / "out"
 RECORDS = 5_000  # §3.6: "5000 randomly selected Adult records"

@@ -35,7 +35,7 @@ from pathlib import Path
 from adult_zip import ADULT_CSV, DATA_SEED, build, out
 
 from deid_sql.problem import Problem
-from deid_sql.safe_harbor import safe_harbor
+from deid_sql.release.safe_harbor import safe_harbor
 from deid_sql.search import BoundarySearch, bisecting_policy_search, directed_policy_search
 
 BPS_TARGET_S = 0.1  # seconds per boundary policy

@@ -40,8 +40,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deid_sql.backends import connect
+from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.problem import Problem
-from deid_sql.recoding import QIRecoding, Recoding
 from deid_sql.release.plan import plan_of
 
 TARGET_S, TARGET_SIZE = 2.0, 50_000

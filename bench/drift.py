@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from deid_sql.demo import build_demo
 from deid_sql.fixtures import shift
 from deid_sql.policyfile import check_policy, save_policy
+from deid_sql.starter.demo import build_demo
 
 POLICY = "age:cuts=18,30,45,65,90|zip:top"  # keeps sex and race, six age bands, ZIP withheld
 TARGETS = {"same": ("false alarms", "<=", 1), "older": ("detections", ">=", 95), "race": ("detections", ">=", 95)}

@@ -35,12 +35,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deid_sql.demo import census_spec
 from deid_sql.evaluate import Metrics
 from deid_sql.fixtures import adult_with_zip, synthetic_population, write_cohort_parquet
-from deid_sql.lattice import Lattice
-from deid_sql.policy import Policy
+from deid_sql.policies.lattice import Lattice
+from deid_sql.policies.policy import Policy
 from deid_sql.problem import Problem
+from deid_sql.starter.demo import census_spec
 
 ADULT_CSV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult" / "adult.csv"
 FAST_TARGET = 200.0  # evaluations per second

@@ -57,8 +57,8 @@ from baselines import RekeyChainEvaluator
 from figures import figure
 
 from deid_sql.evaluate.chain import ChainEvaluator
-from deid_sql.frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, FrontierRun, run_frontier
-from deid_sql.lattice import Chain
+from deid_sql.jobs.frontier import DEFAULT_BUDGET, DEFAULT_THRESHOLD, FrontierRun, run_frontier
+from deid_sql.policies.lattice import Chain
 from deid_sql.problem import Problem
 from deid_sql.search import FrontierState, RandomChainSearch, SublatticeHeuristicSearch
 from deid_sql.search.frontier_search import CHECKPOINT_EVERY, run

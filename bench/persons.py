@@ -119,9 +119,9 @@ def cells_against_group_by(spec_path: Path) -> tuple[float, float, float]:
     from sqlglot import exp
 
     from deid_sql.backends import connect
-    from deid_sql.loading import open_table, positions_query, resolve_domains
-    from deid_sql.person_cells import fast_person_cells
-    from deid_sql.spec import Spec
+    from deid_sql.loading.load import open_table, positions_query, resolve_domains
+    from deid_sql.loading.person_cells import fast_person_cells
+    from deid_sql.spec.file import Spec
     from deid_sql.sqltext import col
 
     spec = Spec.read(spec_path)

@@ -5,7 +5,7 @@ gate tells a drifted batch from a fresh one.
 2. the same policy written to Parquet three ways, alternating, in one process over one loaded problem:
    - plain: the same release query (roles, domain guards) written as ``materialize`` writes it, row
      count checked, but no gate: no judgement, no figures, no sidecar;
-   - gated: ``deid_sql.output.materialize`` — the release query judged before anything is written
+   - gated: ``deid_sql.release.output.materialize`` — the release query judged before anything is written
      (one GROUP BY where the data is), written, the file read back and measured again (one GROUP BY),
      the criteria judged, the sidecar hashed and written with it;
    - unguarded (information): the release as it was before the gate and the guards;
@@ -35,12 +35,12 @@ import pyarrow.parquet as pq
 from figures import figure
 from sqlglot import exp
 
-from deid_sql.compile import col, group_condition, ident, source_key
-from deid_sql.demo import census_spec
+from deid_sql.compiler.compile import col, group_condition, ident, source_key
 from deid_sql.fixtures import synthetic_population, write_cohort_parquet
-from deid_sql.output import materialize, write_query
 from deid_sql.problem import Problem
+from deid_sql.release.output import materialize, write_query
 from deid_sql.release.plan import plan_of
+from deid_sql.starter.demo import census_spec
 
 POLICY = "age:cuts=18,30,45,65,90|race:top"
 FIGURES: dict[str, float] = {}  # headline seconds, printed last for bench/compare.py

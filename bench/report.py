@@ -29,13 +29,13 @@ from pathlib import Path
 
 from adult_zip import ADULT_CSV, build, out
 
-from deid_sql.demo import ADULT_COLUMNS_ROLES
-from deid_sql.frontier_job import run_frontier
+from deid_sql.jobs.frontier import run_frontier
 from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
 from deid_sql.report.release_html import render_html
 from deid_sql.report.release_report import build_report
 from deid_sql.report.release_write import write_report
+from deid_sql.starter.demo import ADULT_COLUMNS_ROLES
 
 POLICY = "age:cuts=18,30,45,65,90|race:top"  # bench/release.py's policy
 BEYOND_TARGET_S = 3.0

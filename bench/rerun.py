@@ -1,7 +1,7 @@
 """A second command on the same data, on PostgreSQL and on Spark (part 5 of bench/scale.py).
 
 Every command loads its problem: the domain checks and one GROUP BY per table in the engine.
-The cells cache (deid_sql/cellcache.py) keeps the cells of a load under the spec's identity
+The cells cache (deid_sql/loading/cache.py) keeps the cells of a load under the spec's identity
 and the data's fingerprint, so the second command on unchanged data skips the GROUP BY; an
 output that already exists is refused before anything is read.  This part runs the CLI as a
 user would, in a fresh process each time, on the demo's data (20,000 patients against a
@@ -106,7 +106,7 @@ def spark_spec(folder: Path, demo: Path) -> Path | None:
 
 def part_rerun(skip_spark: bool = False, runs: int = 1) -> list[tuple[str, str, bool | None]]:
     """Run the part; returns summary rows (target, measured, met)."""
-    from deid_sql.demo import build_demo
+    from deid_sql.starter.demo import build_demo
 
     rows: list[tuple[str, str, bool | None]] = []
     folder = Path(tempfile.mkdtemp(prefix="deid-rerun-"))

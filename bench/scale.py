@@ -48,10 +48,10 @@ from rerun import part_rerun
 
 from deid_sql.backends import connect
 from deid_sql.backends.duckdb import DuckDBBackend
-from deid_sql.demo import census_spec
 from deid_sql.fixtures import synthetic_population, write_cohort_parquet
 from deid_sql.problem import Problem
-from deid_sql.spec import Spec
+from deid_sql.spec.file import Spec
+from deid_sql.starter.demo import census_spec
 
 SMALL_ROWS, LARGE_ROWS = 10_000_000, 100_000_000
 QUICK_ROWS = (1_000_000, 5_000_000)

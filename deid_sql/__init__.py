@@ -14,9 +14,9 @@ __version__ = "0.1.0"
 
 #: public name → the module that defines it
 _EXPORTS = {
-    "Chain": "lattice", "DataError": "errors", "DeidError": "errors", "Lattice": "lattice", "Metrics": "evaluate",
-    "OutputError": "errors", "Policy": "policy", "PolicyError": "errors", "Problem": "problem",
-    "QIRecoding": "recoding", "Recoding": "recoding", "ReleasePlan": "release.plan", "Spec": "spec",
+    "Chain": "policies.lattice", "DataError": "errors", "DeidError": "errors", "Lattice": "policies.lattice", "Metrics": "evaluate",
+    "OutputError": "errors", "Policy": "policies.policy", "PolicyError": "errors", "Problem": "problem",
+    "QIRecoding": "domains.recoding", "Recoding": "domains.recoding", "ReleasePlan": "release.plan", "Spec": "spec.file",
     "SpecError": "errors", "plan_of": "release.plan",
 }
 
@@ -26,14 +26,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .domains.recoding import QIRecoding, Recoding
     from .errors import DataError, DeidError, OutputError, PolicyError, SpecError
     from .evaluate import Metrics
-    from .lattice import Chain, Lattice
-    from .policy import Policy
+    from .policies.lattice import Chain, Lattice
+    from .policies.policy import Policy
     from .problem import Problem
-    from .recoding import QIRecoding, Recoding
     from .release.plan import ReleasePlan, plan_of
-    from .spec import Spec
+    from .spec.file import Spec
 
 
 def __getattr__(name: str) -> Any:

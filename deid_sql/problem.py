@@ -18,22 +18,22 @@ from sqlglot import exp
 
 from .backends import Backend, local
 from .backends.lazy import LazyBackend
-from .cellcache import CachedLoad, CacheKey, CellsCache, files_only
-from .cells import Cells
-from .compile import compile_source, from_relation, generalize, to_sql
+from .compiler.compile import compile_source, from_relation, generalize, to_sql
 from .contract.pseudonym import type_problems
 from .contract.roles import apply_roles
-from .cuts import allowed_mask
-from .domain import Domain, can_label
+from .domains.cuts import allowed_mask
+from .domains.domain import Domain, can_label
+from .domains.hierarchy import Hierarchy
+from .domains.recoding import Recoding
 from .errors import DeidError, OutputError, PolicyError, SpecError
 from .evaluate import Evaluator, Metrics
 from .evaluate.fast import FastEvaluator
 from .evaluate.riskmodel import risk_model
 from .evaluate.sqlpath import SQLEvaluator
-from .hierarchy import Hierarchy
 from .invocation import CACHE_CELLS
-from .lattice import Lattice
-from .loading import (
+from .loading.cache import CachedLoad, CacheKey, CellsCache, files_only
+from .loading.cells import Cells
+from .loading.load import (
     POPULATION_VIEW,
     SOURCE_VIEW,
     Table,
@@ -44,13 +44,13 @@ from .loading import (
     resolve_domains,
     spelling_notes,
 )
-from .person_rows import check_person_release, derived_columns, person_rows
-from .policy import Policy
-from .policytext import parse_release
-from .recoding import Recoding
+from .loading.person_rows import check_person_release, derived_columns, person_rows
+from .loading.shifting import shift_source, source_shift
+from .policies.lattice import Lattice
+from .policies.policy import Policy
+from .policies.text import parse_release
 from .registry import RISK_MODELS
-from .shifting import shift_source, source_shift
-from .spec import Spec
+from .spec.file import Spec
 from .sqltext import col, person_key
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ rendering of an expression in one dialect.
 
 They sit below ``backends/`` and ``compile``: a backend renders its queries with ``to_sql``,
 the domain guards and the compiler build on the same keys and literals, and nothing here
-knows a recoding, a policy or an engine.  ``deid_sql.compile`` re-exports them (the names
+knows a recoding, a policy or an engine.  ``deid_sql.compiler.compile`` re-exports them (the names
 the rest of the code uses: ``compile.ident``/``compile.col``).
 
 Numbers in text are read by one definition on every engine (``whole_number``): a
@@ -27,8 +27,8 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from .errors import DialectError
 
 if TYPE_CHECKING:
-    from .domain import Domain
-    from .spec import QISpec
+    from .domains.domain import Domain
+    from .spec.file import QISpec
 
 DIALECTS = ("duckdb", "postgres", "spark", "snowflake", "bigquery", "trino", "sqlite", "mysql", "tsql")
 _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",

@@ -21,7 +21,7 @@ from deid_sql.cli import cli
 from deid_sql.errors import DeidError, SpecError
 from deid_sql.evaluate.chain import ChainEvaluator
 from deid_sql.problem import Problem
-from deid_sql.spec import Spec
+from deid_sql.spec.file import Spec
 
 from . import adversary_reference as reference
 from .problems import write_small_problem
@@ -194,7 +194,7 @@ def test_evaluate_cli_risk_option(tmp_path):
 def test_anonymize_average_adversary_risk(tmp_path):
     """The release meets the average adversary risk: recomputed from the optimum's
     recoding with the evaluator's groups, without its suppressed records."""
-    from deid_sql.anonymize import anonymize, privacy_models
+    from deid_sql.jobs.anonymize import anonymize, privacy_models
 
     spec = small_spec(tmp_path, population=True, release=RELEASE)
     out = tmp_path / "release.parquet"

@@ -18,20 +18,20 @@ from sqlglot import exp
 from deid_sql.backends import connect, engine_class
 from deid_sql.backends.base import Backend
 from deid_sql.errors import BackendError, DataError, OutputError
-from deid_sql.output import preview
 from deid_sql.policyfile import check_policy, save_policy
+from deid_sql.release.output import preview
 from deid_sql.release.plan import plan_of
-from deid_sql.spec import TableRef
+from deid_sql.spec.file import TableRef
 from tests.engines import Engine, engine_fixture, engine_params
 
 PACKAGE = Path(__file__).resolve().parent.parent / "deid_sql"
 ENGINES = ("duckdb", "postgres", "spark")
 ENGINE_PACKAGES = ("duckdb", "psycopg", "pyspark", "py4j")
-# Modules that may still say an engine's name, and why.  ``spec.py`` parses ``[backend]``, whose
+# Modules that may still say an engine's name, and why.  ``spec/file.py`` parses ``[backend]``, whose
 # vocabulary the engine names are; it sits below ``backends/`` (it cannot ask a backend class).
-# ``compile.py`` renders SQL text for a dialect that no engine of ours runs (``deid-sql compile
+# ``compiler/compile.py`` renders SQL text for a dialect that no engine of ours runs (``deid-sql compile
 # --dialect``): DuckDB's SQL can name a source file by its path, other dialects need a table.
-ALLOWED = {"spec.py", "compile.py"}
+ALLOWED = {"spec/file.py", "compiler/compile.py"}
 
 
 def _engine_names(path: Path) -> list[str]:
@@ -175,7 +175,7 @@ def test_an_output_table_in_duckdb_needs_a_file(project) -> None:
     from deid_sql.problem import Problem
 
     with Problem.from_spec(project.spec_path) as problem:
-        from deid_sql.output import materialize
+        from deid_sql.release.output import materialize
 
         with pytest.raises(OutputError, match=r"name the output file with --out \(.parquet, .csv or .duckdb\)"):
             materialize(problem, plan_of(problem, "age:cuts=18,65"), None, table="t", accept_risk="test: interface")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from deid_sql.cellcache import CellsCache
+from deid_sql.loading.cache import CellsCache
 from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
-from deid_sql.userdirs import cache_dir
+from deid_sql.storage.userdirs import cache_dir
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_a_load_of_files_from_the_cache_connects_no_engine_until_a_query_runs(
     assert _evaluate(run, project.spec_path) == first
     assert connects == ["duckdb"], "the cached load connected the engine"
     # a release from a problem loaded from the cache: the engine connects, the views are made
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     out = tmp_path / "release.parquet"
     with Problem.from_spec(project.spec_path, cache=True) as problem:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from deid_sql import Problem
 from deid_sql.cli import cli
-from deid_sql.output import create_view
+from deid_sql.release.output import create_view
 from deid_sql.release.plan import plan_of
 
 from .problems import write_small_problem

@@ -11,8 +11,8 @@ import pytest
 import sqlglot
 
 from deid_sql import Problem, QIRecoding, Recoding
-from deid_sql.compile import to_sql
-from deid_sql.domain import DateDomain
+from deid_sql.compiler.compile import to_sql
+from deid_sql.domains.domain import DateDomain
 from deid_sql.errors import DialectError
 from deid_sql.release.plan import plan_of
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from deid_sql import Problem
-from deid_sql.demo import build_demo
 from deid_sql.errors import SpecError
 from deid_sql.evaluate.chain import ChainEvaluator
 from deid_sql.search import bisecting_policy_search, directed_policy_search
@@ -21,7 +20,8 @@ from deid_sql.search.frontier_search import FrontierState, run
 from deid_sql.search.kanon import kanonymity_frontier
 from deid_sql.search.rcs import RandomChainSearch
 from deid_sql.search.shs import SublatticeHeuristicSearch
-from deid_sql.spec import Spec
+from deid_sql.spec.file import Spec
+from deid_sql.starter.demo import build_demo
 
 AGE5 = '\n[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\ncuts = { every = 5 }\n'
 SEX = '\n[[qi]]\nname = "sex"\nkind = "category"\nvalues = ["Female", "Male"]\n'
@@ -191,8 +191,8 @@ def test_hierarchy_cuts_follow_level_one(project):
 def test_named_boundary_sets():
     import datetime as dt
 
-    from deid_sql.cuts import CutRule, allowed_mask
-    from deid_sql.domain import DateDomain, IntegerDomain, ZipDomain
+    from deid_sql.domains.cuts import CutRule, allowed_mask
+    from deid_sql.domains.domain import DateDomain, IntegerDomain, ZipDomain
 
     problems: list[str] = []
     days = DateDomain(dt.date(2020, 12, 30), dt.date(2021, 4, 2))

@@ -23,7 +23,7 @@ from deid_sql.contract.pseudonym import pads
 from deid_sql.contract.shift import shift_key
 from deid_sql.dbt.sets import write_dbt_set
 from deid_sql.release.plan import plan_of
-from deid_sql.release_set import materialize_set
+from deid_sql.sets.release import materialize_set
 from tests.test_dbt import dbt, results
 from tests.test_linked import KEY, SPEC, tables
 

@@ -24,7 +24,12 @@ from hypothesis import strategies as st
 
 from deid_sql.cli import cli
 from deid_sql.cli.demo import WIDTH, clip, table
-from deid_sql.demo import (
+from deid_sql.evaluate.metrics import Metrics
+from deid_sql.problem import Problem
+from deid_sql.release.safe_harbor import AGE_LIMIT, safe_harbor_metrics
+from deid_sql.search.frontier import Point
+from deid_sql.search.kanon import kanonymity_frontier
+from deid_sql.starter.demo import (
     DEMO_SPEC,
     PUBLISHABLE_AGE_CUTS,
     PUBLISHABLE_FILE,
@@ -33,11 +38,6 @@ from deid_sql.demo import (
     dominators,
     publishable_spec,
 )
-from deid_sql.evaluate.metrics import Metrics
-from deid_sql.problem import Problem
-from deid_sql.safe_harbor import AGE_LIMIT, safe_harbor_metrics
-from deid_sql.search.frontier import Point
-from deid_sql.search.kanon import kanonymity_frontier
 
 
 # -- clip and table ---------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ import pytest
 from sqlglot import exp
 
 from deid_sql import Problem, plan_of
-from deid_sql.domain import IntegerDomain
-from deid_sql.guards import in_domain
-from deid_sql.output import create_view, materialize
-from deid_sql.spec import QISpec
+from deid_sql.compiler.guards import in_domain
+from deid_sql.domains.domain import IntegerDomain
+from deid_sql.release.output import create_view, materialize
+from deid_sql.spec.file import QISpec
 from deid_sql.sqltext import NUMERAL, NUMERAL_LENGTH, to_sql
 from tests.conftest import PERMISSIVE_RELEASE
 

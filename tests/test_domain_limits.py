@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deid_sql import limits
 from deid_sql.backends.duckdb import DuckDBBackend
-from deid_sql.cells import Cells
-from deid_sql.domain import IntegerDomain
+from deid_sql.domains import limits
+from deid_sql.domains.domain import IntegerDomain
 from deid_sql.errors import SpecError
 from deid_sql.evaluate.fast import FastEvaluator
-from deid_sql.lattice import Lattice
-from deid_sql.spec import Spec
+from deid_sql.loading.cells import Cells
+from deid_sql.policies.lattice import Lattice
+from deid_sql.spec.file import Spec
 
 from .conftest import AGE_QI, DEFAULT_QIS, RACE_QI, SEX_QI, ZIP_QI
 

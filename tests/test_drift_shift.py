@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deid_sql.demo import build_demo
 from deid_sql.fixtures import shift as batches
 from deid_sql.policyfile import DriftRefused, PolicyFile, apply_policy, check_policy, save_policy
 from deid_sql.policyfile.groups import Groups
 from deid_sql.policyfile.shift import ALPHA, MIN_EXPECTED, Shift, holm, homogeneity, shift_test
+from deid_sql.starter.demo import build_demo
 
 from .test_policy_file import one_error_line
 

@@ -8,7 +8,7 @@ import pytest
 
 from deid_sql import Problem
 from deid_sql.errors import OutputError
-from deid_sql.output import create_view, materialize
+from deid_sql.release.output import create_view, materialize
 from deid_sql.release.plan import plan_of
 
 from .problems import write_small_problem

@@ -13,8 +13,8 @@ import pytest
 from sqlglot import exp
 
 from deid_sql.errors import BackendError, DataError, DeidError, OutputError
-from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
+from deid_sql.release.output import create_view, materialize
 from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_QIS, PERMISSIVE_RELEASE, _source_table
 from tests.engines import Engine, opened
@@ -167,6 +167,6 @@ def test_outputs_in_the_catalog(spark: Engine, tmp_path: Path) -> None:
     assert backend.session.sql(f"SHOW TABLES IN `{database}` LIKE 'deid_*'").count() == 0
     backend.drop(None, name)
     with pytest.raises(DeidError, match="DuckDB file"):
-        from deid_sql.spec import TableRef
+        from deid_sql.spec.file import TableRef
 
         backend.relation(TableRef(tmp_path / "x.duckdb", "duckdb", "t"), {})

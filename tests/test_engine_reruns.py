@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deid_sql.cellcache import CellsCache
+from deid_sql.loading.cache import CellsCache
 from deid_sql.problem import Problem
 from tests.conftest import _source_table
 from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params

@@ -16,8 +16,8 @@ from deid_sql.channels.job import solve
 from deid_sql.channels.write import write_release
 from deid_sql.errors import DeidError
 from deid_sql.fixtures.channels import TABLE1
-from deid_sql.output import create_view, materialize
 from deid_sql.problem import Problem
+from deid_sql.release.output import create_view, materialize
 from deid_sql.release.plan import plan_of
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import ENGINES, Engine, default_spec, engine_fixture, engine_params
@@ -162,7 +162,7 @@ def test_suppressed_groups_are_the_same_rows_on_every_engine(spec_on: Path, refe
                                                             tmp_path: Path) -> None:
     """Suppressed label tuples (an anonymization's) compile to a joined VALUES table in every dialect and
     blank exactly the rows the group-size rule blanks when they are the groups of fewer than 5 records."""
-    from deid_sql.suppression import Suppression
+    from deid_sql.compiler.suppression import Suppression
 
     policy = "age:cuts=18,65|zip:cuts=37301"
     plain = reference.backend.execute(reference.query(plan_of(reference, policy))).to_pylist()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from deid_sql import Problem
 from deid_sql.evaluate.chain import ChainEvaluator
-from deid_sql.frontier_job import run_frontier
+from deid_sql.jobs.frontier import run_frontier
 from deid_sql.search import FrontierState, RandomChainSearch, SublatticeHeuristicSearch
 from deid_sql.search.frontier import Frontier, Point, dominates
 from deid_sql.search.frontier_search import run

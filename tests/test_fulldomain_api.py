@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from deid_sql import Problem
-from deid_sql.anonymize import Anonymization, suppressed_groups
 from deid_sql.fulldomain import (
     KL,
     Discernibility,
@@ -25,7 +24,8 @@ from deid_sql.fulldomain import (
     NonUniformEntropy,
     TransformEvaluator,
 )
-from deid_sql.lattice import Lattice
+from deid_sql.jobs.anonymize import Anonymization, suppressed_groups
+from deid_sql.policies.lattice import Lattice
 from deid_sql.search import bfs
 from deid_sql.search.bfs import BFSResult
 
@@ -130,7 +130,7 @@ def test_release_suppresses_what_the_search_judged(tiny: Problem) -> None:
 
 
 def test_the_release_module_has_no_suppression_loop_of_its_own() -> None:
-    from deid_sql import anonymize
+    from deid_sql.jobs import anonymize
 
     source = inspect.getsource(anonymize.suppressed_groups)
     assert ".suppress(" in source and "for model in" not in source

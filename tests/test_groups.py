@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deid_sql.cells import Cells
+from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.evaluate import groups
 from deid_sql.evaluate.groups import (
     CensusCounts,
@@ -24,7 +24,7 @@ from deid_sql.evaluate.groups import (
     group_sizes,
     keys_of,
 )
-from deid_sql.recoding import QIRecoding, Recoding
+from deid_sql.loading.cells import Cells
 from deid_sql.release.figures import Census
 
 Key = tuple[int, ...]

@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from deid_sql import Problem
-from deid_sql.compile import SUPPRESSED, generalize, to_sql
-from deid_sql.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
-from deid_sql.guards import IN_LIST, in_domain
-from deid_sql.recoding import QIRecoding, Recoding
-from deid_sql.spec import QISpec
+from deid_sql.compiler.compile import SUPPRESSED, generalize, to_sql
+from deid_sql.compiler.guards import IN_LIST, in_domain
+from deid_sql.domains.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
+from deid_sql.domains.recoding import QIRecoding, Recoding
+from deid_sql.spec.file import QISpec
 from deid_sql.sqltext import NUMERAL, NUMERAL_LENGTH
 from tests.engines import read_duckdb
 

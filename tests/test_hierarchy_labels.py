@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deid_sql.hierarchy import Hierarchy
-from deid_sql.hierarchy_labels import Range, label_mismatches, label_range, label_warnings
+from deid_sql.domains.hierarchy import Hierarchy
+from deid_sql.domains.hierarchy_labels import Range, label_mismatches, label_range, label_warnings
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
 AGE = '\n[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\nhierarchy = "age.csv"\n'

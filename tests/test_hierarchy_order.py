@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deid_sql.cuts import hierarchy_domain, hierarchy_values
-from deid_sql.domain import CategoryDomain, IntegerDomain, ZipDomain
+from deid_sql.domains.cuts import hierarchy_domain, hierarchy_values
+from deid_sql.domains.domain import CategoryDomain, IntegerDomain, ZipDomain
+from deid_sql.domains.hierarchy import Hierarchy
 from deid_sql.errors import SpecError
-from deid_sql.hierarchy import Hierarchy
 from deid_sql.problem import Problem
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
@@ -183,7 +183,7 @@ def test_an_integer_domain_whose_hierarchy_splits_a_group_is_refused_in_one_line
 
 
 def test_the_reordered_domain_survives_the_cells_cache(project, tmp_path, scans):
-    from deid_sql.cellcache import CellsCache
+    from deid_sql.loading.cache import CellsCache
 
     (project.dir / "race.csv").write_text(RACE_CSV, encoding="utf-8")
     race = RACE.replace('values = ["White", "Black", "Asian", "Other"]\n', 'values_from = "source"\n')

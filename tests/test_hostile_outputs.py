@@ -75,7 +75,7 @@ def test_restricted_guard_labels_like_the_fast_path(tmp_path: Path, seed: int) -
     values = [f"cat-{i:06d}" for i in range(300)] + ["cat-999999", "zzz"]
     con = duckdb.connect()
     con.register("t", pa.table({"code": values}))
-    from deid_sql.compile import SUPPRESSED, generalize, to_sql
+    from deid_sql.compiler.compile import SUPPRESSED, generalize, to_sql
 
     query = generalize(recoding, problem.spec.qis, problem.domains, exp.Table(this=exp.to_identifier("t")),
                        {"code": "VARCHAR"})
@@ -148,7 +148,7 @@ def test_a_schema_qualified_view_lands_in_its_schema(project, run, tmp_path: Pat
 def test_two_writers_racing_to_a_new_file_never_replace_each_other(tmp_path: Path) -> None:
     import threading
 
-    from deid_sql.atomic import replacing
+    from deid_sql.storage.atomic import replacing
 
     target = tmp_path / "out.csv"
 
@@ -193,7 +193,7 @@ def _race(write) -> dict[str, str]:  # noqa: ANN001
 def test_a_release_and_its_sidecar_racing_land_together_or_not_at_all(tmp_path: Path) -> None:
     import threading
 
-    from deid_sql.atomic import replacing_together
+    from deid_sql.storage.atomic import replacing_together
 
     paths = [tmp_path / "r.csv", tmp_path / "r.csv.release.json"]
 
@@ -264,7 +264,7 @@ def _start_slow_write(project, out: Path, slow: str, command: str = "materialize
 
 
 def _leftovers(folder: Path, out: Path) -> list[str]:
-    from deid_sql.atomic import TMP_FOLDER
+    from deid_sql.storage.atomic import TMP_FOLDER
 
     hidden = folder / TMP_FOLDER
     found = sorted(p.name for p in hidden.iterdir() if p.name.startswith(f"{out.name}.")) if hidden.exists() else []
@@ -324,6 +324,6 @@ def test_a_quoted_name_with_a_dot_is_one_view_with_its_sidecar(project, run, tmp
     ('"x.y"."a ""b"""', ("x.y", 'a "b"')), ('"a b"__release', (None, "a b__release")), ("s$1._t", ("s$1", "_t")),
 ])
 def test_names_split_into_literal_parts(text: str, parts: tuple[str | None, str]) -> None:
-    from deid_sql.names import split_name
+    from deid_sql.storage.names import split_name
 
     assert split_name(text) == parts

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deid_sql.output import materialize
 from deid_sql.problem import Problem
+from deid_sql.release.output import materialize
 from deid_sql.release.plan import plan_of
 
 # category values in domain order: "A" and "B" are adjacent, so merging them reads like the value "A|B"

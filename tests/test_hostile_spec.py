@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql.channels.spec import parse_channels
-from deid_sql.domain import CategoryDomain, IntegerDomain
+from deid_sql.domains.domain import CategoryDomain, IntegerDomain
 from deid_sql.errors import Problems
-from deid_sql.lattice import Lattice
-from deid_sql.spec import qi_name_problem
+from deid_sql.policies.lattice import Lattice
+from deid_sql.spec.file import qi_name_problem
 
 from .conftest import AGE_QI, Project
 
@@ -211,7 +211,7 @@ def test_missing_literal_path_that_looks_like_a_pattern_hints_glob(project: Proj
 
 def test_spark_refuses_a_literal_path_it_would_read_as_a_pattern(tmp_path: Path) -> None:
     from deid_sql.errors import SpecError
-    from deid_sql.spec import Spec
+    from deid_sql.spec.file import Spec
 
     (tmp_path / "p*p.parquet").write_bytes(b"")
     raw = {"backend": {"engine": "spark"}, "source": {"path": "p*p.parquet"}, "population": "sample",

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deid_sql.demo import build_demo
 from deid_sql.starter import tomltext
+from deid_sql.starter.demo import build_demo
 from deid_sql.starter.detect import tokens
 from deid_sql.starter.write import criteria_lines
 

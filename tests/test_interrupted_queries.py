@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from deid_sql import inflight, interrupts
-from deid_sql.atomic import TMP_FOLDER
+from deid_sql import interrupts
+from deid_sql.storage import inflight
+from deid_sql.storage.atomic import TMP_FOLDER
 from tests.test_interrupted_writes import ACCEPTING, RUN_CLI, _big_project, _temporaries
 
 SIGNALS = [pytest.param(signal.SIGTERM, "error: terminated by SIGTERM", id="SIGTERM"),

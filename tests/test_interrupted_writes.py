@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from deid_sql import inflight
-from deid_sql.atomic import TMP_FOLDER
 from deid_sql.errors import ReleaseRefused
 from deid_sql.release.plan import plan_of
+from deid_sql.storage import inflight
+from deid_sql.storage.atomic import TMP_FOLDER
 
 RUN_CLI = "import sys\nfrom deid_sql.cli import main\nsys.argv = ['deid-sql', *sys.argv[1:]]\nmain()\n"
 ROWS = 3_000_000
@@ -184,8 +184,8 @@ def test_sweep_removes_the_dead_writers_temporaries_only(tmp_path: Path, monkeyp
 @pytest.fixture
 def untouched(monkeypatch):  # noqa: ANN201
     """Fail the test if any temporary folder or file is asked for, or any table created."""
-    import deid_sql.atomic as atomic
     import deid_sql.backends.duckdb  # noqa: F401  (the engines' classes, to guard their create_table)
+    import deid_sql.storage.atomic as atomic
     from deid_sql.backends.base import Backend
 
     try:
@@ -213,8 +213,8 @@ def _refusing_spec(project) -> Path:  # noqa: ANN001
 def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, target: str) -> None:
     import duckdb
 
-    from deid_sql.output import materialize
     from deid_sql.problem import Problem
+    from deid_sql.release.output import materialize
 
     if target == "existing.duckdb":
         duckdb.connect(str(project.dir / target)).close()
@@ -228,8 +228,8 @@ def test_a_refused_file_or_duckdb_table_creates_nothing(project, untouched, targ
 
 @pytest.mark.engine
 def test_a_refused_engine_table_creates_nothing(tmp_path: Path, untouched) -> None:
-    from deid_sql.output import materialize
     from deid_sql.problem import Problem
+    from deid_sql.release.output import materialize
     from tests.engines import default_spec, open_engine
 
     engine = open_engine("postgres", tmp_path)

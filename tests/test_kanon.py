@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deid_sql import DeidError, Problem
-from deid_sql.demo import census_spec
-from deid_sql.policy import Policy
-from deid_sql.recoding import Recoding
+from deid_sql.domains.recoding import Recoding
+from deid_sql.policies.policy import Policy
 from deid_sql.search.frontier import Frontier, Point, dominates
 from deid_sql.search.kanon import (
     Level,
@@ -24,6 +23,7 @@ from deid_sql.search.kanon import (
     kanonymity_frontier,
     standard_levels,
 )
+from deid_sql.starter.demo import census_spec
 
 from .problems import write_small_problem
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deid_sql.domain import CategoryDomain, DateDomain, ZipDomain, split_label
+from deid_sql.domains.domain import CategoryDomain, DateDomain, ZipDomain, split_label
+from deid_sql.domains.recoding import QIRecoding
 from deid_sql.errors import DeidError
-from deid_sql.output import materialize
 from deid_sql.problem import Problem
-from deid_sql.recoding import QIRecoding
+from deid_sql.release.output import materialize
 from deid_sql.release.plan import plan_of
 
 HOSTILE = ("A", "B", "A|B", "x\\", "x\\|", "*x", "")

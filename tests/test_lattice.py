@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deid_sql import Lattice, PolicyError
-from deid_sql.domain import CategoryDomain, IntegerDomain, ZipDomain
-from deid_sql.hierarchy import Hierarchy
+from deid_sql.domains.domain import CategoryDomain, IntegerDomain, ZipDomain
+from deid_sql.domains.hierarchy import Hierarchy
 
 LATTICE = Lattice(
     ["age", "sex", "race", "zip"],

@@ -1,4 +1,4 @@
-"""Allowed cut points (``cuts.py``): a constrained lattice is a sublattice of the full one, every
+"""Allowed cut points (``domains/cuts.py``): a constrained lattice is a sublattice of the full one, every
 operation stays inside it, and without a constraint nothing changes; the readable policy text
 (``digits=``, ``every=``, ``by=``, cut lists) reads back to the same policy."""
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql import Lattice, PolicyError
-from deid_sql.domain import CategoryDomain, DateDomain, IntegerDomain, ZipDomain
-from deid_sql.hierarchy import Hierarchy
+from deid_sql.domains.domain import CategoryDomain, DateDomain, IntegerDomain, ZipDomain
+from deid_sql.domains.hierarchy import Hierarchy
 
 ZIPS = ("37010", "37011", "37013", "37102", "37110", "37115", "37201", "37203", "38001", "38002")
 NAMES = ["age", "race", "zip", "admitted"]

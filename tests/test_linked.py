@@ -22,7 +22,7 @@ from deid_sql.cli import cli
 from deid_sql.contract.pseudonym import pseudonym
 from deid_sql.contract.shift import offset
 from deid_sql.release.plan import plan_of
-from deid_sql.release_set import materialize_set
+from deid_sql.sets.release import materialize_set
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, sorted_rows
 
 KEY = "3a5445d1cbe32cdd4684dc7d84e5ded1179bfa10f0e7980fb9b061d7d23dae7b"  # a key that is a secret (contract/secret.py)
@@ -304,7 +304,7 @@ def test_a_killed_set_write_leaves_no_table_of_the_set_after_the_next_run(tmp_pa
 
     import duckdb
 
-    from deid_sql.atomic import TMP_FOLDER
+    from deid_sql.storage.atomic import TMP_FOLDER
     from tests.test_interrupted_writes import RUN_CLI
 
     folder = tmp_path / "study"

@@ -25,8 +25,8 @@ from deid_sql import Problem
 from deid_sql.cli import cli
 from deid_sql.errors import DeidError, OutputError
 from deid_sql.release.plan import plan_of
-from deid_sql.release_set import materialize_set
-from deid_sql.release_set_tables import materialize_set_tables
+from deid_sql.sets.release import materialize_set
+from deid_sql.sets.tables import materialize_set_tables
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, read_duckdb
 from tests.test_linked import secret, tables, utc_rows, write
 
@@ -116,7 +116,7 @@ def test_a_schema_prefix_in_a_duckdb_file_and_the_record_checks_the_rows(tmp_pat
     record = record_of(lambda n: read_duckdb_schema(db, n), "release")
     from deid_sql.backends.base import fingerprint
     from deid_sql.backends.duckdb import DuckDBBackend, render
-    from deid_sql.names import table_name
+    from deid_sql.storage.names import table_name
 
     con, hashing = duckdb.connect(str(db), read_only=True), DuckDBBackend()
     try:
@@ -301,7 +301,7 @@ def test_a_failing_second_table_leaves_no_table_of_the_set(engine: Engine, tmp_p
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine error while the second table is written, then a wrong row count: no table of the
     set appears, and an earlier set stays as it was."""
-    import deid_sql.release_set as release_set
+    import deid_sql.sets.release as release_set
 
     _, spec = engine_spec(engine, tmp_path)
     place = Place(engine, tmp_path)

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pytest
 
 from deid_sql.nocensus.estimators import Histogram, zayatz
-from deid_sql.population_size import REGIONS
 from deid_sql.problem import Problem
 from deid_sql.registry import RISK_MODELS
+from deid_sql.spec.population_size import REGIONS
 
 # the registered risk models that estimate from the sample alone
 NO_CENSUS_RISKS = tuple(entry.name for entry in RISK_MODELS if not entry["census"])

@@ -174,7 +174,7 @@ def test_compiled_sql_parses_back_with_every_name_and_value(weird, run, dialect:
     tree = statements[0]
     assert [e.alias_or_name for e in tree.expressions] == table.column_names
     literals = {lit.this for lit in tree.find_all(exp.Literal) if lit.is_string}
-    # inside a merged label a backslash is escaped (deid_sql.domain.escape), so labels split back into values
+    # inside a merged label a backslash is escaped (deid_sql.domains.domain.escape), so labels split back into values
     labels = {"O'Brien|a;b", "Zoë|DROP TABLE x", '"quoted"|back\\\\slash', "日本|--comment|/* c */|'; DROP TABLE t; --"}
     assert labels <= literals
     assert set(SELECT_VALUES) <= literals and set(QUOTE_VALUES) <= literals

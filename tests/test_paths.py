@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql import Problem
-from deid_sql.anonymize import anonymize, privacy_models, release_suppression, rerun
 from deid_sql.fulldomain import (
     KL,
     AverageRisk,
@@ -29,6 +28,7 @@ from deid_sql.fulldomain import (
     TransformationSpace,
     TransformEvaluator,
 )
+from deid_sql.jobs.anonymize import anonymize, privacy_models, release_suppression, rerun
 from deid_sql.search import paths
 from deid_sql.search.antichain import AntichainTree, ListAntichainStore, ListStore
 from deid_sql.search.paths import TRAVERSALS, path_search

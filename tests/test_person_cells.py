@@ -1,4 +1,4 @@
-"""The two queries of the cells of persons (``deid_sql.person_cells``) agree.
+"""The two queries of the cells of persons (``deid_sql.loading.person_cells``) agree.
 
 The load runs the fast query (packed positions, first/last as ``min``/``max`` of one integer) and
 the exact one only when the fast one counts persons it cannot vouch for.  So: whenever the fast
@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from deid_sql import Problem
 from deid_sql.backends import connect
 from deid_sql.errors import DataError
-from deid_sql.loading import open_table, positions_query, resolve_domains
-from deid_sql.person_cells import NULL_ROWS, ROWS_OUT, VARYING, fast_person_cells, person_cells_query
-from deid_sql.spec import Spec
+from deid_sql.loading.load import open_table, positions_query, resolve_domains
+from deid_sql.loading.person_cells import NULL_ROWS, ROWS_OUT, VARYING, fast_person_cells, person_cells_query
+from deid_sql.spec.file import Spec
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 ORDERS = {"int32": pa.int32(), "int64": pa.int64(), "date": pa.date32(), "text": pa.string(),

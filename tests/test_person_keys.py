@@ -29,7 +29,7 @@ from deid_sql.release.plan import plan_of
 from tests.engines import Engine, engine_params, open_engine
 from tests.test_dbt import model_body
 
-KEY = "bd0c27d844438bc97c2a19d90f430840f2060f9af73180ef1b56fa21c3df0b5e"  # a random key (contract/secret.py refuses a guessable one)
+KEY = "bd0c27d844438bc97c2a19d90f430840f2060f9af73180ef1b56fa21c3df0b5e"  # random: a guessable key is refused
 QIS = '''
 [[qi]]
 name = "age"

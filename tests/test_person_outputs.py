@@ -68,7 +68,7 @@ def test_a_view_compiled_sql_and_dbt_may_drop_the_person_key(tmp_path: Path) -> 
     """Stored SQL cannot hold the pseudonym's key, so it drops the person key; the gate counts
     persons on the same query with the key kept for the count, and the key is not released."""
     from deid_sql.dbt import write_dbt
-    from deid_sql.output import compile_release, create_view
+    from deid_sql.release.output import compile_release, create_view
 
     spec = write(tmp_path, ROWS, visits=False)  # patient_id under drop
     spec.write_text(spec.read_text(encoding="utf-8").replace("min_k = 2", "max_record_risk = 1.0"),
@@ -114,7 +114,7 @@ def test_every_engine_suppresses_the_same_persons(engine: Engine, tmp_path: Path
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The count of persons per group (a window over each person's first row) runs where the data
     is: PostgreSQL and Spark, which have no ``COUNT(DISTINCT …) OVER``, write the DuckDB file's rows."""
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     local = releasable(write(tmp_path, ROWS, visits=False))

@@ -234,7 +234,7 @@ def released_by_person(path: Path) -> dict[Any, set[tuple[Any, ...]]]:
 
 def test_a_release_gives_every_row_of_a_person_the_persons_labels(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     rows = [{"patient_id": f"P{p}", "age": 20 + p % 50 + v, "sex": "FM"[p % 2], "seen": v, "dx": "x"}
@@ -268,7 +268,7 @@ def test_a_written_release_needs_the_person_key(tmp_path: Path,
 
 
 def test_anonymize_suppresses_all_rows_of_a_suppressed_person(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deid_sql.anonymize import Anonymization, write_release  # noqa: F401
+    from deid_sql.jobs.anonymize import Anonymization, write_release  # noqa: F401
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     ages = [30] * 75 + [10, 20, 40, 50, 60]  # five persons stand out: suppressing them beats blanking the age
@@ -297,7 +297,7 @@ def test_the_cells_cache_keys_on_the_person_declaration(tmp_path: Path) -> None:
             {"patient_id": "A", "age": 60, "sex": "F", "seen": 2, "dx": "x"}]
     spec = write(tmp_path, rows, age_rule='per_person = "first"', visits=False)
     cache = tmp_path / "cache"
-    from deid_sql.cellcache import CellsCache
+    from deid_sql.loading.cache import CellsCache
 
     with Problem.from_spec(spec, cache=CellsCache(cache)) as first:
         assert first.evaluate("bottom").groups == 1
@@ -341,7 +341,7 @@ def test_every_engine_builds_the_same_cells_of_persons(engine: Engine, tmp_path:
 def test_the_ehr_demo_counts_rows_and_persons(tmp_path: Path) -> None:
     """``demo --ehr``: several rows per patient, the age varying within a patient, and the figures
     of the persons' spec equal a reduction by hand (first visit's age)."""
-    from deid_sql.demo import build_ehr
+    from deid_sql.starter.demo import build_ehr
 
     persons, rows = build_ehr(tmp_path, seed=3, patients=400, people=40_000)
     table = pq.read_table(tmp_path / "encounters.parquet").to_pylist()
@@ -363,9 +363,9 @@ def test_the_ehr_demo_counts_rows_and_persons(tmp_path: Path) -> None:
 def test_anonymize_finds_the_exhaustive_optimum_in_persons(tmp_path: Path, k: int, limit: float) -> None:
     """Full-domain search works on cells, so it counts persons: its optimum on the encounters demo
     equals exhaustive enumeration, and what it suppresses is at most ``limit`` of the persons."""
-    from deid_sql.demo import build_ehr
     from deid_sql.fulldomain import KAnonymity, Loss, TransformationSpace, TransformEvaluator
     from deid_sql.search.bfs import best_first_search
+    from deid_sql.starter.demo import build_ehr
     from tests.baselines.fulldomain import exhaustive
 
     persons, _ = build_ehr(tmp_path, seed=5, patients=600, people=60_000)
@@ -383,7 +383,7 @@ def test_every_engine_releases_the_same_rows_of_persons(engine: Engine, tmp_path
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The person rewrite (windows over the key) and the gate's count of distinct keys run where
     the data is: each engine writes the DuckDB file's rows, pseudonyms included, and figures."""
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     rows = [{"patient_id": f"P{p:03d}", "age": 20 + (p * 7) % 60 + v, "sex": "FM"[p % 2], "seen": (v * 5) % 4,
@@ -459,7 +459,7 @@ def test_first_and_last_break_ties_in_the_domains_order(engine: Engine, tmp_path
     """Two rows of a person on the same day: ``first`` takes the value first in the domain's order
     (``b`` of ``["b", "a"]``), ``last`` the one last in it (``w10`` of w69…w00, not the text's
     ``w20``), in the cells and in the released rows, on every engine."""
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     monkeypatch.setenv("DEID_PERSONS_KEY", KEY)
     rows = [{"patient_id": f"P{p}", "grade": grade, "ward": ward, "seen": 1}

@@ -584,7 +584,7 @@ def test_any_policy_round_trips_through_the_file(loaded, tmp_path_factory, seed:
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_apply_equals_materialize_for_random_policies(loaded, project, tmp_path_factory, seed: int) -> None:
-    from deid_sql.output import materialize
+    from deid_sql.release.output import materialize
 
     problem, _ = loaded
     folder = tmp_path_factory.mktemp("apply")

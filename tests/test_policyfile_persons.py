@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from deid_sql import Problem
+from deid_sql.compiler.suppression import Suppression
 from deid_sql.policyfile import PolicyFile
 from deid_sql.policyfile.format import spec_sha256
 from deid_sql.policyfile.persons import SavedPerson
 from deid_sql.policyfile.save import save_policy_file
 from deid_sql.release.plan import plan_of
-from deid_sql.suppression import Suppression
 from tests.engines import Engine, engine_fixture, engine_params
 
 from .test_persons import KEY, releasable, released_by_person, write

@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from deid_sql import Problem
+from deid_sql.compiler.suppression import Suppression
 from deid_sql.policyfile import PolicyFile, apply_set
 from deid_sql.policyfile.save import save_policy_file
 from deid_sql.release.plan import plan_of
-from deid_sql.release_set import materialize_set
-from deid_sql.suppression import Suppression
+from deid_sql.sets.release import materialize_set
 from tests.engines import Engine, engine_fixture, engine_params
 
 from .test_linked import KEY, tables, utc_rows, write

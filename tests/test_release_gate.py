@@ -18,7 +18,7 @@ import pytest
 from deid_sql import Problem
 from deid_sql.contract.criteria import parse_release
 from deid_sql.errors import PolicyError, ReleaseRefused
-from deid_sql.output import create_view, materialize
+from deid_sql.release.output import create_view, materialize
 from deid_sql.release.plan import plan_of
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 
@@ -180,7 +180,7 @@ def test_each_failed_criterion_names_the_figure_and_limit(project, run, criterio
 def test_no_riskier_than_safe_harbor(project, run) -> None:
     spec = with_release(project, 'no_riskier_than = "safe-harbor"')
     with Problem.from_spec(spec) as problem:
-        from deid_sql.safe_harbor import safe_harbor
+        from deid_sql.release.safe_harbor import safe_harbor
 
         reference = problem.evaluate(safe_harbor(problem).recoding).risk
         riskier = problem.evaluate("race:top").risk
@@ -378,7 +378,7 @@ def test_apply_is_refused_by_the_release_criteria(project, run) -> None:
 
 def test_anonymize_release_is_gated_and_recorded(tmp_path: Path) -> None:
     """The optimum's release: suppressed records measured as suppressed, k over the rest, sidecar written."""
-    from deid_sql.anonymize import anonymize, privacy_models, write_release
+    from deid_sql.jobs.anonymize import anonymize, privacy_models, write_release
     from tests.test_fulldomain import small_spec
 
     spec = small_spec(tmp_path)
@@ -405,7 +405,7 @@ def test_docs_columns_table_is_the_demos_roles() -> None:
     import tomllib
 
     from deid_sql.contract.roles import parse_columns
-    from deid_sql.demo import DEMO_SPEC
+    from deid_sql.starter.demo import DEMO_SPEC
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "releases.md").read_text(encoding="utf-8")
     block = text.split("```toml\n[columns]\n", 1)[1].split("```", 1)[0]

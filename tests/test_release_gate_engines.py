@@ -15,7 +15,7 @@ import pytest
 
 from deid_sql import Problem
 from deid_sql.errors import ReleaseRefused
-from deid_sql.output import create_view, materialize
+from deid_sql.release.output import create_view, materialize
 from deid_sql.release.plan import plan_of
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params, read_duckdb
 

@@ -347,7 +347,7 @@ def test_template_ships_as_package_data():
 def test_a_built_report_renders_with_its_exact_figures(project):
     """The renderer against the builder (not the sample): the project's report with a frontier run."""
     from deid_sql import Problem
-    from deid_sql.frontier_job import run_frontier
+    from deid_sql.jobs.frontier import run_frontier
     from deid_sql.report.release_report import build_report
 
     folder = project.dir / "frontier"

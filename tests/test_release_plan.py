@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from sqlglot import exp
 
-from deid_sql.compile import SUPPRESSED_TABLE
+from deid_sql.compiler.compile import SUPPRESSED_TABLE
+from deid_sql.compiler.suppression import Suppression
+from deid_sql.domains.recoding import Recoding
 from deid_sql.problem import Problem
-from deid_sql.recoding import Recoding
 from deid_sql.release.plan import plan_of
-from deid_sql.suppression import Suppression
 from tests.engines import read_duckdb, sorted_rows
 
 from .test_fulldomain import RELEASE, small_spec

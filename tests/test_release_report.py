@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from deid_sql import Problem
-from deid_sql.demo import build_demo, showcase_policies
 from deid_sql.errors import DeidError, ReleaseRefused
-from deid_sql.frontier_job import run_frontier
+from deid_sql.jobs.frontier import run_frontier
 from deid_sql.release.plan import plan_of
+from deid_sql.release.safe_harbor import safe_harbor
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
 from deid_sql.report.release_report import build_report, load_sidecar, policy_from_file
-from deid_sql.safe_harbor import safe_harbor
+from deid_sql.starter.demo import build_demo, showcase_policies
 
 POLICY = "age:cuts=18,30,45,65,90|zip:top"
 ROLES = {"age": 'role = "age"\n', "zip": 'role = "zip"\n'}

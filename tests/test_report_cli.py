@@ -163,7 +163,7 @@ def test_write_report_writes_both_or_neither(tmp_path: Path, monkeypatch) -> Non
 
 def test_the_twin_failing_to_land_leaves_the_old_page(tmp_path: Path, monkeypatch) -> None:
     """The second rename failing puts the first file back: a page never sits beside another page's twin."""
-    from deid_sql import atomic
+    from deid_sql.storage import atomic
     from tests.report_sample import sample_report
 
     out = tmp_path / "r.html"

@@ -218,7 +218,7 @@ def test_levels_and_every_kind_of_recoding_are_named(run, tmp_path: Path) -> Non
 def test_safe_harbor_is_named_by_its_option(project) -> None:
     qis = [q + next((r for n, r in ROLES.items() if f'"{n}"' in q), "") for q in project.DEFAULT_QIS]
     spec = project.write_spec(project.spec_text(qis=qis), "roles.toml")
-    from deid_sql.safe_harbor import safe_harbor
+    from deid_sql.release.safe_harbor import safe_harbor
 
     with Problem.from_spec(spec) as problem:
         report = build_report(problem, plan_of(problem, safe_harbor(problem).recoding))

@@ -79,7 +79,7 @@ def says_record(lines: list[str]) -> list[str]:
 def ehr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The encounters demo, small: about 5,000 rows of 2,000 patients (``ehr.toml`` counts persons,
     ``ehr-rows.toml`` the same table a row as a person)."""
-    from deid_sql.demo import build_ehr
+    from deid_sql.starter.demo import build_ehr
 
     folder = tmp_path_factory.mktemp("ehr")
     build_ehr(folder, seed=3, patients=2000, people=200_000)

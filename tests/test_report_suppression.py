@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deid_sql.compiler.suppression import Suppression
 from deid_sql.problem import Problem
 from deid_sql.report import release_contents as contents
-from deid_sql.suppression import Suppression
 
 from .test_fulldomain import small_spec
 from .test_report_cli import POLICY, one_line_error, report_files

@@ -23,10 +23,10 @@ from deid_sql.backends import connect
 from deid_sql.contract.pseudonym import pads, pads_by_hand, pseudonym, text_of
 from deid_sql.contract.roles import ColumnRoles, parse_columns
 from deid_sql.errors import DeidError, SpecError
-from deid_sql.output import materialize
 from deid_sql.problem import Problem
+from deid_sql.release.output import materialize
 from deid_sql.release.plan import plan_of
-from deid_sql.spec import Spec
+from deid_sql.spec.file import Spec
 from tests.conftest import AGE_QI, DEFAULT_COLUMNS, RACE_QI, SEX_QI, ZIP_QI
 from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
@@ -335,7 +335,7 @@ def test_hostile_names_and_values_through_roles(tmp_path, run, secret) -> None:
 
 
 def test_anonymize_releases_the_roles(tmp_path, secret) -> None:
-    from deid_sql.anonymize import anonymize, privacy_models, write_release
+    from deid_sql.jobs.anonymize import anonymize, privacy_models, write_release
     from tests.test_fulldomain import RELEASE, small_spec
 
     spec = small_spec(tmp_path, release=RELEASE)

@@ -18,7 +18,7 @@ import pytest
 
 from deid_sql import DeidError, Problem, SpecError
 from deid_sql.release.plan import plan_of
-from deid_sql.safe_harbor import HHS_2000_PREFIXES, PREFIX_LIMIT, safe_harbor
+from deid_sql.release.safe_harbor import HHS_2000_PREFIXES, PREFIX_LIMIT, safe_harbor
 
 # Prefix totals in the census: 372 one above the limit, 373 exactly at it, 381 well above,
 # 384 far below.  In ZIP order 372 < 373 < 381 < 384, so the 000 bucket {373xx, 384xx}

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deid_sql import DeidError, Lattice, Problem
-from deid_sql.domain import CategoryDomain, IntegerDomain, ZipDomain
+from deid_sql.domains.domain import CategoryDomain, IntegerDomain, ZipDomain
 from deid_sql.evaluate import Evaluator
 from deid_sql.search import BoundarySearch, bisecting_policy_search, directed_policy_search
 

@@ -189,11 +189,11 @@ def test_a_failing_view_creates_nothing_and_keeps_the_earlier_set(tmp_path: Path
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """One more row expected of the second view than it shows: every key table, view and the
     record are rolled back, and an earlier set stays as it was."""
-    import deid_sql.linked_rows as linked_rows
+    import deid_sql.sets.rows as linked_rows
     from deid_sql import Problem
     from deid_sql.errors import OutputError
     from deid_sql.release.plan import plan_of
-    from deid_sql.release_set_views import create_set_views
+    from deid_sql.sets.views import create_set_views
 
     _, spec, db = warehouse(tmp_path, tables(30))
     with Problem.from_spec(spec, cache=False) as problem:

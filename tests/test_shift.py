@@ -109,7 +109,7 @@ def test_released_dates_move_by_the_persons_offset(tmp_path: Path) -> None:
 
 
 def materialize(problem: Problem, out: Path, policy: str = "age:every=10") -> int:
-    from deid_sql.output import materialize as write_release
+    from deid_sql.release.output import materialize as write_release
 
     return write_release(problem, plan_of(problem, policy), out).rows
 
@@ -138,7 +138,7 @@ def test_a_shifted_date_qi_is_generalized_after_the_shift(tmp_path: Path) -> Non
 
 
 def test_the_cells_cache_keys_on_the_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deid_sql.cellcache import CellsCache
+    from deid_sql.loading.cache import CellsCache
 
     spec = write(tmp_path, visits(), shift='["admitted"]')
     text = spec.read_text(encoding="utf-8").replace(
@@ -334,7 +334,7 @@ def test_a_shift_past_the_engines_dates_is_refused_with_its_counts(engine: Engin
         from sqlglot import exp
 
         from deid_sql.errors import BackendError
-        from deid_sql.shifting import shifted_select
+        from deid_sql.loading.shifting import shifted_select
 
         backend = engine.backend  # type: ignore[attr-defined]
         table = exp.to_table(engine.qualified(name))  # type: ignore[attr-defined]

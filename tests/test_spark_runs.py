@@ -26,7 +26,7 @@ from click.testing import Result
 
 from deid_sql.backends import spark_home
 from deid_sql.errors import BackendError
-from deid_sql.spec import Spec, SpecError
+from deid_sql.spec.file import Spec, SpecError
 from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, N_SOURCE, PERMISSIVE_RELEASE, _population_table, _source_table
 from tests.engines import Engine, engine_fixture, engine_params
 from tests.spark_engine import parquet_study

@@ -23,8 +23,8 @@ import pytest
 
 from deid_sql.backends.spark_writes import spark_output_name, staging_name, sweep_staging
 from deid_sql.errors import OutputError
-from deid_sql.names import check_output_name
 from deid_sql.release.plan import plan_of
+from deid_sql.storage.names import check_output_name
 from tests.conftest import N_SOURCE
 from tests.engines import engine_fixture, engine_params, spark_package
 from tests.spark_engine import parquet_study
@@ -177,8 +177,8 @@ def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_quoted_names_round_trip_and_refresh_in_place(spark, tmp_path: Path) -> None:
-    from deid_sql.output import materialize
     from deid_sql.problem import Problem
+    from deid_sql.release.output import materialize
     from tests.engines import default_spec
 
     spec = default_spec(spark)
@@ -205,8 +205,8 @@ def test_a_three_part_name_in_spark_catalog_is_written_and_refreshed_and_read(sp
     """Issue 38: ``spark_catalog.db.t`` names a table of Spark's own catalog, as a source and as an
     output (written, refreshed in place, its record beside it): the rename that places a staged
     table took at most two parts, so every such write failed after the whole job had run."""
-    from deid_sql.output import materialize
     from deid_sql.problem import Problem
+    from deid_sql.release.output import materialize
     from tests.conftest import DEFAULT_COLUMNS, DEFAULT_QIS, PERMISSIVE_RELEASE, _population_table, _source_table
 
     database = spark.qualified("x").split(".")[0]
@@ -232,7 +232,7 @@ def test_a_three_part_name_in_spark_catalog_is_written_and_refreshed_and_read(sp
 def test_a_command_served_from_the_cells_cache_removes_dead_writers_staging(spark, tmp_path: Path) -> None:
     """Issue 38: ``evaluate`` served from the cells cache starts no Spark, and it left a killed writer's
     staging folders in the warehouse; every command on a Spark spec removes them, without the JVM."""
-    from deid_sql.cellcache import CellsCache
+    from deid_sql.loading.cache import CellsCache
     from deid_sql.problem import Problem
     from tests.spark_engine import WAREHOUSE, spark_header
 

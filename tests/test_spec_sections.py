@@ -21,7 +21,7 @@ from deid_sql.contract.criteria import ReleaseCriteria
 from deid_sql.contract.roles import ColumnRoles
 from deid_sql.errors import Problems, SpecError
 from deid_sql.registry import SECTIONS
-from deid_sql.spec import Spec, top_keys
+from deid_sql.spec.file import Spec, top_keys
 
 from .conftest import Project
 
@@ -202,7 +202,7 @@ def _reach(module: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("core", ["deid_sql.spec", "deid_sql.spec_sections", "deid_sql.registry",
+@pytest.mark.parametrize("core", ["deid_sql.spec.file", "deid_sql.spec.sections", "deid_sql.registry",
                                   "deid_sql.backends.base"])
 def test_core_imports_no_feature_and_sits_in_no_cycle(core: str) -> None:
     reached = _reach(core)
@@ -216,7 +216,7 @@ def test_a_fresh_interpreter_parsing_a_spec_sees_every_section(project: Project)
     feature happens to be imported: importing the spec loads no channel module, yet its problems show."""
     script = textwrap.dedent(f"""
         import sys
-        from deid_sql.spec import Spec
+        from deid_sql.spec.file import Spec
         from deid_sql.errors import SpecError
         print("loaded before:", sorted(m for m in sys.modules if m.startswith("deid_sql.channels")))
         raw = {{"source": {{"path": "source.csv"}}, "adversary": {{"gain": -1}}, "channels": {{"b": 1}},

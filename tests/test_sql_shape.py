@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 from sqlglot import exp
 
-from deid_sql.guards import IN_LIST
+from deid_sql.compiler.guards import IN_LIST
+from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.problem import Problem
-from deid_sql.recoding import QIRecoding, Recoding
 from deid_sql.release.plan import plan_of
 from tests.engines import Engine, engine_fixture, engine_params
 

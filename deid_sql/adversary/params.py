@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import Problems
-from ..spec_sections import SectionContext
+from ..spec.sections import SectionContext
 
 SCENARIOS = ("known", "unknown")
 

@@ -21,7 +21,7 @@ from .model import TAIL, check_external, detection_probability, external_group_s
 from .params import AdversaryParams
 
 if TYPE_CHECKING:
-    from ..spec import Spec
+    from ..spec.file import Spec
 
 
 def risk_model(spec: Spec, population_total: float, records: float | None = None) -> AdversaryRisk:

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import replacing
+from ..storage.atomic import replacing
 from .params import AdversaryParams
 from .risk import thresholds
 

@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from ..contract.pseudonym import type_name
 from ..errors import OutputError
-from ..tableref import TableRef
+from ..storage.tableref import TableRef
 
 #: called inside the transaction that writes a table, before it commits: given a function that
 #: runs a query there and the new table, it inspects what was written (raising aborts the write)

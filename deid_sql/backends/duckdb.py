@@ -16,12 +16,12 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
-from ..atomic import clean_stale, discard, place, private_umask, temporary_sibling
 from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..interrupts import cancelling, forget, on_signal
 from ..sqltext import to_sql
-from ..tableref import TableRef
+from ..storage.atomic import clean_stale, discard, place, private_umask, temporary_sibling
+from ..storage.tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, miscounted
 
 _counter = itertools.count()
@@ -38,7 +38,7 @@ def _quoted(name: str) -> exp.Identifier:
 
 def _target(name: str) -> exp.Table:
     """An output table or view: ``NAME`` or ``SCHEMA.NAME`` (``names.table_name``), quoted parts."""
-    from ..names import table_name
+    from ..storage.names import table_name
 
     return table_name(name, "table or view name")
 
@@ -518,7 +518,7 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def _exists_in(con: duckdb.DuckDBPyConnection, name: str, catalog: str) -> bool:
     """``name`` is among ``catalog``'s objects (``duckdb_tables`` or ``duckdb_views``) of the file."""
-    from ..names import split_name
+    from ..storage.names import split_name
 
     schema, bare = split_name(name, "table or view name")
     where = exp.column("database_name").eq(exp.func("current_database"))
@@ -533,7 +533,7 @@ def _exists_in(con: duckdb.DuckDBPyConnection, name: str, catalog: str) -> bool:
 
 def _check_schema(con: duckdb.DuckDBPyConnection, database: Path, name: str) -> None:
     """``SCHEMA.NAME`` needs the schema in the file: refused in one line that says how to make it."""
-    from ..names import split_name
+    from ..storage.names import split_name
 
     schema, _ = split_name(name, "table name")
     if schema is None:

@@ -26,7 +26,7 @@ from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError, Unreachable
 from ..interrupts import forget, on_signal
 from ..sqltext import to_sql
-from ..tableref import TableRef
+from ..storage.tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted
 from .postgres_refresh import (
     ident,

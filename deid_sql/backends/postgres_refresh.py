@@ -38,7 +38,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from ..errors import OutputError
-from ..names import Name, parse_name
+from ..storage.names import Name, parse_name
 
 STAGING_PREFIX = "deid_staging_"
 _STAGING = re.compile(r"deid_staging_(\d+)_\d+")

@@ -54,7 +54,7 @@ from sqlglot import exp
 from ..contract.pseudonym import INTEGER_DIGITS, pads
 from ..errors import BackendError, OutputError
 from ..sqltext import to_sql
-from ..tableref import TableRef
+from ..storage.tableref import TableRef
 from . import engine_logs_shown
 from .base import Backend, Finish, SetFinish, SetTable, literal_rows
 from .spark_arrow import arrow_schema, partition_batches, type_name
@@ -85,7 +85,7 @@ for _name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
 
 def quoted_table(name: str) -> exp.Table:
     """``db.table`` (or ``table``, ``catalog.db.table``) with every part quoted; parts in the
-    double-quote syntax of ``deid_sql.names`` (``"my.db"."t"``), parsed by ``spark_writes``."""
+    double-quote syntax of ``deid_sql.storage.names`` (``"my.db"."t"``), parsed by ``spark_writes``."""
     ids = [exp.to_identifier(p, quoted=True) for p in spark_table(name)]
     return exp.Table(this=ids[-1], db=ids[-2] if len(ids) > 1 else None, catalog=ids[0] if len(ids) > 2 else None)
 

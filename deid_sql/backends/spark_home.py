@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError
-from ..userdirs import cache_dir
+from ..storage.userdirs import cache_dir
 
 ENV = "DEID_SQL_SPARK_HOME"
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"

@@ -8,7 +8,7 @@ and with Spark's default in-memory catalog (a fresh process knows no table) an o
 exists is a folder in the warehouse, which is read on disk, so a refusal costs no JVM either.
 
 **Spark's identifier rules** (``names.RULES["spark"]``, the table every engine's rules are in):
-names come in the spec's and the command line's double-quote syntax (``deid_sql.names``), enter
+names come in the spec's and the command line's double-quote syntax (``deid_sql.storage.names``), enter
 Spark SQL backquoted, and must be what Spark's session catalog can hold: letters, digits and
 ``_`` only (no space, no dot, no ``$``; ``INVALID_SCHEMA_OR_RELATION_NAME`` otherwise), folded
 to lower case (``spark.sql.caseSensitive`` off, or a Hive metastore).  A double-quoted part asks
@@ -40,8 +40,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import OutputError
-from ..inflight import running, start_time
-from ..names import RULES, Rules, parse_name
+from ..storage.inflight import running, start_time
+from ..storage.names import RULES, Rules, parse_name
 
 
 # -- Spark's identifier rules: ``names.RULES["spark"]`` -----------------------------------------------

@@ -14,7 +14,7 @@ import numpy as np
 from sqlglot import exp
 
 from ..backends.base import Backend
-from ..compile import col, ident
+from ..compiler.compile import col, ident
 from ..errors import DataError
 from .spec import ChannelSpec
 

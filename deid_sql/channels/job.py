@@ -19,10 +19,10 @@ import numpy as np
 from sqlglot import exp
 
 from ..backends import Backend, connect
-from ..compile import compile_source, to_sql
+from ..compiler.compile import compile_source, to_sql
 from ..errors import BackendError, DataError, DeidError, SpecError
-from ..loading import SOURCE_VIEW, read_problem
-from ..spec import Spec
+from ..loading.load import SOURCE_VIEW, read_problem
+from ..spec.file import Spec
 from . import candidates as cand
 from .assignment import Assignment, Repairs, whole_subjects
 from .inputs import Classification, InputChannels, RiskRule, count_channels, duplicate_identities, risk_rule

@@ -17,7 +17,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from ..backends.base import Backend
-from ..compile import col, ident
+from ..compiler.compile import col, ident
 from ..errors import DeidError
 from .assignment import RELATIVE, Assignment
 from .inputs import InputChannels, RiskRule, text_key, value_key

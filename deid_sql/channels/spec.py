@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Problems
-from ..spec_sections import SectionContext
+from ..spec.sections import SectionContext
 
 CHANNEL_KEYS = {"related", "confidential", "none", "identity", "thresholds", "b", "weights", "nulls",
                 "null_label", "confidential_nulls", "candidates", "max_size", "seed", "outputs", "integer",

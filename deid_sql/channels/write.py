@@ -19,11 +19,10 @@ import pyarrow.csv as pacsv
 from sqlglot import exp
 
 from .. import __version__
-from ..atomic import replacing
-from ..compile import ident
+from ..compiler.compile import ident
 from ..errors import OutputError, ReleaseRefused
-from ..output import check_not_input, output_format, view_source, write_file
 from ..release.gate import Check, Verdict
+from ..release.output import check_not_input, output_format, view_source, write_file
 from ..release.sidecar import (
     FORMAT,
     INVOCATION,
@@ -35,6 +34,7 @@ from ..release.sidecar import (
     to_json,
     utc_now,
 )
+from ..storage.atomic import replacing
 from .assignment import RELATIVE
 from .job import ChannelJob
 from .release import ReleaseCheck, composition

@@ -14,9 +14,9 @@ from ..adversary.assess import Assessment, assess
 from ..adversary.params import SCENARIOS, AdversaryParams
 from ..adversary.risk import Thresholds, thresholds
 from ..adversary.solvers import SOLVERS
+from ..domains.recoding import Recoding
 from ..errors import OutputError
 from ..problem import Problem
-from ..recoding import Recoding
 from .options import FiniteFloat, handles_errors, read_policy, reports_wall_time, spec_argument
 
 # CLI option → AdversaryParams field, type, help
@@ -57,7 +57,7 @@ def parameters(spec_params: AdversaryParams, scenario: str | None, given: dict[s
 
 def resolve(problem: Problem, text: str) -> tuple[str, Recoding]:
     if text == "safe-harbor":
-        from ..safe_harbor import safe_harbor
+        from ..release.safe_harbor import safe_harbor
 
         return "Safe Harbor", safe_harbor(problem).recoding
     policy = problem.policy(read_policy(text))

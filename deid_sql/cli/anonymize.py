@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from ..anonymize import METRICS, anonymize, privacy_models, release_plan
 from ..errors import OutputError
+from ..jobs.anonymize import METRICS, anonymize, privacy_models, release_plan
 from ..problem import Problem
 from ..release.plan import ReleasePlan
+from ..release.targets import release_targets
 from ..search.bfs import STORES
 from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
-from ..targets import release_targets
 from .options import (
     FiniteFloat,
     accept_risk_option,
@@ -138,7 +138,7 @@ def _release(problem: Problem, plan: ReleasePlan, out: Path | None, table: str |
              db: Path | None, overwrite: bool, accept_risk: str | None, report: Path | None) -> None:
     """The optimum through the release path every policy takes: a file, an engine table or a view
     (the writers are imported here: a run that only searches does not load them)."""
-    from ..output import create_view, materialize
+    from ..release.output import create_view, materialize
 
     if view is not None:
         where = f"view {view} in {db if db is not None else 'the database'}"

@@ -9,7 +9,7 @@ import click
 from ..channels.job import ChannelJob, solve
 from ..channels.spec import INTEGER_MODES
 from ..channels.write import write_release
-from ..compile import DIALECTS
+from ..compiler.compile import DIALECTS
 from .options import format_option, handles_errors, renamed, reports_wall_time, spec_argument
 
 SHOWN = 10  # risky input channels listed before "… and N more"

@@ -10,7 +10,7 @@ import click
 from ..dbt import DEFAULT_PROFILE, DEFAULT_SOURCE, MATERIALIZATIONS, write_dbt
 from ..dbt.sets import DEFAULT_PREFIX, write_dbt_set
 from ..errors import OutputError
-from ..targets import release_targets
+from ..release.targets import release_targets
 from .options import (
     accept_risk_option,
     echo_release,
@@ -120,7 +120,7 @@ def _dbt_set(problem: Any, policy: str | None, levels: str | None, project: Path
     echo_release(out)
     if pending is not None:
         pending.report["summary"]["released"] = f"dbt models {', '.join(out.models)} in project {project}"
-        from ..release_set import preview
+        from ..sets.release import preview
 
         record = preview(problem, plan)  # the rows each model holds once dbt runs, with each column's role
         for table, name in zip(record["release"]["tables"], out.models):

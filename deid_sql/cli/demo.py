@@ -14,7 +14,21 @@ from pathlib import Path
 
 import click
 
-from ..demo import (
+from ..errors import ReleaseRefused
+from ..evaluate.metrics import Metrics
+from ..jobs.frontier import FrontierRun, run_frontier
+from ..policies.policy import Policy
+from ..problem import Problem
+from ..release.output import create_view, preview
+from ..release.plan import ReleasePlan, plan_of
+from ..release.safe_harbor import safe_harbor_metrics
+from ..report.frontier_report import FrontierReport
+from ..report.html import html_frontier
+from ..report.release_report import build_report
+from ..report.release_write import write_report
+from ..search import bisecting_policy_search
+from ..search.kanon import full_domain_generalizations
+from ..starter.demo import (
     EHR_POLICIES,
     PUBLISHABLE_AGE_CUTS,
     PUBLISHABLE_FILE,
@@ -26,20 +40,6 @@ from ..demo import (
     dominators,
     showcase_policies,
 )
-from ..errors import ReleaseRefused
-from ..evaluate.metrics import Metrics
-from ..frontier_job import FrontierRun, run_frontier
-from ..output import create_view, preview
-from ..policy import Policy
-from ..problem import Problem
-from ..release.plan import ReleasePlan, plan_of
-from ..report.frontier_report import FrontierReport
-from ..report.html import html_frontier
-from ..report.release_report import build_report
-from ..report.release_write import write_report
-from ..safe_harbor import safe_harbor_metrics
-from ..search import bisecting_policy_search
-from ..search.kanon import full_domain_generalizations
 from .options import handles_errors
 
 WIDTH = 110  # characters of a printed line: a cell or line longer than this is cut with "…"

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import progress
-from ..frontier_job import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, check_folder, run_frontier
+from ..jobs.frontier import DEFAULT_BUDGET, DEFAULT_THRESHOLD, SEARCHES, check_folder, run_frontier
 from .options import (
     FiniteFloat,
     handles_errors,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import OutputError
-from ..population_size import REGIONS
+from ..spec.population_size import REGIONS
 from ..starter.write import Population, Starter, build, criteria_lines, default_out, write
 from .options import handles_errors
 

@@ -10,9 +10,9 @@ import click
 
 from ..backends import connect
 from ..errors import DeidError, PolicyError, SpecError
-from ..policy import Policy
+from ..policies.policy import Policy
 from ..problem import Problem
-from ..spec import Spec
+from ..spec.file import Spec
 from .options import (
     echo_json,
     handles_errors,
@@ -64,7 +64,7 @@ def _report_problem(problem: Problem) -> None:
         click.echo(f"  population {s.population.describe()}: {problem.population.total:,} people in "
                    f"{len(problem.population):,} cells")
     elif s.no_census:
-        from ..population_size import describe
+        from ..spec.population_size import describe
 
         weights = f"; group sizes from the summed weights of column {s.weights!r}" if s.weights else ""
         size = describe(s.population_size, s.population_region) if s.population_size else \
@@ -108,7 +108,7 @@ def _report_problem(problem: Problem) -> None:
 
 def _hierarchy_warnings(problem: Problem) -> list[str]:
     """Hierarchy labels naming a range some of their values are outside (``hierarchy_labels``)."""
-    from ..hierarchy_labels import label_warnings
+    from ..domains.hierarchy_labels import label_warnings
 
     lines: list[str] = []
     for name, domain in zip(problem.spec.qi_names, problem.domains):
@@ -120,8 +120,8 @@ def _hierarchy_warnings(problem: Problem) -> list[str]:
 
 def _report_linked(problem: Problem) -> None:
     """The linked tables of a set: rows, key, orphans, what each releases (opened and counted)."""
-    from ..linked_rows import released_columns
-    from ..release_set import linked_sources
+    from ..sets.release import linked_sources
+    from ..sets.rows import released_columns
 
     for linked in linked_sources(problem):
         t = linked.table

@@ -111,7 +111,7 @@ class _Group(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # every command first removes the temporaries of deid-sql runs that were killed (kill -9, a
         # power cut), wherever they are, before --help or --version can exit: one scandir when none
-        from ..inflight import announce
+        from ..storage.inflight import announce
 
         announce()
         ctx.meta[STARTED] = time.perf_counter()  # the wall time's start (options.reports_wall_time)

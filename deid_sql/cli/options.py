@@ -23,8 +23,8 @@ from ..problem import Problem
 from ..registry import RISK_MODELS, Registry
 from ..release.gate import MIN_REASON_LETTERS, override_reason
 from ..release.plan import ReleasePlan, plan_of
-from ..spec import Spec
-from ..targets import Target, check_targets
+from ..release.targets import Target, check_targets
+from ..spec.file import Spec
 from .failures import (  # noqa: F401 - the commands import them from here
     BROKEN_PIPE,
     INTERNAL_ERROR,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from ..compile import DIALECTS
+from ..compiler.compile import DIALECTS
 from ..errors import OutputError
-from ..output import FORMATS, compile_release, create_view, materialize, output_format
-from ..records import NO_RECORD, write_compiled
+from ..release.output import FORMATS, compile_release, create_view, materialize, output_format
+from ..release.records import NO_RECORD, write_compiled
 from ..release.sidecar import read_sidecar, sidecar_path
-from ..spec import Spec
-from ..targets import file, folder, release_targets, set_tables
+from ..release.targets import file, folder, release_targets, set_tables
+from ..spec.file import Spec
 from .options import (
     accept_risk_option,
     echo_release,
@@ -157,7 +157,7 @@ def _materialize_set(spec: Spec, policy: str | None, levels: str | None, out: Pa
         _materialize_set_tables(spec, policy, levels, out, fmt, tables, overwrite, suppress_below, accept_risk,
                                 report)
         return
-    from ..release_set import SIDECAR, materialize_set
+    from ..sets.release import SIDECAR, materialize_set
 
     if out is None or out.suffix.lower() in FORMATS:
         raise OutputError("this spec links tables ([[table]]), which are released together, as one set: write it to "
@@ -183,7 +183,7 @@ def _materialize_set_tables(spec: Spec, policy: str | None, levels: str | None, 
                             fmt: str | None, prefix: str, overwrite: bool, suppress_below: int | None,
                             accept_risk: str | None, report: Path | None) -> None:
     """``materialize --tables PREFIX`` of a set: inside the engine, or the DuckDB file ``out``."""
-    from ..release_set_tables import materialize_set_tables
+    from ..sets.tables import materialize_set_tables
 
     if out is not None and (fmt or FORMATS.get(out.suffix.lower())) != "duckdb":
         raise OutputError(f"--tables writes the set as tables, inside the spec's engine (leave out --out) or inside "

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from ..backends import engine_class
-from ..spec import Spec
-from ..targets import Target, file
+from ..release.targets import Target, file
+from ..spec.file import Spec
 from .options import echo_release, open_problem, release_plan
 from .report import add_set, finish_release_report, prepare_release_report
 
@@ -17,7 +17,7 @@ def view_set(spec: Spec, policy: str | None, levels: str | None, db: Path | None
              suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """``view SET_SPEC --name PREFIX``: refused in one line before any data is read where the key
     table could not be protected (``release_set_views.check_place``) or a name is taken."""
-    from ..release_set_views import check_place, create_set_views, set_view_names
+    from ..sets.views import check_place, create_set_views, set_view_names
 
     names = set_view_names(spec, prefix)
     check_place(spec, engine_class(spec.backend.engine), db, names)  # before the engine starts

@@ -22,7 +22,7 @@ from ..policyfile.applyset import linked_ref
 from ..policyfile.batch import batch_ref, engine_ref
 from ..policyfile.format import MEASURE
 from ..policyfile.shift import ALPHA
-from ..spec import TableRef
+from ..spec.file import TableRef
 from .options import (
     REASON_RULE,
     F,

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..policyfile.batch import Batch
     from ..release.figures import ReleaseFigures
     from ..release.gate import ReleaseGate
-    from ..spec import Spec
+    from ..spec.file import Spec
 
 SAFE_HARBOR = "safe-harbor"  # --policy safe-harbor: HIPAA Safe Harbor's recoding (as 'deid-sql adversary' reads it)
 
@@ -95,11 +95,11 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
 
     Example: deid-sql report demo/demo.toml --policy 'age:cuts=18,30,45,65,90|zip:top' --out report.html
     """
-    from ..output import check_not_input
-    from ..records import verify_release
+    from ..release.output import check_not_input
+    from ..release.records import verify_release
+    from ..release.safe_harbor import safe_harbor
     from ..report.release_report import build_report, load_sidecar, policy_from_file
     from ..report.release_write import check_report_target, report_paths, write_report
-    from ..safe_harbor import safe_harbor
 
     given = [name for name, value in (("--policy", policy), ("--levels", levels), ("--from-release", release),
                                       ("--from-policy", policy_file)) if value is not None]
@@ -133,8 +133,8 @@ def report(spec: Path, policy: str | None, levels: str | None, release: Path | N
         built = build_report(problem, plan, sidecar=sidecar, frontier=frontier, sample_rows=sample_rows,
                              accept_risk=accept_risk, whole_set=linked)
         if linked:
-            from ..release_set import preview
             from ..report.release_report import set_section
+            from ..sets.release import preview
 
             record = sidecar if sidecar is not None and release is not None else preview(problem, plan)
             where = str(release) if sidecar is not None else "none: a policy, not yet released"
@@ -157,7 +157,7 @@ def release_of_sidecar(problem: Problem, sidecar: dict[str, Any], where: Path) -
     recorded = sidecar.get("suppression") if isinstance(sidecar.get("suppression"), dict) else {}
     search = recorded.get("anonymize") if isinstance(recorded.get("anonymize"), dict) else None
     if search is not None:
-        from ..anonymize import release_plan, rerun
+        from ..jobs.anonymize import release_plan, rerun
 
         run = rerun(problem, search)
         if run.levels is None or list(run.levels) != list(search.get("levels") or []):
@@ -273,7 +273,7 @@ def check_report_outside(report: Path | None, folder: Path, option: str = "--rep
 
 def _check_report_paths(spec: Spec, out: Path, release: Path | None) -> None:
     """The report's page and twin may replace neither an input nor the release or its sidecar."""
-    from ..output import check_not_input
+    from ..release.output import check_not_input
     from ..report.release_write import report_paths
 
     for path in report_paths(out):
@@ -323,7 +323,7 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
 
 def _sidecar_file(release: Path) -> bool:
     """Whether a release file gets a sidecar file (Parquet, CSV) rather than a record table (DuckDB)."""
-    from ..output import output_format
+    from ..release.output import output_format
 
     try:
         return output_format(release, None) in ("parquet", "csv")

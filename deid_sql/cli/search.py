@@ -11,12 +11,12 @@ import click
 from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
-from ..output import create_view, materialize
+from ..release.output import create_view, materialize
 from ..release.plan import plan_of
+from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
+from ..release.targets import release_targets
 from ..report import write_boundaries
-from ..safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
-from ..targets import release_targets
 from .options import (
     accept_risk_option,
     echo_release,

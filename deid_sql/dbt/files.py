@@ -12,14 +12,14 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from ..compile import DIALECTS, SUPPRESSED, to_sql
+from ..compiler.compile import DIALECTS, SUPPRESSED, to_sql
+from ..domains.recoding import Recoding
 from ..errors import DeidError, DialectError
 from ..evaluate import Metrics
 from ..problem import Problem
-from ..recoding import Recoding
 from ..release.figures import FLAG
 from ..release.plan import ReleasePlan
-from ..spec import QISpec
+from ..spec.file import QISpec
 from .inputs import GUARD_MACRO, Input, guard, name_parts, source_input, table_input, table_parts
 from .text import header, jinja_str, jinja_text, splice_source, yaml_dump
 

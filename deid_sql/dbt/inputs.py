@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import OutputError
-from ..names import parse_name, rules_for
-from ..tableref import TableRef
+from ..storage.names import parse_name, rules_for
+from ..storage.tableref import TableRef
 from .text import jinja_str
 
 TMP_SUFFIX = "__dbt_tmp"  # dbt's make_intermediate_relation

@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..atomic import replacing
 from ..errors import OutputError
+from ..storage.atomic import replacing
 from .files import Source
 
 

@@ -26,21 +26,21 @@ from typing import Any
 from sqlglot import exp
 
 from ..backends import dbt_key_plugin
-from ..compile import to_sql
+from ..compiler.compile import to_sql
 from ..contract.keys import Udfs
 from ..contract.roles import FLAG, apply_roles
 from ..errors import DeidError, OutputError, ReleaseRefused
-from ..linked_rows import KEPT, KEY, LinkedSource, kept_keys
+from ..loading.shifting import shift_source, shifted_select
 from ..problem import Problem
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseSource, Verdict, build_gate
 from ..release.plan import ReleasePlan
 from ..release.sidecar import SUFFIX as SIDECAR
 from ..release.sidecar import to_json
-from ..release_set import linked_sources
-from ..shifting import shift_source, shifted_select
+from ..sets.release import linked_sources
+from ..sets.rows import KEPT, KEY, LinkedSource, kept_keys
 from ..sqltext import col, ident
-from ..tableref import TableRef
+from ..storage.tableref import TableRef
 from .files import (
     MATERIALIZATIONS,
     SENTINEL,

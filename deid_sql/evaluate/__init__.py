@@ -11,9 +11,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..cells import Cells
-from ..policy import Policy
-from ..recoding import Recoding
+from ..domains.recoding import Recoding
+from ..loading.cells import Cells
+from ..policies.policy import Policy
 from .metrics import Metrics, Normalizers, RawSums, finish
 
 

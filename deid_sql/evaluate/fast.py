@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..cells import Cells
-from ..limits import require_sizes
-from ..recoding import Recoding
+from ..domains.limits import require_sizes
+from ..domains.recoding import Recoding
+from ..loading.cells import Cells
 from .groups import CUBE_LIMIT, CensusCounts, group_cells, group_sizes
 from .metrics import RawSums
 from .riskmodel import PopulationRisk, RecordRisk, expected_reidentifications, group_risks

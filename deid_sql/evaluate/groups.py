@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cells import Cells
-from ..recoding import Recoding
+from ..domains.recoding import Recoding
+from ..loading.cells import Cells
 
 KEY_LIMIT = 2**62  # mixed-radix group keys below it are int64; past it, Python integers
 KEY_BITS = KEY_LIMIT.bit_length() - 1  # the same limit for keys packed bit field by bit field

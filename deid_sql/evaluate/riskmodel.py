@@ -17,7 +17,7 @@ from ..errors import DeidError
 from ..registry import RISK_MODELS
 
 if TYPE_CHECKING:
-    from ..spec import Spec
+    from ..spec.file import Spec
 
 
 class RecordRisk(Protocol):

@@ -21,9 +21,9 @@ import numpy as np
 from sqlglot import exp
 
 from ..backends.base import Backend
-from ..cells import Cells
-from ..limits import require_sizes
-from ..recoding import Recoding
+from ..domains.limits import require_sizes
+from ..domains.recoding import Recoding
+from ..loading.cells import Cells
 from ..sql import template
 from ..udfs.terms import record_risk_udf
 from .groups import fits, radix_of

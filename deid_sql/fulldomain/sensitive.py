@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlglot import exp
 
-from ..compile import col
+from ..compiler.compile import col
 from ..errors import DeidError
-from ..loading import SOURCE_VIEW, Table, positions_query
+from ..loading.load import SOURCE_VIEW, Table, positions_query
 
 if TYPE_CHECKING:
     from ..problem import Problem

@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError, SpecError
 from ..evaluate.groups import KEY_BITS
-from ..levels import check_levels, levels_text, parse_levels, qi_levels
-from ..recoding import QIRecoding, Recoding
+from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
 
 if TYPE_CHECKING:
     from ..problem import Problem

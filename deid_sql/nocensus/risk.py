@@ -31,10 +31,10 @@ from .estimators import MODELS, Estimate, EstimationError, Histogram, population
 from .individual import benedetti_franconi, sample_risks
 
 if TYPE_CHECKING:
-    from ..policy import Policy
+    from ..domains.recoding import Recoding
+    from ..policies.policy import Policy
     from ..problem import Problem
-    from ..recoding import Recoding
-    from ..spec import Spec
+    from ..spec.file import Spec
 
 
 class BenedettiFranconiRisk:

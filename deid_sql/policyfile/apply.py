@@ -16,13 +16,13 @@ from typing import Any
 from ..backends import engine_class
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
-from ..names import check_output_name
-from ..output import FORMATS, Written, view_source, write_query
 from ..release.figures import Census
 from ..release.gate import ReleaseGate, ReleaseSource, build_gate, describe_table, override_reason, safe_harbor_risk
+from ..release.output import FORMATS, Written, view_source, write_query
 from ..release.sidecar import file_sha256, sidecar_table
-from ..spec import TableRef
-from ..tableref import engine_inputs
+from ..spec.file import TableRef
+from ..storage.names import check_output_name
+from ..storage.tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
 from .format import PolicyFile

@@ -23,15 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..atomic import replacing_folder
 from ..backends import connect
 from ..errors import BackendError, DataError, OutputError
-from ..linked_rows import LinkedSource, kept_keys, linked_query, open_linked, released_columns
-from ..loading import read_problem
-from ..output import FORMATS, measure_file, prejudge
+from ..loading.load import read_problem
 from ..release.gate import override_reason
+from ..release.output import FORMATS, measure_file, prejudge
 from ..release.sidecar import to_json
-from ..release_set import (
+from ..sets.release import (
     FILE_FORMATS,
     SIDECAR,
     SetTable,
@@ -42,7 +40,9 @@ from ..release_set import (
     set_release,
     write_tables,
 )
-from ..spec import TableRef
+from ..sets.rows import LinkedSource, kept_keys, linked_query, open_linked, released_columns
+from ..spec.file import TableRef
+from ..storage.atomic import replacing_folder
 from .apply import batch_gate
 from .batch import Batch, Outside, batch_ref, engine_ref, schema_differences, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report

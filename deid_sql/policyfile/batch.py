@@ -23,19 +23,19 @@ from sqlglot import exp
 
 from .. import progress
 from ..backends import Backend, connect, engine_class
-from ..compile import col, generalize, suppress
+from ..compiler.compile import col, generalize, suppress
+from ..compiler.guards import IN_LIST, in_domain
 from ..contract.roles import apply_roles
-from ..cuts import hierarchy_values
-from ..domain import CategoryDomain
+from ..domains.cuts import hierarchy_values
+from ..domains.domain import CategoryDomain
+from ..domains.hierarchy import Hierarchy
+from ..domains.recoding import Recoding
 from ..errors import BackendError, DataError, OutputError, SpecError
-from ..guards import IN_LIST, in_domain
-from ..hierarchy import Hierarchy
-from ..linked import default_name
-from ..loading import read_problem, shift_problems
-from ..person_rows import check_person_release, derived_columns, person_rows
-from ..recoding import Recoding
-from ..shifting import range_problems, shift_source, source_shift
-from ..spec import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
+from ..loading.load import read_problem, shift_problems
+from ..loading.person_rows import check_person_release, derived_columns, person_rows
+from ..loading.shifting import range_problems, shift_source, source_shift
+from ..spec.file import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
+from ..spec.linked import default_name
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 from .linkedset import set_difference, spec_set
 from .persons import SavedPerson, check_batch, difference

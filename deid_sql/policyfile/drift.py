@@ -30,13 +30,13 @@ import numpy as np
 from sqlglot import exp
 
 from .. import progress
-from ..compile import col, generalize
+from ..compiler.compile import col, generalize
+from ..domains.recoding import Recoding
 from ..errors import BackendError, DataError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk, group_risks, risk_model
-from ..loading import read_problem
-from ..recoding import Recoding
+from ..loading.load import read_problem
 from ..release.figures import FLAG
-from ..spec import TableRef
+from ..spec.file import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
 from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
 from .linkedset import one_table

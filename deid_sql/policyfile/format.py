@@ -7,7 +7,7 @@ and their sizes) and the drift rule (``tolerance.py``: a permutation test agains
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
 exact limit it was saved with) with the level of the distribution test (``shift.py``; a file
 without it runs that test at the default level), and the ``[person]`` declaration of a spec that
-counts persons (``persons.py``) and the set of a spec with linked tables (``linkedset.py``; the
+counts persons (``spec/persons.py``) and the set of a spec with linked tables (``linkedset.py``; the
 hash covers both).  ``PolicyFile.read`` checks all of it and refuses a
 file that is not JSON, of another version, malformed, or edited so its parts disagree.
 """
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from ..domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
+from ..compiler.suppression import Suppression
+from ..domains.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
+from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError
-from ..lattice import Lattice
-from ..policy import Policy
-from ..recoding import QIRecoding, Recoding
+from ..policies.lattice import Lattice
+from ..policies.policy import Policy
 from ..release.plan import ReleasePlan
-from ..spec import Spec
-from ..suppression import Suppression
+from ..spec.file import Spec
 from .groups import Groups
 from .layout import pretty
 from .linkedset import SavedSet

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..contract.roles import LISTS, UNLISTED
 from ..errors import DeidError, OutputError
-from ..linked import ORPHANS, RELEASE_NAME
+from ..spec.linked import ORPHANS, RELEASE_NAME
 
 if TYPE_CHECKING:
-    from ..linked import LinkedTable
-    from ..spec import Spec
+    from ..spec.file import Spec
+    from ..spec.linked import LinkedTable
     from .format import PolicyFile
 
 Fail = Callable[[str, str], DeidError]

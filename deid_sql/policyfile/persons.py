@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from ..errors import DataError, DeidError
-from ..persons import DERIVED, PER_PERSON, null_keys_problem, rows_out_problem, varying_problem
+from ..spec.persons import DERIVED, PER_PERSON, null_keys_problem, rows_out_problem, varying_problem
 from ..sqltext import col, ident, person_key, source_key
 
 if TYPE_CHECKING:
-    from ..spec import Spec
+    from ..spec.file import Spec
     from .batch import Batch
 
 PERSON = "deid_person"

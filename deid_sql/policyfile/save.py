@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..atomic import write_text
+from ..domains.recoding import Recoding
 from ..errors import PolicyError
-from ..person_rows import check_person_release
+from ..loading.person_rows import check_person_release
 from ..problem import Problem
-from ..recoding import Recoding
 from ..release.plan import ReleasePlan, plan_of
-from ..spec import Spec
-from ..targets import check_file
+from ..release.targets import check_file
+from ..spec.file import Spec
+from ..storage.atomic import write_text
 from .applyset import saved_set
 from .batch import open_batch, spec_digest, spec_for_batch
 from .drift import measure_with_risk

@@ -29,11 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from ..cells import Cells
-from ..compile import col, ident
+from ..compiler.compile import col, ident
+from ..domains.recoding import Recoding
 from ..evaluate.groups import PeopleByKey, group_cells, group_sizes, keys_of
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
-from ..recoding import Recoding
+from ..loading.cells import Cells
 from ..sqltext import person_key
 
 FLAG = "deid_suppressed"

@@ -23,11 +23,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from .. import __version__
+from ..compiler.suppression import Suppression
 from ..contract.criteria import STARTING_SET, ReleaseCriteria
+from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk
-from ..recoding import Recoding
-from ..suppression import Suppression
 from .figures import FLAG, Census, ReleaseFigures, measure
 from .plan import ReleasePlan
 from .sidecar import (
@@ -44,7 +44,7 @@ from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
     from ..problem import Problem
-    from ..spec import Spec, TableRef
+    from ..spec.file import Spec, TableRef
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
 def safe_harbor_risk(problem: Problem) -> float:
     """HIPAA Safe Harbor's risk on ``problem``'s data: the reference of ``no_riskier_than =
     "safe-harbor"`` (``safe_harbor.safe_harbor_metrics``, computed once per loaded problem)."""
-    from ..safe_harbor import safe_harbor_metrics
+    from .safe_harbor import safe_harbor_metrics
 
     return safe_harbor_metrics(problem).risk
 

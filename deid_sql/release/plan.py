@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..compiler.suppression import Suppression
+from ..domains.recoding import Recoding
 from ..errors import PolicyError
-from ..levels import levels_recoding
-from ..policy import Policy
-from ..recoding import Recoding
-from ..suppression import Suppression
+from ..policies.levels import levels_recoding
+from ..policies.policy import Policy
 
 if TYPE_CHECKING:
     from ..problem import Problem

@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..domains.recoding import Recoding
 from ..invocation import INVOCATION as INVOCATION  # re-exported: releases read it from here
 from ..invocation import set_invocation as set_invocation
-from ..recoding import Recoding
 
 FORMAT = "deid-sql release"
 VERSION = 1

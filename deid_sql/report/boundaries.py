@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_text
 from ..errors import OutputError
 from ..search.boundary import BoundarySearch
+from ..storage.atomic import write_text
 
 COLUMNS = ("rank", "found_at", "policy", "readable", "risk", "loss", "dominated", "k", "expected_reidentifications",
            "kl", "iyengar_loss")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from ..atomic import write_text
 from ..search.frontier import Point
+from ..storage.atomic import write_text
 from .frontier_report import FrontierReport, by_risk, dominates_safe_harbor, readable_of, risk_floor, stair
 from .plot import DOMINATING_COLOUR, FRONTIER_COLOUR, KANON_STYLES, SAFE_HARBOR_COLOUR, SEARCHED_COLOUR
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..atomic import replacing
+from ..storage.atomic import replacing
 from .frontier_report import FrontierReport, by_risk, dominates_safe_harbor, risk_floor, stair
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..domain import Domain
+from ..compiler.suppression import Suppression
+from ..domains.domain import Domain
+from ..domains.recoding import QIRecoding, Recoding
 from ..evaluate.riskmodel import group_risks
-from ..recoding import QIRecoding, Recoding
 from ..release.figures import Census, cell_groups
-from ..suppression import Suppression
 
 if TYPE_CHECKING:
     from ..problem import Problem

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..compile import SUPPRESSED
+from ..compiler.compile import SUPPRESSED
+from ..domains.recoding import Recoding
 from ..errors import DeidError, PolicyError, ReleaseRefused
 from ..evaluate.metrics import Metrics
-from ..recoding import Recoding
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from ..release.plan import ReleasePlan, plan_of
@@ -41,7 +41,7 @@ from .risk_models import describe_model, method_papers, population_sentence
 if TYPE_CHECKING:
 
     from ..problem import Problem
-    from ..spec import Spec
+    from ..spec.file import Spec
 
 FORMAT = "deid-sql-report"
 VERSION = 1
@@ -299,7 +299,7 @@ def original_top_kl(problem: Problem) -> float:
 
 def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
     """Safe Harbor's metrics, or why it cannot be built (the spec gives no zip/age roles)."""
-    from ..safe_harbor import safe_harbor_metrics
+    from ..release.safe_harbor import safe_harbor_metrics
 
     roles = {q.role for q in problem.spec.qis}
     if not {"zip", "age"} <= roles:
@@ -358,7 +358,7 @@ def _suppressed_rows(problem: Problem, plan: ReleasePlan) -> int:
     release query, the flag column as the gate reads it."""
     from sqlglot import exp
 
-    from ..compile import col, ident
+    from ..compiler.compile import col, ident
     from ..release.figures import FLAG
 
     relation = exp.Subquery(this=problem.query(plan, measuring=True), alias=exp.TableAlias(this=ident("deid_rows")))
@@ -377,7 +377,7 @@ def _population(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | N
     # the gate records the people as "rows"; a reviewer needs both (the table's rows are census cells)
     from sqlglot import exp
 
-    from ..loading import POPULATION_VIEW
+    from ..loading.load import POPULATION_VIEW
 
     rows = problem.backend.execute(exp.select(exp.alias_(exp.func("count", exp.Star()), "n")).from_(POPULATION_VIEW))
     return described | {"rows": int(rows.column("n")[0].as_py()), "people": problem.population_total}

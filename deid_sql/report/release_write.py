@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..atomic import replacing_together
 from ..errors import OutputError
+from ..storage.atomic import replacing_together
 from .release_html import render_html
 
 

@@ -124,7 +124,7 @@ def population_sentence(problem: Problem) -> str:
 def _size_words(problem: Problem) -> str:
     spec = problem.spec
     if spec.population_size is not None:
-        from ..population_size import describe
+        from ..spec.population_size import describe
 
         return f"{describe(spec.population_size, spec.population_region)} (N)"
     if spec.weights is not None:

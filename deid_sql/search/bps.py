@@ -9,7 +9,7 @@ The halfway point generalizes ⌊d/2⌋ of the d boundaries on which ``min`` and
 disagree.  Which ones is drawn with probability ∝ w(b) = w_sizeOfField(b) +
 w_previousSolutions(b), where w_sizeOfField(b) = |domain of b's QI| − 1 and
 w_previousSolutions(b) = 1 + the number of earlier solutions that keep boundary b.  With allowed cut
-points (``cuts.py``) only allowed boundaries differ between ``min`` and ``max``, so only they are drawn,
+points (``domains/cuts.py``) only allowed boundaries differ between ``min`` and ``max``, so only they are drawn,
 and |domain of b's QI| − 1 becomes the number of the QI's allowed boundaries.
 Reading of the paper: a *chosen* bit is one that is generalized, so small domains
 (sex: weight 1) are generalized rarely, and boundaries kept by many earlier solutions
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..evaluate import Evaluator
-from ..lattice import Lattice
-from ..policy import Policy
+from ..policies.lattice import Lattice
+from ..policies.policy import Policy
 from .boundary import BoundarySearch, Progress, run_boundary_search
 
 

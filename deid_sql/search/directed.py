@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..evaluate import Evaluator
-from ..lattice import Lattice
-from ..policy import Policy
+from ..policies.lattice import Lattice
+from ..policies.policy import Policy
 from .boundary import BoundarySearch, Progress, run_boundary_search
 
 

@@ -25,8 +25,8 @@ import numpy as np
 from ..errors import DeidError
 from ..evaluate import Evaluator
 from ..evaluate.chain import ChainEvaluator
-from ..lattice import Chain, Lattice
-from ..policy import Policy
+from ..policies.lattice import Chain, Lattice
+from ..policies.policy import Policy
 from .frontier import Frontier, Point
 
 CHECKPOINT_EVERY = 100  # evaluated policies between area checkpoints (seed 000 Fig. 5)

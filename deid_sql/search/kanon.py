@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..domain import DateDomain, Domain, IntegerDomain, ZipDomain
+from ..domains.domain import DateDomain, Domain, IntegerDomain, ZipDomain
+from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError
 from ..evaluate import Metrics
-from ..policy import Policy
+from ..policies.policy import Policy
 from ..problem import Problem
-from ..recoding import QIRecoding, Recoding
 from .frontier import Frontier, Point
 
 AGE_BANDS = (5, 10, 20)  # years; bands start at multiples of the width (20-24, 25-29, …)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..policy import Policy
+from ..policies.policy import Policy
 from .frontier_search import FrontierSearcher
 from .snl import Clause, snl
 

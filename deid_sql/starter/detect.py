@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec import qi_name_problem
+from ..spec.file import qi_name_problem
 from .profile import ColumnProfile, as_date, whole_numbers
 
 #: the most categories a proposed category QI lists (more: dropped, with a note)

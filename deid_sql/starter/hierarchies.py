@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..domains.hierarchy import Hierarchy
 from ..errors import DeidError
-from ..hierarchy import Hierarchy
 from .detect import Proposal, QIProposal
 
 KINDS = ("integer", "category", "zip")  # the kinds whose values a hierarchy file spells as the domain does

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..atomic import write_text
 from ..backends import connect
 from ..backends.base import Backend
 from ..contract.criteria import STARTING_SET
 from ..errors import BackendError, OutputError, SpecError
-from ..population_size import REGIONS, describe
-from ..spec import FORMATS, Spec
-from ..tableref import TableRef
+from ..spec.file import FORMATS, Spec
+from ..spec.population_size import REGIONS, describe
+from ..storage.atomic import write_text
+from ..storage.tableref import TableRef
 from . import hierarchies, tomltext
 from .detect import Proposal, QIProposal, described, propose, shape, tokens
 from .profile import ColumnProfile, distinct_text, family, profile, values_outside

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from deid_sql.cells import Cells
 from deid_sql.evaluate.chain import RunningSums, intervals
 from deid_sql.evaluate.fast import FastEvaluator
 from deid_sql.evaluate.groups import KEY_LIMIT
 from deid_sql.evaluate.metrics import Normalizers, RawSums
-from deid_sql.lattice import Chain, Lattice
-from deid_sql.policy import Policy
+from deid_sql.loading.cells import Cells
+from deid_sql.policies.lattice import Chain, Lattice
+from deid_sql.policies.policy import Policy
 
 _KEY_LIMIT = KEY_LIMIT
 
