@@ -2,6 +2,14 @@
 
 Templates are parsed with sqlglot and composed as expression trees: named
 placeholders (``:name``) are replaced by sqlglot nodes, never by text.
+
+Modules:
+
+- ``metrics.sql``: the SQL path's sums over groups: risk, expected re-identifications, k, uniques, KL terms,
+  discernibility
+
+May import: nothing of deid_sql.
+Imported by: ``evaluate``.
 """
 
 from __future__ import annotations

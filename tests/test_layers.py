@@ -164,11 +164,11 @@ def violations(text: str | None = None) -> tuple[list[str], list[str]]:
 
 # -- packages: no cycle, and the core names no feature ----------------------------------------------
 #: the core every job runs on: it reads the registries (``registry.py``) and names no feature
-CORE = ("deid_sql.spec.file", "deid_sql.spec.sections", "deid_sql.policies.lattice", "deid_sql.policies.policy", "deid_sql.problem",
+CORE = ("deid_sql.domains", "deid_sql.spec", "deid_sql.policies", "deid_sql.loading", "deid_sql.problem",
         "deid_sql.evaluate")
 #: the packages and modules that add capabilities on top of the core
 FEATURES = ("adversary", "nocensus", "channels", "release", "search", "fulldomain", "policyfile", "dbt", "report",
-            "anonymize", "frontier_job", "safe_harbor", "demo", "cli")
+            "sets", "jobs", "starter", "cli")
 IMPORT_STRING = re.compile(r"^deid_sql\.([A-Za-z_]\w*)(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 
 
@@ -291,7 +291,7 @@ def test_the_check_finds_an_upward_import() -> None:
     """The same check on the table with two rows swapped must fail: the check can see."""
     text = DOC.read_text(encoding="utf-8")
     errors = next(line for line in text.splitlines() if line.startswith("| `errors.py`"))
-    domain = next(line for line in text.splitlines() if line.startswith("| `domains/domain.py`"))
+    domain = next(line for line in text.splitlines() if line.startswith("| `domains/`"))
     swapped = text.replace(errors, "\0").replace(domain, errors).replace("\0", domain)
     _, upward = violations(swapped)
     assert any("deid_sql.domains.domain" in v and "imports deid_sql.errors" in v for v in upward), upward
@@ -313,93 +313,128 @@ def test_type_checking_imports_are_exempt_and_lazy_ones_count(tmp_path: Path) ->
     assert found == ["deid_sql.cli"]
 
 
-# -- every module file has a row --------------------------------------------------------------------
-MODULE_TABLE = "| module | job |"
+# -- the packages say what they hold and what they import --------------------------------------------
+#: the most modules deid_sql/ may hold at its top level (``__init__``, ``errors`` and the few every layer uses)
+TOP_LEVEL_LIMIT = 12
+#: a package's docstring lines that list units: what it may import, and what may import it
+MAY_IMPORT, IMPORTED_BY = "May import:", "Imported by:"
+#: the docstring's list of the package's modules, a line each: ``- ``name.py``: its job``
+MODULES = "Modules:"
 
 
-def module_rows(text: str) -> list[tuple[int, list[str]]]:
-    """Every row of every ``| module | job |`` table of the page (the layer table and the tables
-    of the packages' modules): its line number and the paths its first cell names in backticks
-    (``backends/duckdb.py``, ``udfs/``; "ships as `deid_sql.udfs`" names no path)."""
-    rows: list[tuple[int, list[str]]] = []
-    inside = False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip() == MODULE_TABLE:
-            inside = True
-        elif not line.startswith("|"):
-            inside = False
-        elif inside and not line.startswith("|---"):
-            first = line.split("|")[1]
-            rows.append((number, [t for t in re.findall(r"`([^`]+)`", first) if not t.startswith(PACKAGE + ".")]))
-    return rows
+def packages() -> dict[str, Path]:
+    """Every package folder shipped: its unit name (``storage``, ``udfs``) and folder."""
+    found = {path.parent.name: path.parent for path in sorted((ROOT / PACKAGE).glob("*/__init__.py"))}
+    found.update({name: ROOT / name for name in MAPPED})
+    return found
 
 
-def doc_path(path: Path) -> str:
-    """A file as the page names it: relative to ``deid_sql/`` (``backends/duckdb.py``,
-    ``__init__.py``), or for the folders shipped inside it, by that folder (``udfs/terms.py``)."""
-    relative = path.relative_to(ROOT)
-    if relative.parts[0] == PACKAGE:
-        relative = relative.relative_to(PACKAGE)
-    return relative.as_posix()
+def docstring(folder: Path) -> str:
+    return ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
 
 
-def package_files() -> dict[str, Path]:
-    """Every file the package ships, by its path on the page: each module of ``deid_sql`` and of
-    the folders shipped inside it, and the package data ``pyproject.toml`` declares (``sql/metrics.sql``,
-    ``report/templates/release_report.html.j2``)."""
-    files = {doc_path(path): path for _, path in module_files()}
+def shipped(folder: Path) -> list[str]:
+    """What a package's docstring must name: its modules, its data files (``templates/x.j2``,
+    ``metrics.sql``, ``topics/spec.md``) and nothing of a subpackage."""
+    names = []
+    data = _package_data(folder)
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith((".", "__")):
+            continue
+        if path.suffix == ".py":
+            names.append(path.name)
+        elif path.is_dir() and not (path / "__init__.py").exists():
+            names += [f"{path.name}/{p.name}" for p in sorted(path.iterdir()) if p in data]
+        elif path in data:
+            names.append(path.name)
+    return names
+
+
+def _package_data(folder: Path) -> set[Path]:
     setuptools = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]
-    folders = setuptools.get("package-dir", {})
+    dirs = {package: ROOT / d for package, d in setuptools.get("package-dir", {}).items()}
+    files: set[Path] = set()
     for package, patterns in setuptools.get("package-data", {}).items():
-        folder = ROOT / folders[package] if package in folders else ROOT.joinpath(*package.split("."))
-        for pattern in patterns:
-            files.update({doc_path(path): path for path in sorted(folder.glob(pattern)) if path.is_file()})
+        base = dirs.get(package, ROOT.joinpath(*package.split(".")))
+        if base == folder:
+            for pattern in patterns:
+                files.update(p for p in base.glob(pattern) if p.is_file())
     return files
 
 
-def row_problems(text: str | None = None) -> tuple[list[str], list[str]]:
-    """(files of the package named in no row, rows naming no file of the package), as readable lines.
-    A row names a file by its path, or a package by its folder (``backends/``: its ``__init__.py``
-    must exist; naming the folder does not name the package's files)."""
-    text = DOC.read_text(encoding="utf-8") if text is None else text
-    files = package_files()
-    named: set[str] = set()
-    stale: list[str] = []
-    for number, paths in module_rows(text):
-        if not paths:
-            stale.append(f"{DOC.name}:{number}: the row names no module")
-        for path in paths:
-            named.add(path)
-            exists = f"{path}__init__.py" in files if path.endswith("/") else path in files
-            if not exists:
-                stale.append(f"{DOC.name}:{number}: `{path}` is no file of the package")
-    unnamed = [path for path in files if path not in named]
-    return unnamed, stale
+def listed_units(text: str, label: str) -> set[str] | None:
+    """The units a docstring's ``May import:`` / ``Imported by:`` paragraph names (None: no such line)."""
+    at = text.find(label)
+    if at < 0:
+        return None
+    paragraph = text[at + len(label):].split("\n\n")[0].split(IMPORTED_BY if label == MAY_IMPORT else "\0")[0]
+    return set(re.findall(r"``([A-Za-z_]\w*)``", paragraph))
 
 
-def test_every_module_file_has_a_row() -> None:
-    unnamed, _ = row_problems()
-    assert not unnamed, (f"files with no row in a `{MODULE_TABLE}` table of {DOC.name} (add one saying the "
-                         f"module's job): {', '.join(unnamed)}")
+def package_problems(changed: dict[str, str] | None = None) -> list[str]:
+    """Each package's docstring against its folder and its imports, as readable lines (``changed``:
+    a package's docstring as the check should read it instead, to show that it can see)."""
+    graph = package_graph()
+    importers: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        for b in targets:
+            importers.setdefault(b, set()).add(a)
+    problems = []
+    for unit_name, folder in packages().items():
+        text = (changed or {}).get(unit_name) or docstring(folder)
+        where = (folder / "__init__.py").relative_to(ROOT)
+        if not text.strip():
+            problems.append(f"{where}: no docstring")
+            continue
+        for name in shipped(folder):
+            if f"``{name}``" not in text:
+                problems.append(f"{where}: names no ``{name}`` (add a line saying its job)")
+        modules = text.split(MODULES, 1)[-1].split(MAY_IMPORT, 1)[0] if MODULES in text else ""
+        for name in re.findall(r"^- ``([^`]+)``", modules, flags=re.M):
+            if name not in shipped(folder):
+                problems.append(f"{where}: names ``{name}``, which the package does not hold")
+        imported = set(graph.get(unit_name, {}))
+        for label, actual in ((MAY_IMPORT, imported), (IMPORTED_BY, importers.get(unit_name, set()))):
+            listed = listed_units(text, label)
+            if listed is None:
+                problems.append(f"{where}: no '{label}' line")
+                continue
+            missing = sorted(actual - listed)
+            if missing:
+                problems.append(f"{where}: '{label}' leaves out {', '.join(missing)}")
+    return problems
 
 
-def test_every_row_names_a_file_of_the_package() -> None:
-    _, stale = row_problems()
-    assert not stale, "rows naming no file of the package (rename or remove them):\n" + "\n".join(stale)
+def test_the_top_level_is_small() -> None:
+    modules = sorted(p.name for p in (ROOT / PACKAGE).glob("*.py"))
+    assert len(modules) <= TOP_LEVEL_LIMIT, (f"{len(modules)} modules at deid_sql/'s top level (at most "
+                                             f"{TOP_LEVEL_LIMIT}: put the rest in a package): {', '.join(modules)}")
 
 
-def test_the_row_check_finds_a_missing_and_a_stale_row() -> None:
-    """The same check on the page with a row renamed and a row removed must fail both ways: it can see."""
-    text = DOC.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    lazy = next(line for line in lines if line.startswith("| `backends/lazy.py`"))
-    template = next(line for line in lines if line.startswith("| `sql/metrics.sql`"))
-    changed = text.replace(lazy, lazy.replace("backends/lazy.py", "backends/gone.py")).replace(template, "")
-    unnamed, stale = row_problems(changed)
-    assert set(unnamed) == {"backends/lazy.py", "sql/metrics.sql"}, unnamed
-    assert len(stale) == 1 and "`backends/gone.py` is no file" in stale[0], stale
-    # a table with another header is not a module table: its rows name nothing
-    assert row_problems(changed.replace(MODULE_TABLE, "| file | job |"))[0] == list(package_files())
+def test_every_package_says_what_it_holds_and_imports() -> None:
+    problems = package_problems()
+    assert not problems, "package docstrings out of step with the code:\n" + "\n".join(problems)
+
+
+def test_every_package_has_a_layer() -> None:
+    rows = layer_table(DOC.read_text(encoding="utf-8"))
+    units = [f"{PACKAGE}.{p.stem}" for p in (ROOT / PACKAGE).glob("*.py") if p.stem != "__init__"]
+    units += [MAPPED.get(name, f"{PACKAGE}.{name}") for name in packages()]
+    unplaced = [u for u in units if row_of(u, rows) is None]
+    assert not unplaced, f"units with no row in the layer table of {DOC.name}: {', '.join(unplaced)}"
+    known = set(units) | {PACKAGE}
+    stale = [entry for names in rows for entry in names if entry not in known]
+    assert not stale, f"rows of {DOC.name} naming no package or top-level module: {', '.join(stale)}"
+
+
+def test_the_package_check_sees_a_missing_module_and_a_missing_import() -> None:
+    """The same check with a module renamed in a docstring and an import left out must fail: it can see."""
+    text = docstring(packages()["storage"])
+    changed = text.replace("``atomic.py``", "``gone.py``").replace("``errors``", "``nothing``")
+    found = [p for p in package_problems({"storage": changed}) if p.startswith("deid_sql/storage/")]
+    assert any("names no ``atomic.py``" in p for p in found), found
+    assert any("``gone.py``, which the package does not hold" in p for p in found), found
+    assert any("'May import:' leaves out errors" in p for p in found), found
 
 
 if __name__ == "__main__":
@@ -408,5 +443,4 @@ if __name__ == "__main__":
     print(f"{len(missing)} unplaced, {len(up)} upward")
     print("\n".join(core_names_of_features()) or "the core names no feature")
     print(f"package cycles: {cycles(package_graph()) or 'none'}")
-    unnamed, stale = row_problems()
-    print("\n".join([f"no row: {u}" for u in unnamed] + stale) or "every module file has a row")
+    print("\n".join(package_problems()) or "every package docstring holds")

@@ -1,4 +1,43 @@
-"""Engines behind one interface: DuckDB (built in), PostgreSQL and Spark (optional extras)."""
+"""Engines behind one ``Backend`` interface: DuckDB (built in), PostgreSQL and Spark (optional extras).
+
+Each engine is registered in ``registry.ENGINES`` (``plugin``) and imported only when used.
+Nothing here imports the compiler, and nothing above this package names an engine: a job asks
+the backend (``catalog``, ``file_formats``, ``python_udfs``, ``raise_error``).
+
+Modules:
+
+- ``base.py``: the ``Backend`` interface: relations, temp views, execute → Arrow, streams, UDFs, views and
+  tables (atomic, row-counted, ``finish`` hook; ``create_tables`` for tables that land together: a release
+  set), ``head``, ``raise_error``, ``pseudonymize``, ``checksum``, ``text_collations``, ``refuse_taken``,
+  capabilities; ``literal_rows``, ``fingerprint``
+- ``dbt_duckdb.py``: the dbt-duckdb plugin registering ``deid_pseudonym``, ``deid_pseudonym_int`` and
+  ``deid_shift_offset`` from the key in ``secret_env`` at ``dbt run`` time; the one module that imports dbt
+- ``duckdb.py``: DuckDB, the default engine: reads CSV/Parquet/DuckDB files in place, registers the UDFs of
+  ``udfs/``
+- ``lazy.py``: ``LazyBackend``: connects on the first call that needs the engine (a load from the cells
+  cache starts none); made, it sweeps the engine's leftovers
+- ``plugin.py``: registers ``duckdb``, ``postgres``, ``spark`` in ``registry.ENGINES`` (with the Python
+  package and pip extra each needs, and Spark's ``leftovers`` sweep)
+- ``postgres.py``: PostgreSQL (psycopg 3): sources and outputs in the server, ``python_udfs = False``, HMAC
+  in SQL
+- ``postgres_refresh.py``: ``--overwrite``/``--replace`` in PostgreSQL: staged, judged and swapped in one
+  transaction, keeping owner, grants, comment and dependent views, and (``Kept``) column comments and
+  grants, constraints, indexes, triggers, storage parameters, row security, policies and publications
+- ``spark.py``: Apache Spark (PySpark 4): one Spark context per process, a session per backend, outputs in
+  the session catalog, ``python_udfs = False``
+- ``spark_arrow.py``: Spark results as Arrow: types under DuckDB's names, batches one partition at a time
+- ``spark_home.py``: where Spark keeps warehouse, metastore and log: a folder of deid-sql's own, never the
+  working directory
+- ``spark_sets.py``: Spark's all-or-none writes of several tables (a table and its record, a release set)
+  without transactions: staged, judged, swapped in by renames with the record placed last, undone on
+  failure; what a killed writer leaves is ``deid_staging_*``, swept later
+- ``spark_writes.py``: Spark's identifier rules and output checks before the JVM starts; staging folders of
+  killed writers swept (``sweep_leftovers``, without pyspark)
+
+May import: ``contract``, ``errors``, ``interrupts``, ``registry``, ``sqltext``, ``storage``, ``udfs``.
+Imported by: ``channels``, ``cli``, ``dbt``, ``evaluate``, ``loading``, ``policyfile``, ``problem``,
+    ``release``, ``sets``, ``starter``.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,23 @@
-"""Channel expansion (seed 003): protect confidential values while identities stay.
+"""Seed 003's channel expansion: confidential values protected by a linear program.
 
-The ``[channels]`` table of a spec is read and checked by ``spec``.  Input channels
-(combinations of confidentiality-related values) are counted by one ``GROUP BY`` in
-the backend (``inputs``); risky ones are pooled with safe ones into candidate output
-channels (``candidates``); a linear program picks how many subjects of each input
-channel go to each output channel (``program``: the LP, or HiGHS's MILP for whole
-subjects); otherwise whole subjects come from rounding the LP and repairing it
-(``assignment``); they are released by compiled SQL and checked (``release``) and
-written with their composition table (``write``).  ``job.solve`` wires them together
-into a ``ChannelJob`` for the CLI and the API.
+Counts input channels, solves the LP/MILP, rounds to whole subjects, releases and checks its own
+rows; its verdict is the gate's ``Verdict``.  ``[channels]`` is registered from ``plugin``.
+
+Modules:
+
+- ``assignment.py``: assignments' metrics and safety; rounding to whole subjects and its repair
+- ``candidates.py``: candidate output channels: d_0, seeded §7-rule draws, listed ones (eq. 5)
+- ``inputs.py``: one ``GROUP BY related…, confidential`` → m_r^k per input channel; risky/safe by eqs. 2–4
+- ``job.py``: end to end: load → solve (MILP or LP + rounding) → plan (``ChannelJob``)
+- ``plugin.py``: registers the ``[channels]`` section (a spec holding it needs no ``[[qi]]``)
+- ``program.py``: eqs. 11–16 as sparse matrices; LP and MILP by HiGHS via scipy
+- ``release.py``: ``ChannelPlan`` (rank ranges per input channel), its ``SELECT`` (seeded hash rank) and the
+  check joining released rows back
+- ``spec.py``: the ``[channels]`` parser, every problem collected (scipy-free)
+- ``write.py``: the release with its composition table and summary, all or nothing; ``channel_verdict``, the
+  gate's ``Verdict`` from the channel checks
+
+May import: ``backends``, ``compiler``, ``errors``, ``loading``, ``registry``, ``release``, ``spec``,
+    ``storage``.
+Imported by: ``cli``.
 """

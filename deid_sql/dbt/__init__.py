@@ -1,4 +1,4 @@
-"""A policy as a dbt model: the compiled SELECT over ``{{ source() }}``, with tests.
+"""A release plan as a dbt model over ``{{ source() }}``, with tests, label macros and a sidecar.
 
 ``write_dbt(problem, plan, project)`` (``model.py``) writes into a dbt project folder (creating a
 minimal ``dbt_project.yml`` when there is none, never replacing one):
@@ -24,6 +24,24 @@ profile's schema is refused before anything is computed (``inputs.refuse_replaci
 would replace the input with the release.  Everything is computed and checked first; then the
 files are written to temporary siblings and renamed together, so a failure writes nothing.
 Writing needs no dbt.
+
+Modules:
+
+- ``files.py``: the files' text: model SQL, label-test macros, model/source/project yml, generic tests
+- ``inputs.py``: the tables a model must never replace (its sources, the census): refused when the files are
+  written (``refuse_replacing``) and, where the schema is known only then, at ``dbt run`` time by the macro
+  every model calls first (``guard``)
+- ``model.py``: ``write_dbt``: a ``ReleasePlan`` judged by ``build_gate``, then every file computed and
+  written all or nothing
+- ``project.py``: the project folder: paths from ``dbt_project.yml``, what is in the way, ``write_all``
+- ``sets.py``: ``write_dbt_set``: a set of linked tables as one model per table (linked models joining the
+  person model by ``ref``), judged once by ``build_gate(whole_set=True)``, a profile with the key's plugin,
+  one sidecar; no key in any file
+- ``text.py``: Jinja-safe text, the ``{{ source() }}`` splice, a small YAML writer
+
+May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``loading``,
+    ``problem``, ``release``, ``sets``, ``spec``, ``sqltext``, ``storage``.
+Imported by: ``cli``.
 """
 
 from .files import MATERIALIZATIONS, SENTINEL, dbt_dialect

@@ -1,7 +1,28 @@
-"""Evaluation of recodings: the SQL path (reference) and the fast path (cells, numpy).
+"""Evaluation of recodings on cells: the fast, chain and SQL paths, metrics, record risk.
 
-``Evaluator`` wraps either path with the problem's normalizers, a cache and an
-evaluation count; searches see only this interface.
+``Evaluator`` is what the searches see: either path with the problem's normalizers, a cache and
+an evaluation count.  Every group a path meets is keyed and given its census people by the one
+group module, ``groups``, so no two paths count a group differently.
+
+Modules:
+
+- ``chain.py``: incremental chain evaluation: groups kept, a step splits those of one interval (census by
+  box sums of the cube), disjoint steps batched
+- ``fast.py``: the fast path: groups and census people from ``groups.py``, KL and Iyengar's loss from
+  marginals
+- ``groups.py``: the one group module (its own row in the layer table, right after ``loading/cells.py``):
+  keys, census people, g
+- ``metrics.py``: ``RawSums`` → ``Metrics`` (``finish``), the shared normalization of both paths
+- ``plugin.py``: registers the core's risk model ``population`` in ``registry.RISK_MODELS``
+- ``riskmodel.py``: the record risk r(g): ``RecordRisk``, ``PopulationRisk`` (g^−γ), ``risk_model`` (the
+  spec's, from ``registry.RISK_MODELS``), ``group_risks``, ``expected_reidentifications``
+- ``sqlpath.py``: the SQL path (the reference): mixed-radix keys from list parameters, ``sql/metrics.sql``
+  with the UDFs, one text per recoding shape
+
+May import: ``backends``, ``domains``, ``errors``, ``loading``, ``policies``, ``registry``, ``sql``,
+    ``udfs``.
+Imported by: ``cli``, ``dbt``, ``fixtures``, ``fulldomain``, ``jobs``, ``policyfile``, ``problem``,
+    ``release``, ``report``, ``search``, ``starter``.
 """
 
 from __future__ import annotations

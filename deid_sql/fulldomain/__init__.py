@@ -1,9 +1,19 @@
-"""Full-domain generalization with record suppression (Prasser, Kohlmayer, Kuhn 2016; seed 004).
+"""Full-domain generalization with record suppression (seed 004): transformations and models.
 
-A transformation picks one hierarchy level per QI; applying it generalizes every QI to
-its level and suppresses every record of each class that violates the privacy model.
-``TransformationSpace`` is the lattice of levels, ``TransformEvaluator.apply`` judges and
-measures one transformation (rolling group tables up from cached specializations).
+The space of level vectors, the evaluator that applies one (rolling groups up from cached
+group tables), and the privacy and quality models with their bounds.
+
+Modules:
+
+- ``models.py``: privacy models (k-anonymity, distinct ℓ-diversity, average risk) and quality models (loss,
+  NUE, discernibility, KL) with their bounds
+- ``sensitive.py``: sample cells with a sensitive column's value: one more ``GROUP BY``, for ℓ-diversity
+- ``transform.py``: ``TransformationSpace`` (levels, order, lift) and ``TransformEvaluator`` (apply with
+  suppression, roll-up from cached group tables; census through ``Problem.group_sizes``, keys in
+  ``KEY_BITS``)
+
+May import: ``compiler``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``policies``.
+Imported by: ``jobs``, ``search``.
 """
 
 from .models import (

@@ -1,1 +1,17 @@
-"""TODO package docstring."""
+"""Jobs that search and then write: full-domain anonymization and the frontier run.
+
+A job wires a search (``deid_sql.search``) to the release path (``deid_sql.release``) and the
+reports: ``anonymize`` finds the optimal transformation and writes it under the gate; ``frontier``
+runs a frontier search in a folder with checkpoints, baselines and reports.
+
+Modules:
+
+- ``anonymize.py``: the anonymization job: privacy models from options, the search, its optimum as a
+  ``ReleasePlan`` with the suppressed groups, ``write_release``, ``rerun``
+- ``frontier.py``: a frontier run in a folder: checkpoint/resume, Safe Harbor and k-anonymity comparison,
+  reports
+
+May import: ``compiler``, ``errors``, ``evaluate``, ``fulldomain``, ``policies``, ``problem``, ``progress``,
+    ``release``, ``report``, ``search``, ``storage``.
+Imported by: ``cli``.
+"""

@@ -1,7 +1,17 @@
-"""Risk without a census (METHODS.md decision 10): population uniques estimated from the
-sample's class-size histogram (``estimators``: Pitman, Zayatz, SNB, Dankar's rule), individual
-risk from sampling weights (``individual``: Benedetti–Franconi; El Emam's prosecutor,
-journalist and marketer), and both as record risks for the evaluators (``risk``).
+"""Risk without a census (METHODS decision 10): population-uniqueness estimators, individual risk.
 
-The modules import scipy; import them inside functions (the CLI starts without it).
+Registered as risk models from ``plugin``; imports scipy, so it is loaded inside functions.
+
+Modules:
+
+- ``estimators.py``: population uniques from the class-size histogram: Zayatz, Pitman, SNB (Shlosser's K),
+  Dankar's rule; ``EstimationError``
+- ``individual.py``: Benedetti–Franconi's E[1/F | f] and El Emam's prosecutor/journalist/marketer risks
+- ``plugin.py``: registers ``pitman``, ``zayatz``, ``snb``, ``dankar``, ``benedetti-franconi`` in
+  ``registry.RISK_MODELS``
+- ``risk.py``: the estimators as record risks (``BenedettiFranconiRisk``, dataset-level ``UniquenessRisk``);
+  ``policy_figures``, every no-census figure of a policy
+
+May import: ``errors``, ``registry``.
+Imported by: ``cli``, ``report``.
 """

@@ -1,8 +1,36 @@
-"""The release's judgement: what one release releases and whether it may leave.
+"""The release: what one release releases, whether it may leave, and how it is written and recorded.
 
-``plan`` (``ReleasePlan``: the one input of every release path), ``figures`` (a release's risk
-measured on what was written), ``gate`` (the one check every output path runs, built by
-``gate.build_gate``) and ``sidecar`` (the JSON record beside every release).  The declarations
-they judge against — criteria, column roles, pseudonyms — are ``deid_sql.contract``, below the
-spec.  Nothing is imported here.
+``plan`` resolves what is released (``ReleasePlan``, the one input of every release path);
+``figures`` measures the rows written, ``gate`` judges them against ``[release]``, ``sidecar``
+records them; ``output`` writes files, tables and views atomically and row-counted, ``targets``
+checks an output before any data is read, ``records`` keeps compiled SQL with its record and
+verifies a release against it.  Safe Harbor (``safe_harbor``) is the fixed recipe every release
+is compared with.  The declarations it judges against are ``deid_sql.contract``.
+
+Modules:
+
+- ``figures.py``: a release's figures from one ``GROUP BY`` over the rows written (``measure``); ``Census``,
+  the people of released label tuples through ``groups.py``; ``cell_groups``
+- ``gate.py``: ``build_gate(ReleaseSource, plan, call, accept_risk)``, the one gate builder; ``ReleaseGate``
+  (original-data rule, criteria, ``--accept-risk``, the sidecar's content), ``Verdict``
+- ``output.py``: materialize (Parquet/CSV/DuckDB/engine table), views and compiled SQL of a ``ReleasePlan``,
+  gated, atomic and row-count checked; ``write_query`` for any row-preserving query
+- ``plan.py``: ``ReleasePlan`` (recoding, text, readable form, suppression, level vector) and ``plan_of``,
+  the one resolver of what a release releases
+- ``records.py``: compiled SQL kept with its sidecar (``write_compiled``), and a release checked against its
+  record (``verify_release``: a file by its hash, a table by its row hash, a set's folder file by file,
+  holding nothing its record does not list)
+- ``safe_harbor.py``: HIPAA Safe Harbor as a ``Recoding`` built from the QIs' roles;
+  ``safe_harbor_metrics``, once per problem
+- ``sidecar.py``: the JSON record beside a release: ``<file>.release.json`` or a ``<name>__release`` table;
+  hashes, time, reading it back
+- ``targets.py``: what a command will write (``Target``), checked before any data is read, in the words the
+  write would use; a set's table names (``set_names``: ``PREFIX`` + release name, the record ``PREFIX`` +
+  ``release``)
+- ``unit.py``: ``Unit``: what the figures count in words (records, or persons with ``[person]``), for the
+  gate's refusals and the report's sentences; machine keys stay
+
+May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``invocation``,
+    ``loading``, ``policies``, ``problem``, ``progress``, ``spec``, ``sqltext``, ``storage``.
+Imported by: ``channels``, ``cli``, ``dbt``, ``jobs``, ``policyfile``, ``report``, ``sets``, ``starter``.
 """

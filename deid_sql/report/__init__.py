@@ -1,4 +1,29 @@
-"""Reports of search results: files (CSV/JSON) now, plots and HTML as searches grow."""
+"""Reports: boundary and frontier reports, and the expert-determination report of a release.
+
+Modules:
+
+- ``boundaries.py``: boundary-policy results as rows, written to CSV or JSON atomically
+- ``cautions.py``: what a reviewer must weigh even on a pass: k = 1, unique records, record risk ≥ 0.5, a
+  population estimate that fell back
+- ``frontier_report.py``: what a frontier report shows (stair-step, risk floor, policies beating Safe
+  Harbor), independent of drawing
+- ``html.py``: the frontier as one self-contained HTML page (inline SVG, nothing fetched)
+- ``plot.py``: the frontier as a PNG (matplotlib Agg canvas, imported inside the function)
+- ``release_contents.py``: the report's contents from cells grouped with the gate's ``Census``: histograms,
+  rules in words, marginals, information kept, losses, sample rows
+- ``release_html.py``: the report as one HTML page rendered with Jinja2 (autoescaped)
+- ``release_report.py``: the expert-determination report of a ``ReleasePlan`` as a dict: the gate's figures
+  on the release query, ``evaluate``'s comparison with Safe Harbor and the original data, frontier placement
+- ``release_write.py``: the page and its JSON twin written together; the target checked before any work
+- ``risk_models.py``: the risk model a release was judged with, in words: record risk, what expected
+  re-identifications counts, assumptions, population, and its papers, for every model the spec can name
+- ``svg_charts.py``: inline SVG charts for the report (bars, histograms, scatter)
+- ``templates/release_report.html.j2``: the report page's template
+
+May import: ``adversary``, ``compiler``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``nocensus``,
+    ``policyfile``, ``registry``, ``release``, ``search``, ``spec``, ``storage``.
+Imported by: ``cli``, ``jobs``.
+"""
 
 from .boundaries import boundary_rows, write_boundaries
 

@@ -1,8 +1,28 @@
-"""A starting spec for a data file (``deid-sql init``): the newcomer's first step.
+"""The newcomer's path: ``deid-sql init`` (a starting spec for a data file) and the demo's data.
 
-``profile`` reads the data once through the engine (types, distinct counts, NULLs, ranges,
-the most common values of each column); ``detect`` proposes each column's role from its name,
-type and values (likely quasi-identifiers with their domains, identifiers, everything else
-dropped for review); ``tomltext`` quotes names and values for TOML; ``write`` puts the spec
-together, checks it as ``Spec`` would read it, and writes it atomically beside the data.
+``init`` profiles a data file through the engine and proposes each column's role; ``demo`` builds
+the embedded default problem (a synthetic census, a cohort and their specs).
+
+Modules:
+
+- ``demo.py``: the embedded default problem: synthetic census, cohort and spec (``build_demo``), the Adult
+  specs (``build_adult``)
+- ``detect.py``: each column's proposed role from its name, type and values: QIs (age, dates, sex, race,
+  ZIP, marital status) with their domains, identifiers (names, ids, SSN-like, e-mails, phones, record keys),
+  the rest for review; plain unique QI names, one QI per role
+- ``hierarchies.py``: ARX-style hierarchy files beside the data (``<data>_hierarchy_<column>.csv``):
+  attached to a proposed QI when they read as a hierarchy and cover its domain, else the reason in its
+  comment; named in a reviewed column's note
+- ``profile.py``: a data file column by column through the engine: type, values, distinct count, range,
+  fractions, most common values (``profile``), every distinct value as the load spells it, values another
+  table lacks
+- ``tomltext.py``: TOML text of names and values from the data: basic strings with every control character
+  escaped, arrays, one-line comments
+- ``write.py``: the starting spec put together: population (census, size, region or the sample), the QIs,
+  ``[columns]`` drop with a comment per column, the starting ``[release]`` criteria; read back as ``Spec``
+  reads it, then written atomically
+
+May import: ``backends``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``fixtures``, ``policies``,
+    ``release``, ``search``, ``spec``, ``sqltext``, ``storage``.
+Imported by: ``cli``.
 """
