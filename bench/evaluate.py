@@ -37,8 +37,7 @@ import pyarrow.parquet as pq
 
 from deid_sql.evaluate import Metrics
 from deid_sql.fixtures import adult_with_zip, synthetic_population, write_cohort_parquet
-from deid_sql.policies.lattice import Lattice
-from deid_sql.policies.policy import Policy
+from deid_sql.policies.lattice import Lattice, Policy
 from deid_sql.problem import Problem
 from deid_sql.starter.demo import census_spec
 

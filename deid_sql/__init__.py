@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 
 #: public name → the module that defines it
 _EXPORTS = {
-    "Chain": "policies.lattice", "DataError": "errors", "DeidError": "errors", "Lattice": "policies.lattice", "Metrics": "evaluate",
-    "OutputError": "errors", "Policy": "policies.policy", "PolicyError": "errors", "Problem": "problem",
-    "QIRecoding": "domains.recoding", "Recoding": "domains.recoding", "ReleasePlan": "release.plan", "Spec": "spec.file",
-    "SpecError": "errors", "plan_of": "release.plan",
+    "Chain": "policies.lattice", "DataError": "errors", "DeidError": "errors", "Lattice": "policies.lattice",
+    "Metrics": "evaluate", "OutputError": "errors", "Policy": "policies.lattice", "PolicyError": "errors",
+    "Problem": "problem", "QIRecoding": "domains.recoding", "Recoding": "domains.recoding",
+    "ReleasePlan": "release.plan", "Spec": "spec.file", "SpecError": "errors", "plan_of": "release.plan",
 }
 
 __all__ = [
@@ -29,8 +29,7 @@ if TYPE_CHECKING:
     from .domains.recoding import QIRecoding, Recoding
     from .errors import DataError, DeidError, OutputError, PolicyError, SpecError
     from .evaluate import Metrics
-    from .policies.lattice import Chain, Lattice
-    from .policies.policy import Policy
+    from .policies.lattice import Chain, Lattice, Policy
     from .problem import Problem
     from .release.plan import ReleasePlan, plan_of
     from .spec.file import Spec

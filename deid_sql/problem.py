@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 from sqlglot import exp
@@ -19,6 +19,7 @@ from sqlglot import exp
 from .backends import Backend, local
 from .backends.lazy import LazyBackend
 from .compiler.compile import compile_source, from_relation, generalize, to_sql
+from .compiler.suppression import Suppression
 from .contract.pseudonym import type_problems
 from .contract.roles import apply_roles
 from .domains.cuts import allowed_mask
@@ -46,16 +47,26 @@ from .loading.load import (
 )
 from .loading.person_rows import check_person_release, derived_columns, person_rows
 from .loading.shifting import shift_source, source_shift
-from .policies.lattice import Lattice
-from .policies.policy import Policy
-from .policies.text import parse_release
+from .policies.lattice import Lattice, Policy, parse_release
 from .registry import RISK_MODELS
 from .spec.file import Spec
 from .sqltext import col, person_key
 
 if TYPE_CHECKING:
     from .contract.keys import KeyHolder
-    from .release.plan import ReleasePlan  # above this module: the plan is built by plan_of, not here
+
+
+class Generalization(Protocol):
+    """What a release query needs of a plan: its recoding and its suppression.
+
+    ``release.plan.ReleasePlan`` is the one kind every release path passes; it is built above this
+    module (by ``plan_of``, which takes a ``Problem``), so the query names only what it reads."""
+
+    @property
+    def recoding(self) -> Recoding: ...
+
+    @property
+    def suppression(self) -> Suppression | None: ...
 
 
 class Problem:
@@ -239,7 +250,7 @@ class Problem:
         return self.lattice.parse(text)
 
     def item(self, text: str | Policy | Recoding) -> Policy | Recoding:
-        """What a policy text names (``policytext.parse_release``): the lattice policy, or a
+        """What a policy text names (``policies.lattice.parse_release``): the lattice policy, or a
         recoding when a hierarchy level groups values that are not adjacent in the domain."""
         return parse_release(self.lattice, text) if isinstance(text, str) else text
 
@@ -295,7 +306,7 @@ class Problem:
         raise DeidError(f"unknown evaluation path {path!r}; use 'fast' (cells, numpy) or 'sql' (the reference)")
 
     # -- SQL ------------------------------------------------------------------------------
-    def query(self, plan: ReleasePlan, source: exp.Expression | None = None, roles: bool = True,
+    def query(self, plan: Generalization, source: exp.Expression | None = None, roles: bool = True,
               persistent: bool = False, measuring: bool = False, keys: KeyHolder | None = None) -> exp.Select:
         """The generalizing ``SELECT`` of a release plan (``release.plan.plan_of``: its recoding and
         suppression) as a sqlglot expression (source = the spec's source).
@@ -378,7 +389,7 @@ class Problem:
         if problems:
             raise SpecError(problems)
 
-    def compile(self, plan: ReleasePlan, dialect: str = "duckdb", table: str | None = None,
+    def compile(self, plan: Generalization, dialect: str = "duckdb", table: str | None = None,
                 pretty: bool = True) -> str:
         """The SQL text of a release plan for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
         place; otherwise the query selects from ``table`` (default: the source's table

@@ -14,7 +14,7 @@ import pytest
 
 from deid_sql import DeidError, Problem
 from deid_sql.domains.recoding import Recoding
-from deid_sql.policies.policy import Policy
+from deid_sql.policies.lattice import Policy
 from deid_sql.search.frontier import Frontier, Point, dominates
 from deid_sql.search.kanon import (
     Level,

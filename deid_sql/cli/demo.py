@@ -17,7 +17,7 @@ import click
 from ..errors import ReleaseRefused
 from ..evaluate.metrics import Metrics
 from ..jobs.frontier import FrontierRun, run_frontier
-from ..policies.policy import Policy
+from ..policies.lattice import Policy
 from ..problem import Problem
 from ..release.output import create_view, preview
 from ..release.plan import ReleasePlan, plan_of

@@ -10,7 +10,7 @@ import click
 
 from ..backends import connect
 from ..errors import DeidError, PolicyError, SpecError
-from ..policies.policy import Policy
+from ..policies.lattice import Policy
 from ..problem import Problem
 from ..spec.file import Spec
 from .options import (

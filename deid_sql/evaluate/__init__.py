@@ -34,7 +34,7 @@ import numpy as np
 
 from ..domains.recoding import Recoding
 from ..loading.cells import Cells
-from ..policies.policy import Policy
+from ..policies.lattice import Policy
 from .metrics import Metrics, Normalizers, RawSums, finish
 
 

@@ -44,8 +44,7 @@ import math
 
 import numpy as np
 
-from ..policies.lattice import Chain, Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Chain, Lattice, Policy
 from .fast import FastEvaluator
 from .groups import box_people, digit_groups
 from .metrics import Normalizers, RawSums, normalized

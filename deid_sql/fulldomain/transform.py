@@ -46,9 +46,9 @@ import copy
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -59,7 +59,41 @@ from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
 
 if TYPE_CHECKING:
     from ..problem import Problem
-    from .models import PrivacyModel, QualityModel
+
+
+class PrivacyModel(Protocol):
+    """What the evaluator asks of a privacy model (``models.PrivacyModel`` and its kinds): its
+    stage and predictive properties, the sensitive column it reads, and which groups to suppress.
+    The models name the evaluator's types, so the evaluator names only this."""
+
+    predictive: Set[str]
+    sensitive: str | None
+    stage: int
+
+    def bind(self, evaluator: TransformEvaluator) -> None: ...
+
+    def holds(self, stats: GroupStats) -> bool: ...
+
+    def suppress(self, stats: GroupStats, mask: np.ndarray) -> np.ndarray: ...
+
+
+class QualityModel(Protocol):
+    """What the evaluator and the searches over it ask of a quality model (``models.QualityModel``
+    and its kinds): its value with suppression, its bound without, and — where ``bound_from_levels``
+    — the bound from the levels alone."""
+
+    name: str
+    bound_from_levels: bool
+
+    def level_bound(self, levels: Transformation) -> float: ...
+
+    def level_bounds(self) -> np.ndarray: ...
+
+    def bind(self, evaluator: TransformEvaluator) -> None: ...
+
+    def value(self, stats: GroupStats) -> float: ...
+
+    def bound(self, stats: GroupStats) -> float: ...
 
 Transformation = tuple[int, ...]
 _LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ids kept at most (64 MB)

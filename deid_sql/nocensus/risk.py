@@ -32,7 +32,7 @@ from .individual import benedetti_franconi, sample_risks
 
 if TYPE_CHECKING:
     from ..domains.recoding import Recoding
-    from ..policies.policy import Policy
+    from ..policies.lattice import Policy
     from ..problem import Problem
     from ..spec.file import Spec
 

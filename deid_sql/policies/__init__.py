@@ -6,14 +6,14 @@ level vector (seed 004).  No data, no SQL: a policy becomes a ``Recoding`` (``de
 
 Modules:
 
-- ``lattice.py``: the policy lattice (seed 000 Defs 3.3–3.6): order, parents/children, chains, halfway
+- ``lattice.py``: ``Policy`` (one bit-string per QI, a bit per boundary kept; immutable, hashable) and the
+  policy lattice (seed 000 Defs 3.3–3.6): order, parents/children, chains, halfway
   points, sublattices; with allowed cut points the sublattice of publishable policies
 - ``levels.py``: full-domain levels of a QI and the level-vector text ``sex:0|age:3``: one reading for the
   full-domain search and every ``--levels``
-- ``policy.py``: a policy: one bit-string per QI, a bit per boundary kept (seed 000 §3.2); immutable,
-  hashable
-- ``text.py``: the policy text a person writes and reads (``zip:digits=3``, ``age:every=10``, ``top``, …):
-  ``parse_qi``/``format_qi``, and ``segments``/``parse_release``, the only place a policy text is split
+- ``text.py``: the policy text of one QI a person writes and reads (``zip:digits=3``, ``age:every=10``, ``top``, …):
+  ``parse_qi``/``format_qi``, and ``segments``, the only place a policy text is split (``lattice.py``'s
+  ``parse_release`` reads a whole release text with it)
 
 May import: ``domains``, ``errors``.
 Imported by: ``cli``, ``evaluate``, ``fulldomain``, ``jobs``, ``policyfile``, ``problem``, ``release``,

@@ -20,18 +20,32 @@ or surrounding spaces).  ``parse_qi(format_qi(bits)) == bits`` for every policy 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
 from ..domains.cuts import UNITS, cut_position, digits_bits, every_bits, level_bits, unit_bits
 from ..domains.domain import DateDomain, Domain, IntegerDomain, ZipDomain
-from ..domains.recoding import Recoding
+from ..domains.hierarchy import Hierarchy
 from ..errors import PolicyError
 
-if TYPE_CHECKING:
-    from .lattice import Lattice
-    from .policy import Policy
+
+class QIForms(Protocol):
+    """What the text of one QI's part of a policy needs of the lattice: the QIs' names, domains
+    and hierarchies, where each may be cut, and the forms and cut texts it caches per QI
+    (``policies.lattice.Lattice`` is the one implementation; it reads and writes whole policies
+    with these functions, so this module cannot name it)."""
+
+    names: tuple[str, ...]
+    domains: tuple[Domain, ...]
+    hierarchies: Mapping[str, Hierarchy]
+
+    def qi_allowed(self, i: int) -> np.ndarray: ...
+
+    def named_forms(self, i: int) -> list[tuple[str, np.ndarray]]: ...
+
+    def cut_texts(self, i: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 FORMS = "top, bottom, cuts=v1,v2, every=N, digits=N, by=month|quarter|year, level=N or 0/1 bits"
 
@@ -49,36 +63,7 @@ def segments(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def parse_release(lattice: Lattice, text: str) -> Policy | Recoding:
-    """What a policy text names: the lattice policy, or — when a segment names a hierarchy level
-    that groups values that are not adjacent in the domain (``race:level=1``) — a recoding, which
-    every release path and evaluator takes but no lattice search visits.  The other segments are
-    read as ``Lattice.parse`` reads them."""
-    if text.strip() in ("top", "bottom") or not text.strip("| \t\n"):
-        return lattice.parse(text)
-    parts = segments(text)
-    scattered = {}
-    for _, name, body in parts:
-        hierarchy = lattice.hierarchies.get(name)
-        if not body.startswith("level=") or hierarchy is None or name not in lattice.names:
-            continue
-        try:
-            level = int(body[6:])
-        except ValueError:
-            continue  # the lattice's parser says what is wrong with it
-        if 0 <= level < hierarchy.height:
-            rec = hierarchy.recoding(lattice.domains[lattice.index(name)], level)
-            if not rec.contiguous:
-                scattered[name] = rec
-    if not scattered:
-        return lattice.parse(text)
-    rest = "|".join(segment for segment, name, _ in parts if name not in scattered)
-    base = lattice.parse(rest) if rest else lattice.bottom()
-    qis = tuple(scattered[name] if name in scattered else base.qi_recoding(i) for i, name in enumerate(lattice.names))
-    return Recoding(qis, name="|".join(segment for segment, _, _ in parts))
-
-
-def parse_qi(lattice: Lattice, i: int, body: str) -> np.ndarray:
+def parse_qi(lattice: QIForms, i: int, body: str) -> np.ndarray:
     """The bits (uint8) of QI ``i`` for the text ``body``; refuses a cut the spec does not allow."""
     bits = _parse(lattice, i, body)
     bad = np.flatnonzero(bits.astype(bool) & ~lattice.qi_allowed(i))
@@ -91,7 +76,7 @@ def parse_qi(lattice: Lattice, i: int, body: str) -> np.ndarray:
     return bits
 
 
-def _parse(lattice: Lattice, i: int, body: str) -> np.ndarray:
+def _parse(lattice: QIForms, i: int, body: str) -> np.ndarray:
     name, domain = lattice.names[i], lattice.domains[i]
     n = domain.size - 1
     key, eq, value = body.partition("=")
@@ -160,7 +145,7 @@ def _whole(raw: str, what: str) -> int:
     return value
 
 
-def _level(lattice: Lattice, i: int, raw: str) -> np.ndarray:
+def _level(lattice: QIForms, i: int, raw: str) -> np.ndarray:
     name = lattice.names[i]
     hierarchy = lattice.hierarchies.get(name)
     if hierarchy is None:
@@ -179,7 +164,7 @@ def _level(lattice: Lattice, i: int, raw: str) -> np.ndarray:
 
 
 # -- the canonical form --------------------------------------------------------------------------
-def named_forms(lattice: Lattice, i: int) -> list[tuple[str, np.ndarray]]:
+def named_forms(lattice: QIForms, i: int) -> list[tuple[str, np.ndarray]]:
     """The named forms of QI ``i`` that need no search to check, ``digits=d`` and ``by=unit``,
     with their bits (computed once per lattice: ``Lattice.named_forms`` caches them).  ``level=N``
     is read but never written: a written policy names its cuts itself, so it reads back the
@@ -194,7 +179,7 @@ def named_forms(lattice: Lattice, i: int) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def format_qi(lattice: Lattice, i: int, bits: np.ndarray) -> str:
+def format_qi(lattice: QIForms, i: int, bits: np.ndarray) -> str:
     """The canonical text of QI ``i``'s ``bits`` (see the module docstring)."""
     kept = bits.astype(bool)
     if not kept.any():

@@ -30,8 +30,7 @@ from ..compiler.suppression import Suppression
 from ..domains.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError
-from ..policies.lattice import Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Lattice, Policy
 from ..release.plan import ReleasePlan
 from ..spec.file import Spec
 from .groups import Groups

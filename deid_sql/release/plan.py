@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..compiler.suppression import Suppression
 from ..domains.recoding import Recoding
 from ..errors import PolicyError
+from ..policies.lattice import Policy
 from ..policies.levels import levels_recoding
-from ..policies.policy import Policy
 
 if TYPE_CHECKING:
     from ..problem import Problem

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..errors import DeidError
 from ..evaluate import Evaluator, Metrics
-from ..policies.lattice import Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Lattice, Policy
 
 Progress = Callable[[int], None]
 # one iteration of a search: (its own evaluator, rng, results so far) -> (boundary policy, witness)

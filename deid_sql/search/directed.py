@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..evaluate import Evaluator
-from ..policies.lattice import Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Lattice, Policy
 from .boundary import BoundarySearch, Progress, run_boundary_search
 
 

@@ -25,8 +25,7 @@ import numpy as np
 from ..errors import DeidError
 from ..evaluate import Evaluator
 from ..evaluate.chain import ChainEvaluator
-from ..policies.lattice import Chain, Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Chain, Lattice, Policy
 from .frontier import Frontier, Point
 
 CHECKPOINT_EVERY = 100  # evaluated policies between area checkpoints (seed 000 Fig. 5)

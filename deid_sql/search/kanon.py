@@ -26,7 +26,7 @@ from ..domains.domain import DateDomain, Domain, IntegerDomain, ZipDomain
 from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError
 from ..evaluate import Metrics
-from ..policies.policy import Policy
+from ..policies.lattice import Policy
 from ..problem import Problem
 from .frontier import Frontier, Point
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..policies.policy import Policy
+from ..policies.lattice import Policy
 from .frontier_search import FrontierSearcher
 from .snl import Clause, snl
 

@@ -19,8 +19,7 @@ import pyarrow.parquet as pq
 
 from ..domains.recoding import Recoding
 from ..evaluate.metrics import Metrics
-from ..policies.lattice import Lattice
-from ..policies.policy import Policy
+from ..policies.lattice import Lattice, Policy
 from ..release.safe_harbor import AGE_LIMIT
 from ..search.frontier import Point, dominates
 

@@ -17,8 +17,7 @@ from deid_sql.evaluate.fast import FastEvaluator
 from deid_sql.evaluate.groups import KEY_LIMIT
 from deid_sql.evaluate.metrics import Normalizers, RawSums
 from deid_sql.loading.cells import Cells
-from deid_sql.policies.lattice import Chain, Lattice
-from deid_sql.policies.policy import Policy
+from deid_sql.policies.lattice import Chain, Lattice, Policy
 
 _KEY_LIMIT = KEY_LIMIT
 
