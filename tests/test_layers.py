@@ -103,11 +103,15 @@ def _walk_one(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 
 
 def imports(name: str, path: Path, known: set[str]) -> Iterator[Import]:
-    """The package modules ``name`` imports (``from pkg import mod`` names the submodule)."""
-    source = path.read_text(encoding="utf-8")
-    lines = source.splitlines()
+    """The package modules ``name`` imports at run time (``from pkg import mod`` names the submodule)."""
+    yield from imports_of_tree(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)), known)
+
+
+def imports_of_tree(name: str, path: Path, tree: ast.Module, known: set[str]) -> Iterator[Import]:
+    """The package modules the import statements of ``tree`` (part of ``name``'s file) name."""
+    lines = path.read_text(encoding="utf-8").splitlines()
     is_package = path.name == "__init__.py"
-    for node in _walk(ast.parse(source, str(path))):
+    for node in _walk(tree):
         if PLUGIN in lines[node.lineno - 1]:
             continue
         if isinstance(node, ast.Import):
@@ -256,6 +260,34 @@ def test_no_cycle_among_packages() -> None:
     detail = [f"{a} -> {b}: {lines[0]}" for group in found for a in group for b, lines in graph.get(a, {}).items()
               if b in group]
     assert not found, f"package cycles {found}:\n" + "\n".join(detail)
+
+
+def module_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> {module it imports, annotations included -> the import lines}: every import, also
+    under ``if TYPE_CHECKING:``, since a type-only loop still ties two modules into one."""
+    modules = dict(module_files())
+    known = set(modules)
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            wrapper = ast.Module(body=[node], type_ignores=[])
+            for imp in imports_of_tree(name, path, wrapper, known):
+                target = imp.imported if imp.imported in known else None
+                if target is not None and target != name and modules[target].name != "__init__.py":
+                    graph.setdefault(name, {}).setdefault(target, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return graph
+
+
+def test_no_cycle_among_modules_annotations_included() -> None:
+    graph = module_graph()
+    found = cycles(graph)
+    detail = [f"{a} -> {b}: {lines[0]}" for group in found for a in group for b, lines in graph.get(a, {}).items()
+              if b in group]
+    assert not found, (f"module cycles {found} (a small protocol or a moved type removes a type-only one):\n"
+                       + "\n".join(detail))
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

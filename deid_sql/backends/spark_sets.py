@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pyarrow as pa
 from sqlglot import exp
@@ -38,8 +38,25 @@ from ..errors import BackendError, OutputError
 from .base import SetFinish, SetTable, literal_rows, miscounted
 from .spark_writes import staging_name
 
-if TYPE_CHECKING:
-    from .spark import SparkBackend
+
+class SparkCatalog(Protocol):
+    """What the swap asks of the Spark backend (``spark.SparkBackend``, which calls ``create_tables``
+    and so cannot be named here): run a statement or a query, and its catalog's answers about a
+    name (what holds it, a leftover folder, whether the name may be created or is taken)."""
+
+    def execute(self, query: exp.Expression | str, params: Mapping[str, Any] | None = None) -> pa.Table: ...
+
+    def _run(self, stmt: exp.Expression) -> None: ...
+
+    def _creatable(self, name: str, what: str = "table name") -> exp.Table: ...
+
+    def _kind(self, table: exp.Table) -> str | None: ...
+
+    def _leftover(self, table: exp.Table) -> str | None: ...
+
+    def _refuse_taken(self, name: str, kind: str | None, leftover: str | None, flag: str = "--overwrite") -> None: ...
+
+    def _remove_folder(self, location: str) -> None: ...
 
 
 @dataclass
@@ -55,7 +72,7 @@ class _Slot:
     placed: bool = False
 
 
-def create_tables(backend: SparkBackend, tables: Sequence[SetTable], replace: bool,
+def create_tables(backend: SparkCatalog, tables: Sequence[SetTable], replace: bool,
                   finish: SetFinish | None = None) -> list[int]:
     """``Backend.create_tables`` on Spark (see the module docstring)."""
     slots = [_slot(backend, name, replace) for name, _, _ in tables]
@@ -96,7 +113,7 @@ def create_tables(backend: SparkBackend, tables: Sequence[SetTable], replace: bo
     return rows
 
 
-def _slot(backend: SparkBackend, name: str, replace: bool) -> _Slot:
+def _slot(backend: SparkCatalog, name: str, replace: bool) -> _Slot:
     """``name`` checked (Spark can hold it; taken without ``replace`` is refused)."""
     target = backend._creatable(name)
     kind = backend._kind(target)
@@ -106,13 +123,13 @@ def _slot(backend: SparkBackend, name: str, replace: bool) -> _Slot:
     return _Slot(name, target, kind, leftover)
 
 
-def _set_aside(backend: SparkBackend, slot: _Slot) -> None:
+def _set_aside(backend: SparkCatalog, slot: _Slot) -> None:
     if slot.kind is not None and slot.aside is None:
         slot.aside = staged(slot.target)
         backend._run(rename(slot.target, slot.aside, slot.kind))
 
 
-def _undo(backend: SparkBackend, slots: Sequence[_Slot]) -> None:
+def _undo(backend: SparkCatalog, slots: Sequence[_Slot]) -> None:
     """A failed write: the new tables dropped (placed or staged), the old ones renamed back; the
     first error speaks, so these steps' own errors are swallowed."""
     for slot in reversed(slots):
@@ -126,7 +143,7 @@ def _undo(backend: SparkBackend, slots: Sequence[_Slot]) -> None:
                 backend._run(rename(slot.aside, slot.target, slot.kind))
 
 
-def _count(backend: SparkBackend, table: exp.Table) -> int:
+def _count(backend: SparkCatalog, table: exp.Table) -> int:
     return int(backend.execute(exp.select(exp.func("count", exp.Star())).from_(table.copy())).column(0)[0].as_py())
 
 

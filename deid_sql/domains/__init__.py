@@ -16,7 +16,8 @@ Modules:
 - ``hierarchy_labels.py``: range-like hierarchy labels (``0-19``, ``<20``, ``90+``, ``[20, 30)``) checked
   against their values: ``validate``'s warnings when a label holds a value outside the range it names
 - ``limits.py``: the largest QI domain (1 M values) and problem (4 M) allowed, checked from the spec and
-  again after reading categories, before anything is sized by them
+  again after reading categories, before anything is sized by them; ``KEY_LIMIT`` (2^62), the one bound
+  on positions packed into a 64-bit integer (group keys, persons' packed positions)
 - ``recoding.py``: the general generalization: per QI a group id per domain position, with labels; knows
   whether its groups are intervals
 

@@ -23,6 +23,10 @@ from ..errors import SpecError
 
 MAX_QI_VALUES = 1_000_000  # values in one QI's domain
 MAX_TOTAL_VALUES = 4_000_000  # values over all QIs' domains (≈ the lattice's bits)
+#: the bound below which a combination of QI positions packed into one integer (a group key, a
+#: person's packed positions) stays a signed 64-bit integer with a bit to spare, so forming the
+#: next digit never wraps, on every engine and in numpy (``evaluate.groups``, ``loading.person_cells``)
+KEY_LIMIT = 2**62
 
 _FIX = {
     "integer": "declare a coarser column (e.g. ages in years, not days; incomes in thousands) "

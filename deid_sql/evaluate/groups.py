@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..domains.limits import KEY_LIMIT  # mixed-radix group keys below it are int64; past it, Python integers
 from ..domains.recoding import Recoding
 from ..loading.cells import Cells
 
-KEY_LIMIT = 2**62  # mixed-radix group keys below it are int64; past it, Python integers
 KEY_BITS = KEY_LIMIT.bit_length() - 1  # the same limit for keys packed bit field by bit field
 CUBE_LIMIT = 16_000_000  # prefix-sum cube entries kept in memory at most (past it: scans)
 DENSE_FACTOR = 16  # keys are counted in a dense array when their space is at most 16 × the rows

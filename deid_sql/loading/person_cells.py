@@ -58,6 +58,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..domains.domain import Domain
+from ..domains.limits import KEY_LIMIT
 from ..spec.file import QISpec
 from ..spec.persons import PersonSpec
 from ..sqltext import col, ident, is_integer_type, person_key
@@ -70,9 +71,6 @@ VARYING = "deid_vary_{}"  # persons whose QI i varies
 ROWS_OUT = "deid_rows_out"  # persons whose row count is outside the derived QI's domain
 UNSURE = "deid_unsure"  # persons the fast query cannot vouch for (``fast_person_cells``)
 PACKED = "deid_pack_{}"  # the packed positions of the QIs without a rule
-#: the packed positions stay below this bound (a product of domain sizes), and every sum and
-#: product that builds them inside a signed 64-bit integer, on every engine
-PACK_LIMIT = 2 ** 62
 
 
 def person_window(value: exp.Expression, person: exp.Expression, order: exp.Expression,
@@ -305,12 +303,13 @@ def fast_person_cells(rows: exp.Select, qis: Sequence[QISpec], domains: Sequence
 
 
 def _packs(unpacked: Sequence[tuple[int, int]]) -> list[list[tuple[int, int, int]]]:
-    """The QIs without a rule packed into as few integers as ``PACK_LIMIT`` allows, each QI's
-    multiplier the product of the sizes packed before it."""
+    """The QIs without a rule packed into as few integers as ``domains.limits.KEY_LIMIT`` allows
+    (every sum and product that builds them stays inside a signed 64-bit integer, on every
+    engine), each QI's multiplier the product of the sizes packed before it."""
     packs: list[list[tuple[int, int, int]]] = []
     multiplier = 1
     for i, size in unpacked:
-        if not packs or multiplier * size > PACK_LIMIT:
+        if not packs or multiplier * size > KEY_LIMIT:
             packs.append([])
             multiplier = 1
         packs[-1].append((i, multiplier, size))

@@ -25,8 +25,7 @@ from ..storage.names import check_output_name
 from ..storage.tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
 from .drift import DriftRefused, DriftReport, drift_report
-from .format import PolicyFile
-from .linkedset import one_table
+from .format import PolicyFile, one_table
 
 
 @dataclass(frozen=True)

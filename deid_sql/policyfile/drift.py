@@ -38,8 +38,7 @@ from ..loading.load import read_problem
 from ..release.figures import FLAG
 from ..spec.file import TableRef
 from .batch import Batch, Outside, batch_ref, open_batch
-from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
-from .linkedset import one_table
+from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, one_table, risk_model_of
 from .persons import count_persons
 from .shift import ShareChange, ShiftResult, label_counts, shift_test
 from .shift import share_changes as qi_share_changes

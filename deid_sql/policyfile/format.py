@@ -29,7 +29,7 @@ import numpy as np
 from ..compiler.suppression import Suppression
 from ..domains.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
 from ..domains.recoding import QIRecoding, Recoding
-from ..errors import DeidError, PolicyError
+from ..errors import DeidError, OutputError, PolicyError
 from ..policies.lattice import Lattice, Policy
 from ..release.plan import ReleasePlan
 from ..spec.file import Spec
@@ -588,3 +588,14 @@ class _Reader:
         pop = np.asarray(population, dtype=np.float64)
         return Groups(names, tuple(labels), np.asarray(records, dtype=np.int64),
                       None if rows and np.isnan(pop).all() else pop, np.asarray(risk, dtype=np.float64))
+
+
+def one_table(policy: PolicyFile, command: str) -> None:
+    """Refuse a set's policy file on a path that reads one batch: its linked tables would be
+    neither checked nor released, and a set is released whole or not at all."""
+    if policy.linked is not None:
+        names = ", ".join(policy.linked.names)
+        out = " and --out FOLDER" if command == "apply" else ""
+        raise OutputError(f"policy file {policy.describe()} was saved for a set of linked tables ({names}): give each "
+                          f"its batch with --linked NAME=FILE (or --linked-table NAME=TABLE){out}, beside the person "
+                          f"batch")

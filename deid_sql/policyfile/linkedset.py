@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..contract.roles import LISTS, UNLISTED
-from ..errors import DeidError, OutputError
+from ..errors import DeidError
 from ..spec.linked import ORPHANS, RELEASE_NAME
 
 if TYPE_CHECKING:
     from ..spec.file import Spec
     from ..spec.linked import LinkedTable
-    from .format import PolicyFile
 
 Fail = Callable[[str, str], DeidError]
 
@@ -127,17 +126,6 @@ def _table(raw: Any, where: str, fail: Fail) -> SavedTable:
                       tuple((c["name"], c["class"]) for c in columns), source if isinstance(source, str) else "")
 
 
-def one_table(policy: PolicyFile, command: str) -> None:
-    """Refuse a set's policy file on a path that reads one batch: its linked tables would be
-    neither checked nor released, and a set is released whole or not at all."""
-    if policy.linked is not None:
-        names = ", ".join(policy.linked.names)
-        out = " and --out FOLDER" if command == "apply" else ""
-        raise OutputError(f"policy file {policy.describe()} was saved for a set of linked tables ({names}): give each "
-                          f"its batch with --linked NAME=FILE (or --linked-table NAME=TABLE){out}, beside the person "
-                          f"batch")
-
-
 def spec_set(spec: Spec, saved: SavedSet | None) -> SavedSet | None:
     """The spec's set as the hash sees it now: its declarations, with the saved columns of each
     linked table (a linked batch's own columns are checked against those, ``applyset``); None for
@@ -174,4 +162,4 @@ def set_difference(saved: SavedSet | None, now: SavedSet | None) -> str:
     return ""
 
 
-__all__ = ["SavedSet", "SavedTable", "one_table", "set_difference", "spec_set"]
+__all__ = ["SavedSet", "SavedTable", "set_difference", "spec_set"]

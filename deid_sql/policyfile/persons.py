@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlglot import exp
 
@@ -27,8 +27,23 @@ from ..spec.persons import DERIVED, PER_PERSON, null_keys_problem, rows_out_prob
 from ..sqltext import col, ident, person_key, source_key
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..domains.domain import Domain
     from ..spec.file import Spec
-    from .batch import Batch
+
+
+class Batch(Protocol):
+    """What the person checks ask of an open batch (``batch.Batch``, which calls them and so cannot
+    be named here): the spec over it, its columns' types and saved domains, a query run, its name."""
+
+    spec: Spec
+    columns: dict[str, str | None]
+    domains: list[Domain]
+
+    def run(self, query: exp.Expression) -> pa.Table: ...
+
+    def describe(self) -> str: ...
 
 PERSON = "deid_person"
 ROWS = "deid_rows"
