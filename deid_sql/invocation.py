@@ -20,7 +20,7 @@ def set_invocation(args: Sequence[str]) -> None:
 
 
 #: whether the problems this run opens may reuse (and store) cells from the user's cache
-#: (``cellcache``): the CLI turns it on for its commands (off with ``--no-cache`` or
+#: (``loading.cache``): the CLI turns it on for its commands (off with ``--no-cache`` or
 #: ``DEID_SQL_NO_CACHE=1``); library callers pass ``Problem.from_spec(cache=True)``.
 CACHE_CELLS: ContextVar[bool] = ContextVar("deid_sql_cache_cells", default=False)
 

@@ -148,7 +148,7 @@ class Problem:
         ``check_roles`` adds the column-role problems (``validate``); evaluating needs no roles,
         so by default only the paths that release rows or SQL check them (``query``).
         ``cache``: reuse (and store) the cells of an earlier load of the same data
-        (``cellcache``); True for the user's cache folder, a ``CellsCache`` for another, None
+        (``loading.cache``); True for the user's cache folder, a ``CellsCache`` for another, None
         for the command line's choice (on in the CLI unless ``--no-cache``, off in a library)."""
         spec = spec if isinstance(spec, Spec) else Spec.read(spec)
         if not spec.qis:

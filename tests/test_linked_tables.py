@@ -1,6 +1,6 @@
 """A release set written as tables (``materialize --tables PREFIX``) and the report of a set.
 
-The tables form writes the same rows as the folder form (``release_set``), in the engine or a
+The tables form writes the same rows as the folder form (``sets.release``), in the engine or a
 DuckDB file, all or none: a refused gate, a failing second table or a wrong row count leaves no
 table of the set (and an earlier set as it was); ``--overwrite`` replaces the whole set; bad
 prefixes and names are one line.  The report of a set lists the tables its record lists, with the

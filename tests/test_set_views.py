@@ -1,4 +1,4 @@
-"""A release set as views (``view SET_SPEC --name PREFIX``, ``release_set_views``).
+"""A release set as views (``view SET_SPEC --name PREFIX``, ``sets.views``).
 
 The views show ``materialize --out FOLDER``'s rows byte for byte (sorted), their stored SQL holds
 no key (the keyed values come from the key table, computed once), suppressed persons are gone

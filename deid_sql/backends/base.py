@@ -165,7 +165,7 @@ class Backend(ABC):
 
     def create_set_views(self, database: Path | None, keys: Sequence[tuple[str, exp.Expression]],
                          views: Sequence[SetView], replace: bool, finish: SetFinish) -> list[int]:
-        """The views of a set of linked tables and their key tables, all or none (``release_set_views``):
+        """The views of a set of linked tables and their key tables, all or none (``sets.views``):
         each key table created from its query (run once, never stored: it may hold the key's pads) and
         locked to its owner, each view created from its stored query (which names the key tables) and
         its rows counted, ``finish`` judging the views and returning companion tables (the record),

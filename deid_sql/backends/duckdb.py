@@ -52,7 +52,7 @@ class DuckDBBackend(Backend):
     title = "DuckDB"
     file_formats = frozenset({"csv", "parquet", "duckdb"})
     catalog = False  # in memory: sources are files, outputs go into a DuckDB file
-    set_views = True  # in the DuckDB file of the person source only (``release_set_views``)
+    set_views = True  # in the DuckDB file of the person source only (``sets.views``)
 
     def __init__(self, database: str = ":memory:", threads: int | None = None,
                  memory_limit: str | None = None) -> None:

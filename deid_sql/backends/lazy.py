@@ -1,6 +1,6 @@
 """A backend that connects on first use.
 
-A command whose cells come from the cache (``cellcache``) and whose data are files needs no
+A command whose cells come from the cache (``loading.cache``) and whose data are files needs no
 engine to evaluate policies or search: on Spark that saves starting a JVM, on PostgreSQL a
 connection.  ``LazyBackend`` stands in for the engine until something asks it for a query;
 then it connects, runs ``after_connect`` (the session views the problem's queries read), and

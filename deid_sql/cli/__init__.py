@@ -19,7 +19,7 @@ Modules:
   ``RegisteredChoice`` (choices from a registry), ``renamed`` (an old option spelling: hidden, one
   deprecation line), ``reports_wall_time`` (a command's last line)
 - ``output.py``: ``compile``, ``materialize``, ``view``
-- ``output_sets.py``: ``view`` of a spec that links tables: the set's views (``release_set_views``)
+- ``output_sets.py``: ``view`` of a spec that links tables: the set's views (``sets.views``)
 - ``policy.py``: ``policy save``, ``apply``, ``check``
 - ``report.py``: ``report``, and ``--report`` of the release commands
 - ``search.py``: ``safe-harbor``, ``alternatives``

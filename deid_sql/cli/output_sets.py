@@ -16,7 +16,7 @@ from .report import add_set, finish_release_report, prepare_release_report
 def view_set(spec: Spec, policy: str | None, levels: str | None, db: Path | None, prefix: str, replace: bool,
              suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """``view SET_SPEC --name PREFIX``: refused in one line before any data is read where the key
-    table could not be protected (``release_set_views.check_place``) or a name is taken."""
+    table could not be protected (``sets.views.check_place``) or a name is taken."""
     from ..sets.views import check_place, create_set_views, set_view_names
 
     names = set_view_names(spec, prefix)

@@ -190,7 +190,7 @@ def person_sql(problem: Problem, plan: ReleasePlan) -> exp.Select:
 def linked_sql(problem: Problem, source: LinkedSource, person_column: str, flagged: bool) -> exp.Select:
     """A linked table's release over the sentinel table: its dates shifted, its rows those of the
     persons the person model keeps (the person sentinel, joined on the pseudonymized key), roles
-    applied; the same rows as ``linked_rows.linked_query``, with no key in the SQL."""
+    applied; the same rows as ``sets.rows.linked_query``, with no key in the SQL."""
     spec, t, keys = problem.spec, source.table, Udfs()
     relation: exp.Expression = exp.Table(this=exp.to_identifier(SENTINEL, quoted=True))
     if t.roles.shift:

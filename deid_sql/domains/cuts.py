@@ -18,7 +18,7 @@ propose.  A ``[[qi]]`` table may therefore restrict the boundaries a policy may 
   quarter or year.
 
 The same boundary sets name policies in text (``zip:digits=3``, ``age:every=10``,
-``admitted:by=month``, ``race:level=1``; see ``policytext``), so the functions that compute
+``admitted:by=month``, ``race:level=1``; see ``policies.text``), so the functions that compute
 them live here, below both the spec and the lattice.  Every function returns one bool per
 boundary of the domain (``size - 1``; boundary ``b`` lies between positions ``b`` and ``b + 1``).
 """

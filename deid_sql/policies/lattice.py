@@ -62,7 +62,7 @@ class Policy:
 
     def text(self) -> str:
         """The canonical text a person reads and writes: ``age:every=10|zip:digits=3|sex:bottom``
-        (``policytext``: named forms where they fit, the cut list otherwise); it is what every
+        (``policies.text``: named forms where they fit, the cut list otherwise); it is what every
         output leads with, and ``Lattice.parse`` reads it back to this policy."""
         return self._text
 
@@ -193,7 +193,7 @@ class Lattice:
         return self._named[i]
 
     def cut_texts(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """QI ``i``'s values as a cut list writes them, and which read back (``policytext.cut_texts``)."""
+        """QI ``i``'s values as a cut list writes them, and which read back (``policies.text.cut_texts``)."""
         if i not in self._cut_texts:
             self._cut_texts[i] = cut_texts(self.domains[i])
         return self._cut_texts[i]
@@ -240,7 +240,7 @@ class Lattice:
             ) from None
 
     def parse(self, text: str) -> Policy:
-        """Parse a policy text (the forms per QI are in ``policytext``).
+        """Parse a policy text (the forms per QI are in ``policies.text``).
 
         Segments are separated by ``|``; QIs left out are kept as they are (``bottom``: every
         allowed boundary).  The whole text may also be ``top`` or ``bottom``.  A cut the spec
@@ -264,7 +264,7 @@ class Lattice:
         return Policy(self, bits.tobytes())
 
     def text(self, policy: Policy, bits: bool = False) -> str:
-        """The canonical text of ``policy`` (``policytext.format_qi`` per QI), or with ``bits``
+        """The canonical text of ``policy`` (``policies.text.format_qi`` per QI), or with ``bits``
         the bit string of every QI (``age:0110…|sex:1``); both parse back to ``policy``."""
         if bits:
             return "|".join(f"{name}:{bit_text(policy.qi_bits(i))}" for i, name in enumerate(self.names))

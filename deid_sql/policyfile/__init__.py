@@ -19,7 +19,7 @@ Modules:
   ``build_gate``), then the write
 - ``applyset.py``: a set's batches under a policy file: ``saved_set`` (what ``save`` keeps), ``check_set``
   and ``apply_set`` (the person batch's drift check and gate, each linked batch checked against its saved
-  columns and counted, every table written through ``release_set.write_tables`` into one staged folder)
+  columns and counted, every table written through ``sets.release.write_tables`` into one staged folder)
 - ``batch.py``: a new batch opened against a policy file (file or engine table): schema, hash and domain
   checks, the guarded release query
 - ``drift.py``: a batch's figures from its release groups (groups and census people counted with SQL in the

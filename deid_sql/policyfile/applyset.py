@@ -7,9 +7,9 @@ every table, one gate verdict, one folder.  So every linked table saved with the
 its batch (a set is released whole or not at all), and each batch is checked before anything is
 written: the person batch as a single batch is (schema, spec hash, persons, domains, then the
 drift check and the gate counting persons), each linked batch against the columns saved for it,
-then opened and counted like a linked table (``linked_rows``: its key, roles and shifted dates;
+then opened and counted like a linked table (``sets.rows``: its key, roles and shifted dates;
 orphans refused or dropped per the saved rule; rows of suppressed persons).  The files go through
-``release_set.write_tables`` into one staged folder renamed into place, with one
+``sets.release.write_tables`` into one staged folder renamed into place, with one
 ``release.json`` listing every table and the drift record a single batch's sidecar has.
 """
 

@@ -150,7 +150,7 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
     ``call`` is the API call that reproduces the release (the CLI line replaces it when set);
     ``accept_risk`` the reason to release a failed gate anyway.  A spec with linked tables
     (``[[table]]``) is released as a whole set or not at all: only ``whole_set`` paths
-    (``release_set``, the report of a set) may build its gate."""
+    (``sets.release``, the report of a set) may build its gate."""
     spec, recoding = released.spec, plan.recoding
     if spec.tables and not whole_set:
         names = ", ".join(repr(t.name) for t in spec.tables)

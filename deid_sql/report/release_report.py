@@ -124,7 +124,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     The figures are measured on the release query's rows and the distributions computed from
     cells with the same suppression, and the two must agree (``ReportInputError`` otherwise: the
     report would describe another release).  ``whole_set``: ``plan`` releases the person source
-    of a set of linked tables (``release_set``), described here as a single table's release; its
+    of a set of linked tables (``sets.release``), described here as a single table's release; its
     tables are added once written (``set_section``)."""
     if sample_rows < 0:
         raise PolicyError(f"sample rows {sample_rows} must be 0 (synthetic rows) or a count of release rows")

@@ -4,12 +4,12 @@ together or not at all.
 The gate judges the person source's release (its QIs are the release's QIs; a linked table
 carries none) before anything is written, exactly as a single table's.  Then, in one staged
 folder (``atomic.replacing_folder``): the person source's file, measured again as written and
-judged; each linked table's file (``linked_rows``: the rows of the persons the person source
+judged; each linked table's file (``sets.rows``: the rows of the persons the person source
 keeps, dates shifted by the same offsets, the key under the same pseudonym), its row count
 checked; and one sidecar, ``release.json``, listing every table with its file, rows, hash,
 columns, orphans and rows removed with suppressed persons.  The folder is renamed into place in
 one step, so a reader — or a killed run — never leaves part of a set behind.  The same set can
-be written as tables of an engine or a DuckDB file (``release_set_tables``), from the same
+be written as tables of an engine or a DuckDB file (``sets.tables``), from the same
 ``prepare_set``.
 """
 
@@ -189,7 +189,7 @@ def prepare_set(problem: Problem, plan: ReleasePlan, call: str, accept_risk: str
 
 
 def _kept(problem: Problem, plan: ReleasePlan) -> exp.Select:
-    """The persons the person source's release keeps (``linked_rows.kept_keys``)."""
+    """The persons the person source's release keeps (``sets.rows.kept_keys``)."""
     assert problem.spec.person is not None
     column = problem.spec.person.column
     return kept_keys(problem.query(plan, roles=False), column, plan.suppression is not None,

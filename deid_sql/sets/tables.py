@@ -1,8 +1,8 @@
 """A release set written as tables: ``materialize SPEC --tables PREFIX``.
 
-The folder form (``release_set``) suits files; a warehouse wants the set where its data is, as
+The folder form (``sets.release``) suits files; a warehouse wants the set where its data is, as
 tables of its engine (PostgreSQL, Spark), or inside one DuckDB file.  The set is the same: the
-person source judged once by the gate (``release_set.prepare_set``: before anything is created,
+person source judged once by the gate (``sets.release.prepare_set``: before anything is created,
 then again on the table as written, in persons), each linked table the rows of kept persons with
 the same pseudonyms and date offsets, every row count checked (``LinkedSource.released``).  Each
 table is named ``PREFIX`` + its release name (``release.`` gives ``release.patients``, ``deid_``

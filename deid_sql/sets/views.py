@@ -26,7 +26,7 @@ their owner (views run with their owner's privileges, so an analyst granted the 
 neither the key tables nor the sources); in DuckDB, only in the file that holds the person source
 table already; Spark's local catalog has no grants and refuses (``Backend.set_views``).
 
-One gate verdict for the set (``release_set.prepare_set``, as every set path): the set is judged
+One gate verdict for the set (``sets.release.prepare_set``, as every set path): the set is judged
 where the data is before anything is created, then the person source's view as created, in
 persons, inside the transaction that creates every key table, view and the record table
 ``PREFIX`` + ``release`` (``Backend.create_set_views``: all or none).
