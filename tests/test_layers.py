@@ -254,12 +254,15 @@ def core_names_of_features() -> list[str]:
     return found
 
 
+def cycle_lines(graph: dict[str, dict[str, list[str]]]) -> list[str]:
+    """Each import that ties a cycle of ``graph``, with its first line (empty: no cycle)."""
+    return [f"{a} -> {b}: {lines[0]}" for group in cycles(graph) for a in group
+            for b, lines in graph.get(a, {}).items() if b in group]
+
+
 def test_no_cycle_among_packages() -> None:
-    graph = package_graph()
-    found = cycles(graph)
-    detail = [f"{a} -> {b}: {lines[0]}" for group in found for a in group for b, lines in graph.get(a, {}).items()
-              if b in group]
-    assert not found, f"package cycles {found}:\n" + "\n".join(detail)
+    found = cycle_lines(package_graph())
+    assert not found, "package cycles:\n" + "\n".join(found)
 
 
 def module_graph() -> dict[str, dict[str, list[str]]]:
@@ -282,12 +285,8 @@ def module_graph() -> dict[str, dict[str, list[str]]]:
 
 
 def test_no_cycle_among_modules_annotations_included() -> None:
-    graph = module_graph()
-    found = cycles(graph)
-    detail = [f"{a} -> {b}: {lines[0]}" for group in found for a in group for b, lines in graph.get(a, {}).items()
-              if b in group]
-    assert not found, (f"module cycles {found} (a small protocol or a moved type removes a type-only one):\n"
-                       + "\n".join(detail))
+    found = cycle_lines(module_graph())
+    assert not found, "module cycles (a small protocol or a moved type removes a type-only one):\n" + "\n".join(found)
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
