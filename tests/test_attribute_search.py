@@ -248,3 +248,145 @@ def test_bad_parameters_against_the_data(small_path: Path) -> None:
                                Loss(), 0.0)
         with pytest.raises(DeidError, match="max_presence needs a census"):
             TransformEvaluator(p, Presence(0.5), Loss(), 0.0)
+
+
+# -- the issue's B20 data: anonymize --out meets the attribute criteria ----------------------------
+DIAGNOSES = ["B20", "E11", "I10", "J45"]
+
+
+def b20_spec(folder: Path, release: str) -> Path:
+    """200 persons, 40 ages of five each (age 0's five all B20, every other age four diagnoses with
+    one twice); age generalizes to decades then *; sex has two values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ages = [a for a in range(40) for _ in range(5)]
+    dx = ["B20" if a == 0 else DIAGNOSES[(a + j) % 4] for a in range(40) for j in range(5)]
+    sex = ["Female" if (a // 2) % 2 else "Male" for a in ages]
+    pq.write_table(pa.table({"age": ages, "sex": sex, "diagnosis": dx}), folder / "source.parquet")
+    (folder / "age.csv").write_text("".join(f"{a};{a // 10 * 10}-{a // 10 * 10 + 9};*\n" for a in range(40)))
+    (folder / "spec.toml").write_text("\n".join([
+        'population = "sample"', "", "[source]", 'path = "source.parquet"', "",
+        "[[qi]]", 'name = "age"', 'kind = "integer"', "min = 0", "max = 39", 'hierarchy = "age.csv"', "",
+        "[[qi]]", 'name = "sex"', 'kind = "category"', 'values = ["Female", "Male"]', "",
+        "[columns]", 'sensitive = ["diagnosis"]', "", "[release]", release, ""]))
+    return folder / "spec.toml"
+
+
+def _released_figures(path: Path, source: Path) -> tuple[float, float, float, int]:
+    """(largest share, fewest distinct values, largest equal t) over the released groups of a written
+    file, by evaluate/attribute.py, and the records kept."""
+    import pyarrow.parquet as pq
+
+    from deid_sql.evaluate import attribute as figures
+
+    out = pq.read_table(path).to_pylist()
+    kept = [r for r in out if not r.get("deid_suppressed")]
+    keys = sorted({(r["age"], r["sex"]) for r in kept})
+    index = {key: i for i, key in enumerate(keys)}
+    code = {d: i for i, d in enumerate(DIAGNOSES)}
+    sizes = Counter(index[(r["age"], r["sex"])] for r in kept)
+    vc = figures.ValueCounts.of([index[(r["age"], r["sex"])] for r in kept], [code[r["diagnosis"]] for r in kept],
+                                [1.0] * len(kept), [sizes[g] for g in range(len(keys))], len(DIAGNOSES))
+    every = Counter(pq.read_table(source).column("diagnosis").to_pylist())
+    q = [every[d] / sum(every.values()) for d in DIAGNOSES]
+    return (float(figures.confidence(vc).max()), float(figures.distinct_l(vc).min()),
+            float(figures.t_equal(vc, q).max()), len(kept))
+
+
+@pytest.mark.parametrize("suppression", ["0", "0.05"])
+def test_anonymize_out_meets_the_three_criteria_on_b20_data(tmp_path: Path, run: Callable[..., object],
+                                                            suppression: str) -> None:
+    """The issue's case: the bottom releases an all-B20 group; with max_confidence = 0.8, min_l = 2 and
+    max_t = 0.5 the release written by ``anonymize --out`` meets all three (by flags, and by the spec's
+    [release] criteria with no flag).  Without suppression age is generalized; with 5 % the B20 group
+    is suppressed instead."""
+    spec = b20_spec(tmp_path, 'min_k = 5\nmax_confidence = 0.8\nmin_l = 2\nmax_t = 0.5\nt_distance = "equal"')
+    with Problem.from_spec(spec) as p:  # the original data fails: one group is all B20
+        ev = TransformEvaluator(p, [Confidence(0.8, "diagnosis")], Loss(), 0.0)
+        assert not ev.apply(ev.space.bottom).holds
+    flags = ["--min-k", "5", "--max-confidence", "0.8", "--min-l", "2", "--max-t", "0.5", "--t-distance", "equal",
+             "--sensitive", "diagnosis"]
+    for name, args in (("flags", flags), ("spec", [])):
+        out = tmp_path / f"{name}-{suppression}.parquet"
+        result = run("anonymize", spec, *args, "--max-suppressed-share", suppression, "--out", out)
+        assert "optimum" in result.stdout  # type: ignore[attr-defined]
+        share, distinct, t, kept = _released_figures(out, tmp_path / "source.parquet")
+        assert share <= 0.8 and distinct >= 2 and t <= 0.5, (name, share, distinct, t)
+        assert kept == (200 if suppression == "0" else 195), name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-t", "0.5"], "--max-t needs --sensitive COLUMN"),
+    (["--max-t", "0.5", "--sensitive", "diagnosis"], "--max-t needs --t-distance"),
+    (["--t-distance", "equal", "--min-k", "5"], "--t-distance is the distance of --max-t"),
+    (["--max-confidence", "0.5"], "--max-confidence needs --sensitive COLUMN"),
+    (["--max-presence", "0.5"], "max_presence needs a census"),
+    (["--max-t", "0.5", "--t-distance", "ordered", "--sensitive", "diagnosis"], "not numbers and that declares no"),
+    (["--recursive-cl", "3", "1.5", "--sensitive", "diagnosis"], "ℓ must be a whole number"),
+    (["--max-confidence", "1.5", "--sensitive", "diagnosis"], "1.5"),
+])
+def test_bad_flags_one_line_exit_2_nothing_written(tmp_path: Path, run: Callable[..., object], args: list[str],
+                                                   message: str) -> None:
+    spec = b20_spec(tmp_path, "min_k = 5")
+    out = tmp_path / "out.parquet"
+    result = run("anonymize", spec, *args, "--out", out, expect=2)
+    text = result.stdout + result.stderr  # type: ignore[attr-defined]
+    assert message in text and "Traceback" not in text
+    assert not out.exists()
+
+
+# -- Adult with occupation sensitive ---------------------------------------------------------------
+# the optimum (loss) of each model over the other eight attributes, recorded by this implementation
+# (ARX 3.9 was not available to compare against); each equals exhaustive enumeration
+ADULT_OPTIMA = {
+    ("distinct-l 3", 0.0): ("sex:0|age:4|race:0|marital-status:2|education:3|native-country:2|workclass:2|"
+                            "salary-class:0", 0.625),
+    ("distinct-l 3", 0.04): ("sex:0|age:3|race:0|marital-status:0|education:2|native-country:1|workclass:1|"
+                             "salary-class:0", 0.177799),
+    ("entropy-l 3", 0.0): ("sex:0|age:4|race:0|marital-status:1|education:3|native-country:2|workclass:2|"
+                           "salary-class:1", 0.679145),
+    ("entropy-l 3", 0.04): ("sex:0|age:3|race:0|marital-status:1|education:2|native-country:1|workclass:1|"
+                            "salary-class:0", 0.228762),
+    ("recursive (4,3)", 0.0): ("sex:0|age:4|race:0|marital-status:2|education:3|native-country:2|workclass:2|"
+                               "salary-class:0", 0.625),
+    ("recursive (4,3)", 0.04): ("sex:0|age:2|race:0|marital-status:1|education:2|native-country:1|workclass:1|"
+                                "salary-class:0", 0.215232),
+    ("t equal 0.2", 0.0): ("sex:1|age:4|race:1|marital-status:1|education:3|native-country:2|workclass:2|"
+                           "salary-class:1", 0.929145),
+    ("t equal 0.2", 0.04): ("sex:1|age:4|race:1|marital-status:1|education:3|native-country:1|workclass:2|"
+                            "salary-class:1", 0.839694),
+    ("t hierarchical 0.2", 0.0): ("sex:0|age:4|race:1|marital-status:1|education:3|native-country:2|workclass:2|"
+                                  "salary-class:1", 0.804145),
+    ("t hierarchical 0.2", 0.04): ("sex:1|age:4|race:0|marital-status:0|education:3|native-country:2|workclass:2|"
+                                   "salary-class:1", 0.759018),
+    ("confidence 0.5", 0.0): ("sex:0|age:4|race:0|marital-status:2|education:3|native-country:2|workclass:2|"
+                              "salary-class:0", 0.625),
+    ("confidence 0.5", 0.04): ("sex:0|age:2|race:0|marital-status:0|education:3|native-country:1|workclass:1|"
+                               "salary-class:0", 0.24122),
+}
+
+
+@pytest.mark.slow
+def test_adult_with_occupation_sensitive_each_model(tmp_path: Path) -> None:
+    from .test_fulldomain import ADULT, ADULT_ATTRIBUTES, adult_spec
+
+    hierarchy = str(ADULT / "adult_hierarchy_occupation.csv")
+    models: dict[str, Callable[[], PrivacyModel]] = {
+        "distinct-l 3": lambda: DistinctLDiversity(3, "occupation"),
+        "entropy-l 3": lambda: EntropyLDiversity(3, "occupation"),
+        "recursive (4,3)": lambda: RecursiveCLDiversity(4, 3, "occupation"),
+        "t equal 0.2": lambda: TCloseness(0.2, "occupation", "equal"),
+        "t hierarchical 0.2": lambda: TCloseness(0.2, "occupation", "hierarchical", hierarchy_file=hierarchy),
+        "confidence 0.5": lambda: Confidence(0.5, "occupation"),
+    }
+    attributes = [a for a in ADULT_ATTRIBUTES if a != "occupation"]
+    with Problem.from_spec(adult_spec(tmp_path, attributes)) as p:
+        space = TransformationSpace(p)
+        for (name, limit), (levels, quality) in ADULT_OPTIMA.items():
+            truth = exhaustive(space, TransformEvaluator(p, models[name](), Loss(), limit, space=space))
+            result = TRAVERSALS["paths"](space, TransformEvaluator(p, models[name](), Loss(), limit, space=space))
+            print(name, limit, space.text(truth.levels), f"{truth.quality:.6f}", f"checked {result.checked}")
+            assert result.optimum.quality == pytest.approx(truth.quality, rel=1e-12), (name, limit)
+            assert truth.quality == pytest.approx(quality, abs=1e-6), (name, limit)
+            assert space.text(truth.levels) == levels, (name, limit)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import DeidError, OutputError
-from ..jobs.anonymize import METRICS, T_DISTANCES, anonymize, privacy_models, release_plan
+from ..jobs.anonymize import METRICS, T_DISTANCES, anonymize, privacy_models, release_plan, spec_models
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..release.targets import release_targets
@@ -124,10 +124,14 @@ def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | 
     early = release_targets(out=out, table=table if targets else None, view=view, db=db, report=report,
                             policy_file=save_policy, replace=overwrite)
     with open_problem(spec, risk_model, early) as problem:
-        models = privacy_models(k, l, sensitive, risk, min_entropy_l=min_entropy_l,
-                                recursive_cl=_recursive(recursive_cl), max_t=max_t, t_distance=t_distance,
-                                max_confidence=max_confidence, max_presence=max_presence,
-                                hierarchy=str(t_hierarchy) if t_hierarchy is not None else None)
+        flags = (k, l, risk, min_entropy_l, recursive_cl, max_t, max_confidence, max_presence)
+        if all(flag is None for flag in flags) and t_distance is None and t_hierarchy is None:
+            models = spec_models(problem)  # the spec's [release] criteria
+        else:
+            models = privacy_models(k, l, sensitive, risk, min_entropy_l=min_entropy_l,
+                                    recursive_cl=_recursive(recursive_cl), max_t=max_t, t_distance=t_distance,
+                                    max_confidence=max_confidence, max_presence=max_presence,
+                                    hierarchy=str(t_hierarchy) if t_hierarchy is not None else None)
         run = anonymize(problem, models, suppression, metric, time_limit, store, traversal)
         r, best = run.result, run.result.optimum
         if best is None:

@@ -112,6 +112,42 @@ def privacy_models(k: int | None = None, l: int | None = None, sensitive: str | 
     return models
 
 
+def spec_models(problem: Problem) -> list[PrivacyModel]:
+    """The privacy models of the spec's ``[release]`` criteria, for ``anonymize SPEC`` without a
+    privacy flag: ``min_k`` as k-anonymity and each attribute criterion of a sensitive column
+    (``contract.attribute``'s limits: ``ignore_values``, ``order``, ``hierarchy`` included) as its
+    model; ``max_presence`` as δ-presence (the smallest one given).  The other criteria (risk limits,
+    ``no_riskier_than``) are not search models: the release gate still checks them on the output."""
+    release = problem.spec.release
+    limits = {column: lim for column, lim in release.attribute.items() if lim.declared}
+    judged = {column: lim for column, lim in limits.items() if [key for key in lim.keys() if key != "max_presence"]}
+    if len(judged) > 1:
+        raise DeidError(f"[release] has attribute criteria on several sensitive columns ({', '.join(sorted(judged))}); "
+                        f"the search judges one — give its criteria as flags with --sensitive COLUMN")
+    source = set(problem.columns)
+    for column in judged:
+        if column not in source:
+            raise DeidError(f"[release] judges sensitive column {column!r}, which is not in the source; the search "
+                            f"judges the source's columns — give the criteria as flags with --sensitive COLUMN")
+    presence = [lim.max_presence for lim in limits.values() if lim.max_presence is not None]
+    models: list[PrivacyModel] = []
+    if judged:
+        (column, lim), = judged.items()
+        text = tuple(None if v is None else str(v) for v in lim.ignore_values)
+        order = tuple(None if v is None else str(v) for v in lim.order) if lim.order is not None else None
+        models = privacy_models(release.min_k, lim.min_l, column, min_entropy_l=lim.min_entropy_l,
+                                recursive_cl=lim.recursive_cl, max_t=lim.max_t, t_distance=lim.t_distance,
+                                max_confidence=lim.max_confidence, max_presence=min(presence, default=None),
+                                ignore_values=text, order=order,
+                                hierarchy=str(lim.hierarchy) if lim.hierarchy is not None else None)
+    elif release.min_k is not None or presence:
+        models = privacy_models(release.min_k, max_presence=min(presence, default=None))
+    if not models:
+        raise DeidError("give a privacy model: --min-k K, --min-l L --sensitive COLUMN, or --max-mean-record-risk R, "
+                        "or put min_k or an attribute criterion in the spec's [release]")
+    return models
+
+
 def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float = 0.0, metric: str = "loss",
               time_limit: float | None = None, store: str = "tree",
               traversal: str = DEFAULT_TRAVERSAL) -> Anonymization:
