@@ -390,3 +390,16 @@ def test_adult_with_occupation_sensitive_each_model(tmp_path: Path) -> None:
             assert result.optimum.quality == pytest.approx(truth.quality, rel=1e-12), (name, limit)
             assert truth.quality == pytest.approx(quality, abs=1e-6), (name, limit)
             assert space.text(truth.levels) == levels, (name, limit)
+
+
+def test_the_sidecar_records_the_attribute_models_and_a_rerun_repeats_them(small_path: Path) -> None:
+    from deid_sql.jobs.anonymize import anonymize, model_words, privacy_models, release_suppression, rerun
+
+    with Problem.from_spec(small_path) as p:
+        models = privacy_models(2, sensitive="dx", min_entropy_l=1.5, recursive_cl=(3, 2), max_t=0.3,
+                                t_distance="ordered", max_confidence=0.9, ignore_values=["I10"], order=ORDER)
+        run = anonymize(p, models, 0.05)
+        recorded = release_suppression(run).parameters["anonymize"]
+        again = rerun(p, recorded)
+        assert [repr(m) for m in again.models] == [repr(m) for m in models] and again.levels == run.levels
+        assert "t-closeness (t = 0.3, ordered distance" in model_words(models)
