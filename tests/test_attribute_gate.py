@@ -6,6 +6,7 @@ sidecar records the figures."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from deid_sql import Problem
+from deid_sql.errors import ReleaseRefused
+from deid_sql.release.output import materialize
+from deid_sql.release.plan import plan_of
 from deid_sql.release.sidecar import read_sidecar, sidecar_path
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 POLICY = "age:cuts=30,40,50|clinic:bottom"
 OTHERS = ("I10", "E11", "J45", "K21", "B20")
@@ -22,9 +28,7 @@ AGE_H = "\n".join(f"{a};{a // 10 * 10}-{a // 10 * 10 + 9};*" for a in range(20, 
 CLINIC_H = "\n".join(f"{c};*" for c in CLINICS) + "\n"
 
 
-def write_problem(folder: Path, release: str) -> Path:
-    """200 persons: 4 age decades × 10 clinics, 5 each; the group 20-29 at C0 all B20, every other group
-    one person of each of ``OTHERS``.  q(B20) = (5 + 39) / 200."""
+def source_table() -> pa.Table:
     ids, ages, clinics, dx = [], [], [], []
     for decade in range(4):
         for c, clinic in enumerate(CLINICS):
@@ -33,14 +37,20 @@ def write_problem(folder: Path, release: str) -> Path:
                 ages.append(20 + decade * 10 + (j * 2 + c) % 10)
                 clinics.append(clinic)
                 dx.append("B20" if decade == 0 and c == 0 else OTHERS[j])
-    pq.write_table(pa.table({"pid": ids, "age": np.array(ages, dtype=np.int64), "clinic": clinics,
-                             "diagnosis": dx}), folder / "source.parquet")
+    return pa.table({"pid": ids, "age": np.array(ages, dtype=np.int64), "clinic": clinics, "diagnosis": dx})
+
+
+def write_problem(folder: Path, release: str, source: str = 'path = "source.parquet"', header: str = "") -> Path:
+    """200 persons: 4 age decades × 10 clinics, 5 each; the group 20-29 at C0 all B20, every other group
+    one person of each of ``OTHERS``.  q(B20) = (5 + 39) / 200."""
+    pq.write_table(source_table(), folder / "source.parquet")
     (folder / "age.csv").write_text(AGE_H, encoding="utf-8")
     (folder / "clinic.csv").write_text(CLINIC_H, encoding="utf-8")
     spec = folder / "spec.toml"
     spec.write_text(f"""population = "sample"
+{header}
 [source]
-path = "source.parquet"
+{source}
 
 [[qi]]
 name = "age"
@@ -183,3 +193,35 @@ def test_anonymize_out_is_judged_by_the_gate(tmp_path: Path, run) -> None:
     ok = write_problem(tmp_path, ALLOW)
     run("anonymize", ok, "--min-k", 5, "--out", out)
     assert read_sidecar(sidecar_path(out))["figures"]["attribute"][0]["column"] == "diagnosis"
+
+
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def test_every_engine_judges_the_values_it_materializes(engine: Engine, tmp_path: Path) -> None:
+    """The value count runs where the data is: each engine refuses the B20 group by the same line, writes
+    nothing, and passes (with the same figures) under limits that allow it."""
+    body = engine.load("attr_b20", source_table())
+    in_engine = engine.name != "duckdb"
+    database = None if in_engine else tmp_path / "out.duckdb"
+
+    def qualified(name: str) -> str:
+        return engine.qualified(name) if in_engine else name
+
+    strict = write_problem(tmp_path, "max_confidence = 0.8\nmin_l = 2\nmax_t = 0.5\nt_distance = \"equal\"", body,
+                           engine.header())
+    with Problem.from_spec(strict, cache=False) as problem:
+        with pytest.raises(ReleaseRefused) as refused:
+            materialize(problem, plan_of(problem, POLICY), database, table=qualified("attr_refused"))
+        for _, message in REFUSALS:
+            assert message in str(refused.value)
+        assert not problem.backend.exists(database, qualified("attr_refused"))
+    allow = write_problem(tmp_path, ALLOW, body, engine.header())
+    with Problem.from_spec(allow, cache=False) as problem:
+        written = materialize(problem, plan_of(problem, POLICY), database, table=qualified("attr_passed"))
+    assert written.verdict is not None and written.verdict.status == "passed"
+    (column,) = written.figures.attribute
+    assert (column.max_confidence, column.min_distinct_l, column.groups) == (1.0, 1.0, 40)
+    assert column.max_t == pytest.approx(1 - 44 / 200)
