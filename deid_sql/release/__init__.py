@@ -9,6 +9,9 @@ is compared with.  The declarations it judges against are ``deid_sql.contract``.
 
 Modules:
 
+- ``attribute.py``: what sensitive values reveal on the rows written: one ``GROUP BY`` (labels, value) per
+  sensitive column with an attribute criterion, q(v) from the source, judged with ``evaluate.attribute``
+  (``measure_column``); refusals name the column, the worst group's labels and the figure
 - ``figures.py``: a release's figures from one ``GROUP BY`` over the rows written (``measure``); ``Census``,
   the people of released label tuples through ``groups.py``; ``cell_groups``
 - ``gate.py``: ``build_gate(ReleaseSource, plan, call, accept_risk)``, the one gate builder; ``ReleaseGate``

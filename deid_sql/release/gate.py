@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,10 @@ from .. import __version__
 from ..compiler.suppression import Suppression
 from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
-from ..errors import OutputError, PolicyError, ReleaseRefused
+from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
-from .figures import FLAG, Census, ReleaseFigures, measure
+from .attribute import Groups, measure_column, source_query
+from .figures import FLAG, Census, ReleaseFigures, count_groups, measure
 from .plan import ReleasePlan
 from .sidecar import (
     FORMAT,
@@ -122,6 +123,9 @@ class ReleaseSource:
     policy: dict[str, Any] = field(default_factory=dict)  # added to the sidecar's policy entry
     extra: dict[str, Any] = field(default_factory=dict)  # added to the sidecar (a batch's drift check)
     person: str | None = None  # the released person key ([person]): figures count persons, not rows
+    # the source's persons (rows without [person]) holding each value of a sensitive column: q(v) of
+    # t-closeness, every person of the source, suppressed ones included (``release.attribute.source_query``)
+    source_values: Callable[[str], pa.Table] | None = None
 
     @classmethod
     def from_problem(cls, problem: Problem) -> ReleaseSource:
@@ -139,7 +143,9 @@ class ReleaseSource:
             columns=list(problem.released_columns),
             safe_harbor_risk=lambda: safe_harbor_risk(problem),
             source_combinations=len(problem.sample),
-            person=spec.person.column if spec.person is not None else None)
+            person=spec.person.column if spec.person is not None else None,
+            source_values=lambda column: problem.backend.execute(
+                source_query(problem.source.copy(), column, spec.person.column if spec.person else None)))
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
@@ -157,6 +163,11 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         raise OutputError(f"spec {spec.path} links tables ({names}) to its source: they are released together, as "
                           f"one set, with deid-sql materialize --out FOLDER (one file per table); this path writes "
                           f"one table only")
+    linked = [c for c in spec.release.attribute for t in spec.tables if c in t.roles.sensitive]
+    if linked:
+        raise SpecError(f"[release] attribute criteria over linked tables are not judged yet: {linked[0]!r} is "
+                        f"sensitive in a [[table]] of {spec.path}; release the set without attribute criteria on "
+                        f"its linked tables' columns (or list the column in the source) until they are")
     reference = released.safe_harbor_risk() if spec.release.no_riskier_than == "safe-harbor" else None
     columns = list(released.columns) + ([(FLAG, "flag")] if plan.suppression is not None else [])
     return ReleaseGate(
@@ -166,7 +177,8 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         record_risk=released.record_risk, original_risk_sum=released.original_risk_sum,
         source=released.source, population=released.population, call=call, reference_risk=reference,
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
-        source_combinations=released.source_combinations, person=released.person)
+        source_combinations=released.source_combinations, person=released.person,
+        source_values=released.source_values)
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -203,6 +215,8 @@ class ReleaseGate:
     # distinct QI combinations of the source (its cells): a release with as many groups is the original data
     source_combinations: int | None = None
     person: str | None = None  # the released person key: the figures count distinct persons
+    source_values: Callable[[str], pa.Table] | None = None  # q(v)'s counts per sensitive column
+    _values: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # source_values, once per column
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -212,9 +226,27 @@ class ReleaseGate:
 
     def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression) -> ReleaseFigures:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
-        executes a query: a backend's ``execute``, or the transaction writing the rows."""
-        return measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
-                       flag=self.flagged, person=self.person)
+        executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
+        column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
+        table = count_groups(run, relation, self.qi_columns, self.flagged, self.person)
+        figures = measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
+                          flag=self.flagged, person=self.person, table=table)
+        attribute = self.spec.release.attribute
+        if not attribute:
+            return figures
+        groups = Groups.of(table, len(self.qi_columns), self.flagged, self.census)
+        return replace(figures, attribute=tuple(
+            measure_column(run, relation, self.qi_columns, self.spec.qi_names, limits, groups, self.flagged,
+                           self.person, self._reference(column) if self.source_values is not None else None)
+            for column, limits in attribute.items()))
+
+    def _reference(self, column: str) -> Callable[[], pa.Table]:
+        def counts() -> pa.Table:
+            if column not in self._values:
+                assert self.source_values is not None
+                self._values[column] = self.source_values(column)
+            return self._values[column]
+        return counts
 
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
         """Whether the release tells apart every record the source tells apart: the recoding keeps
@@ -240,6 +272,9 @@ class ReleaseGate:
             for c in criteria.criteria(self.reference_risk):
                 value = figures.value(c.figure)
                 checks.append(Check(c.key, c.figure, value, c.limit, c.at_most, c.passes(value), c.describe(value)))
+            for column in figures.attribute:
+                checks.extend(Check(a.key, f"{a.column}.{a.figure}", a.value, a.limit, a.at_most, a.passed, a.text)
+                              for a in column.checks)
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
                        criteria.allow_original_data, Unit.of(self.person))
 
