@@ -289,6 +289,21 @@ def test_no_cycle_among_modules_annotations_included() -> None:
     assert not found, "module cycles (a small protocol or a moved type removes a type-only one):\n" + "\n".join(found)
 
 
+def test_no_annotation_names_a_layer_above() -> None:
+    """Annotations follow the layers too: a module names a type of a higher layer by a small
+    protocol of its own (``problem.Generalization``, ``contract.keys.Pseudonymizer``), not by an
+    import under ``if TYPE_CHECKING:`` that ties it to what stands on it."""
+    rows = layer_table(DOC.read_text(encoding="utf-8"))
+    upward = []
+    for a, targets in module_graph().items():
+        mine = row_of(a, rows)
+        for b, lines in targets.items():
+            theirs = row_of(b, rows)
+            if mine is not None and theirs is not None and theirs > mine:
+                upward.append(f"{lines[0]}: {a} (row {mine + 1}) names {b} (row {theirs + 1})")
+    assert not upward, "imports of a higher layer, annotations included:\n" + "\n".join(upward)
+
+
 def test_the_cycle_check_finds_a_cycle() -> None:
     graph = {"a": {"b": ["x"]}, "b": {"c": ["x"]}, "c": {"a": ["x"]}, "d": {"a": ["x"]}}
     assert cycles(graph) == [["a", "b", "c"]]

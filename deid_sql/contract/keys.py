@@ -12,14 +12,18 @@ session registers them with the key it reads from its own environment when the S
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from sqlglot import exp
 
 from .shift import shift_key
 
-if TYPE_CHECKING:
-    from ..backends.base import Backend
+
+class Pseudonymizer(Protocol):
+    """What a release's pseudonyms ask of an engine: its HMAC-SHA-256 expression of a value
+    (``backends.base.Backend.pseudonymize``; the engines stand above these declarations)."""
+
+    def pseudonymize(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression: ...
 
 #: the functions SQL written for ``Udfs`` calls (each takes the value's text; NULL gives NULL)
 PSEUDONYM_HEX = "deid_pseudonym"  # (VARCHAR) -> VARCHAR: 64 lowercase hex digits
@@ -41,7 +45,7 @@ class KeyHolder(Protocol):
 class Pads:
     """The default: the engine's own SQL, the key's HMAC pads written in it (run, never stored)."""
 
-    backend: Backend
+    backend: Pseudonymizer
     holds_key: bool = True
 
     def pseudonym(self, value: exp.Expression, key: bytes, form: str) -> exp.Expression:

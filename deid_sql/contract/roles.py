@@ -39,8 +39,7 @@ from .secret import HINT as _SECRET_HINT
 from .secret import key_problem, variable_problem
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend
-    from .keys import KeyHolder
+    from .keys import KeyHolder, Pseudonymizer
 
 LISTS = ("keep", "sensitive", "drop", "pseudonymize", "shift")
 COLUMNS_KEYS = set(LISTS) | {"secret_env", "pseudonym", "unlisted", "outside_label"}
@@ -218,7 +217,7 @@ def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
     return True
 
 
-def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Backend,
+def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Pseudonymizer,
                 where: str = "source", copy: bool = True, keys: KeyHolder | None = None) -> exp.Select:
     """The outermost projections of a generalizing query with the roles applied: dropped
     columns removed, pseudonymized ones replaced by the backend's HMAC (same name), QIs and
