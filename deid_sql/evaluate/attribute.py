@@ -96,8 +96,25 @@ def _ranked(vc: ValueCounts) -> tuple[np.ndarray, np.ndarray]:
     return rank, order
 
 
+def _top(vc: ValueCounts) -> np.ndarray:
+    """max_v f_G(v) per group (0 for a group with no value): one ``reduceat`` over the group runs of
+    the entries (sorted by group), several times the speed of ``np.maximum.at``."""
+    top = np.zeros(vc.groups)
+    if len(vc.group):
+        starts = np.flatnonzero(np.concatenate(([True], vc.group[1:] != vc.group[:-1])))
+        top[vc.group[starts]] = np.maximum.reduceat(vc.persons, starts)
+    return top
+
+
 def recursive_cl(vc: ValueCounts, c: float, l: int) -> np.ndarray:  # noqa: E741 - the model's name
-    """Recursive (c,ℓ)-diversity per group: m ≥ ℓ and r₁ < c·(r_ℓ + … + r_m), r_i the i-th largest f_G(v)."""
+    """Recursive (c,ℓ)-diversity per group: m ≥ ℓ and r₁ < c·(r_ℓ + … + r_m), r_i the i-th largest f_G(v).
+
+    For ℓ ≤ 2 the tail is the total less r₁ (ties or not), so no ranking is needed: the common case
+    costs a ``reduceat`` instead of a sort of the entries (bench/attribute.py)."""
+    if l <= 2:
+        top = _top(vc)
+        tail = vc.totals() - (top if l == 2 else 0.0)
+        return (distinct_l(vc) >= l) & (top < c * tail)
     rank, order = _ranked(vc)
     f = vc.persons[order]
     g = vc.group[order]
@@ -109,9 +126,7 @@ def recursive_cl(vc: ValueCounts, c: float, l: int) -> np.ndarray:  # noqa: E741
 def confidence(vc: ValueCounts) -> np.ndarray:
     """(α,k)-anonymity's figure per group: max_v f_G(v) / n_G, the chance that a person known to be
     in G holds its most common value (0 for a group with no value)."""
-    top = np.zeros(vc.groups)
-    np.maximum.at(top, vc.group, vc.persons)
-    return top / np.where(vc.size > 0, vc.size, 1.0)
+    return _top(vc) / np.where(vc.size > 0, vc.size, 1.0)
 
 
 def presence(m: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -168,6 +168,8 @@ class TCloseness(AttributeModel):
         rank = self._ranks(values)  # code → position in the distance's order of the kept values
         self.rank = rank
         kept = rank >= 0
+        # the kept codes' ranks rise with the codes: remapping keeps the entries' order (no re-sort)
+        self.monotone = bool(np.all(np.diff(rank[kept]) > 0))
         q = np.bincount(cells.codes, weights=cells.counts, minlength=len(values))[kept][np.argsort(rank[kept])]
         self.q = q / q.sum() if q.sum() > 0 else q
         self.parents = self._parents([values[i] for i in np.flatnonzero(kept)[np.argsort(rank[kept])]])
@@ -217,7 +219,11 @@ class TCloseness(AttributeModel):
         vc = stats.value_counts()
         rank = self.rank[vc.value]
         keep = rank >= 0
-        return figures.ValueCounts.of(vc.group[keep], rank[keep], vc.persons[keep], vc.size, len(self.q))
+        group, rank, persons = vc.group[keep], rank[keep], vc.persons[keep]
+        if not self.monotone:  # ranks are distinct per code: one argsort restores (group, rank) order
+            order = np.argsort(group * len(self.q) + rank)
+            group, rank, persons = group[order], rank[order], persons[order]
+        return figures.ValueCounts(group, rank, persons, vc.size, len(self.q))
 
     def distances(self, stats: GroupStats) -> np.ndarray:
         vc = self.counts(stats)
