@@ -20,6 +20,7 @@ from deid_sql.report.cautions import cautions
 from deid_sql.report.release_html import render_html
 from deid_sql.report.release_report import build_report
 from tests.test_attribute_gate import POLICY, write_problem
+from tests.test_release_report import check_contract
 from tests.test_report_persons import visible
 
 THREE = 'max_confidence = 0.8\nmin_l = 2\nmax_t = 0.5\nt_distance = "equal"'
@@ -76,6 +77,7 @@ def test_the_report_equals_the_gate_built_in_python(tmp_path: Path) -> None:
     """``build_report`` carries the gate's own figures: the sidecar's numbers, not a second count."""
     problem = Problem.from_spec(write_problem(tmp_path, "max_confidence = 1\nmin_entropy_l = 1"))
     report = build_report(problem, plan_of(problem, POLICY))
+    check_contract(report)
     (a,) = report["risk"]["attribute"]
     assert sorted(c["criterion"] for c in a["checks"]) == ["max_confidence", "min_entropy_l"]
     assert a["worst_group"]["share"] == a["max_confidence"] == 1.0
@@ -99,3 +101,16 @@ def test_the_caution_names_each_unjudged_column_in_the_units_words() -> None:
     assert [c["kind"] for c in out] == ["sensitive_unjudged"] * 2
     assert "diagnosis" in out[0]["text"] and "drug" in out[1]["text"] and "persons all hold" in out[0]["text"]
     assert cautions(figures, 0, {}, None) == []
+
+
+def test_a_spec_without_sensitive_columns_reads_as_before(tmp_path: Path, run) -> None:
+    """No sensitive column: no section, no caution; the page's cautions say none, as they did."""
+    spec = write_problem(tmp_path, "")
+    spec.write_text(spec.read_text(encoding="utf-8").replace('drop = ["pid"]\nsensitive = ["diagnosis"]',
+                                                             'drop = ["pid", "diagnosis"]'), encoding="utf-8")
+    out = tmp_path / "report.html"
+    run("report", spec, "--policy", POLICY, "--out", out)
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert data["risk"]["attribute"] == [] and data["summary"]["cautions"] == []
+    html = out.read_text(encoding="utf-8")
+    assert 'id="attribute' not in html and "None: k is above 1" in html
