@@ -29,6 +29,6 @@ Modules:
   shift moves (dates, timestamps without time zone)
 
 May import: ``errors``.
-Imported by: ``backends``, ``dbt``, ``loading``, ``policyfile``, ``problem``, ``release``, ``sets``,
-    ``spec``, ``starter``.
+Imported by: ``backends``, ``dbt``, ``loading``, ``policyfile``, ``problem``, ``release``, ``report``,
+    ``sets``, ``spec``, ``starter``.
 """
