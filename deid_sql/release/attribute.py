@@ -286,8 +286,11 @@ def _codes(limits: AttributeLimits, universe: list[Any], sql_type: pa.DataType) 
             if missing:
                 raise DataError(f"{where} order does not list {column!r}'s value(s) "
                                 f"{', '.join(repr(str(v)) for v in missing[:5])}; list every value in order")
-            code = {v: (order[str(v)] if v is not None else len(order)) for v in universe}
-            return code, [], len(order) + 1
+            # the values present, in the declared order (NULL last): m counts the values the source holds,
+            # as the search's model does (``fulldomain.attribute``), not the order's length
+            ranked = sorted((v for v in universe if v is not None), key=lambda v: order[str(v)])
+            ranked += [None] if None in universe else []
+            return {v: i for i, v in enumerate(ranked)}, [], max(len(ranked), 1)
         if pa.types.is_string(sql_type) or pa.types.is_large_string(sql_type) or pa.types.is_binary(sql_type):
             raise SpecError(f'{where} t_distance = "ordered" needs an order, and {column!r} is text: give '
                             f'{where} order = [its values in order], or use t_distance = "equal"')
