@@ -9,13 +9,21 @@ included, as ARX).  The figures are ``evaluate.attribute``'s; each criterion is 
 group, and a failure names the column, that group (by its labels) and the figure, never a person.
 
 A group whose persons hold only ``ignore_values`` reveals nothing: ℓ, (c,ℓ) and t do not judge it.
+
+In a set (``[[table]]``), f_G(v) counts the persons of G holding v on any of their rows in ANY table
+of the set: a sensitive column of a linked table (a patient's diagnoses) is counted by one
+``GROUP BY`` (``linked_value_query``) joining its rows to the person source's raw release by the
+person key (byte for byte, ``sqltext.person_key``): each person's released label tuple, suppressed
+persons left out; a person without rows in the table holds no value but counts in n_G.  The counts
+run where the data is (``LinkedValues``, opened by ``open_linked_values`` on the release's engine),
+once per set: the written files carry pseudonyms and no linked rows to join.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,11 +32,16 @@ from sqlglot import exp
 from ..compiler.compile import col, ident
 from ..contract.attribute import AttributeLimits
 from ..domains.hierarchy import Hierarchy
-from ..errors import DataError, SpecError
+from ..errors import BackendError, DataError, SpecError
 from ..evaluate import attribute as fig
+from ..loading.load import read_problem
 from ..sqltext import person_key
 from .figures import FLAG, AttributeCheck, AttributeFigures, Census
 from .unit import Unit
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..spec.file import Spec
 
 Run = Callable[[exp.Expression], pa.Table]
 
@@ -92,11 +105,12 @@ class Groups:
 
 def measure_column(run: Run, relation: exp.Expression, qi_columns: Sequence[str], qi_names: Sequence[str],
                    limits: AttributeLimits, groups: Groups, flag: bool, person: str | None,
-                   reference: Callable[[], pa.Table] | None) -> AttributeFigures:
+                   reference: Callable[[], pa.Table] | None, table: pa.Table | None = None) -> AttributeFigures:
     """Count ``limits.column`` on the released rows and judge its criteria (``reference``: the source's
-    value counts, for t-closeness)."""
+    value counts, for t-closeness; ``table``: the counts already taken, ``value_query``'s columns)."""
     column = limits.column
-    table = run(value_query(relation, qi_columns, column, flag, person))
+    if table is None:
+        table = run(value_query(relation, qi_columns, column, flag, person))
     index = {labels: i for i, labels in enumerate(groups.labels)}
     labels = list(zip(*[table.column(f"q{i}").to_pylist() for i in range(len(qi_columns))])) if qi_columns \
         else [()] * table.num_rows
@@ -117,6 +131,130 @@ def measure_column(run: Run, relation: exp.Expression, qi_columns: Sequence[str]
     rows = [(index[lab], code[v], f) for lab, v, f in zip(labels, values, counts) if lab in index and not ignored(v)]
     vc = fig.ValueCounts.of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], groups.m, size)
     return _judge(limits, vc, groups, qi_names, Unit.of(person), q_counts, code, parents, size)
+
+
+@dataclass(frozen=True)
+class LinkedRows:
+    """One linked table of a set as the gate counts it: its rows (a FROM-able relation on the
+    release's engine), its person key column and that column's SQL type, its sensitive columns."""
+
+    name: str
+    relation: exp.Expression
+    key: str
+    key_type: str | None
+    sensitive: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LinkedValues:
+    """Where a set's sensitive values are counted over every table: ``run`` executes on the engine
+    holding the person source's raw release ``released`` (its QI labels, the person key ``key`` of SQL
+    type ``key_type`` unpseudonymized, the suppression flag when ``flag``) and the linked ``tables``;
+    ``source_sensitive``: the person source's own sensitive columns (a column sensitive in the
+    source and a linked table is one column of the set: a person holds the values of both)."""
+
+    run: Run
+    released: exp.Expression
+    key: str
+    key_type: str | None
+    flag: bool
+    tables: tuple[LinkedRows, ...]
+    source_sensitive: frozenset[str]
+
+    def holders(self, column: str) -> list[LinkedRows]:
+        """The linked tables where ``column`` is sensitive."""
+        return [t for t in self.tables if column in t.sensitive]
+
+    def persons(self, qi_columns: Sequence[str], released_only: bool) -> exp.Select:
+        """``SELECT DISTINCT k, q…``: each person of the release (``released_only``: the unsuppressed ones)
+        with their label tuple (one per person: every row of a person carries the person's labels)."""
+        keys = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}")) for i, c in enumerate(qi_columns)]
+        query = exp.select(exp.alias_(person_key(col(self.key), self.key_type), ident("k")), *keys).distinct().from_(
+            _from(self.released, "deid_person_release"))
+        if released_only and self.flag:
+            query = query.where(exp.not_(exp.func("coalesce", exp.cast(col(FLAG), "BOOLEAN"), exp.false())))
+        return query
+
+    def pairs(self, column: str) -> exp.Expression:
+        """``(k, v)``: the persons' keys with each value of ``column`` they hold, in every table where it is
+        sensitive (as text when several tables hold it, so their types meet)."""
+        holders = self.holders(column)
+        text = len(holders) + (column in self.source_sensitive) > 1
+
+        def value() -> exp.Expression:
+            return exp.alias_(exp.cast(col(column), "VARCHAR") if text else col(column), ident("v"))
+
+        parts: list[exp.Select] = [
+            exp.select(exp.alias_(person_key(col(t.key), t.key_type), ident("k")), value()).from_(
+                _from(t.relation, f"deid_linked_rows_{i}")) for i, t in enumerate(holders)]
+        if column in self.source_sensitive:
+            parts.append(exp.select(exp.alias_(person_key(col(self.key), self.key_type), ident("k")), value())
+                         .from_(_from(self.released, "deid_person_rows")))
+        union: exp.Expression = parts[0]
+        for part in parts[1:]:
+            union = exp.union(union, part, distinct=False)
+        return union
+
+
+def _from(relation: exp.Expression, alias: str) -> exp.Expression:
+    return (exp.alias_(relation.copy(), alias, table=True) if isinstance(relation, exp.Table)
+            else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident(alias))))
+
+
+def linked_value_query(values: LinkedValues, qi_columns: Sequence[str], column: str) -> exp.Select:
+    """``SELECT q…, v, count(DISTINCT k)``: per released label tuple and value of ``column``, the
+    unsuppressed persons holding it on any row of any table of the set (``value_query``'s shape)."""
+    persons = exp.Subquery(this=values.persons(qi_columns, True), alias=exp.TableAlias(this=ident("p")))
+    pairs = exp.Subquery(this=values.pairs(column), alias=exp.TableAlias(this=ident("s")))
+    labels = [exp.column(f"q{i}", "p") for i in range(len(qi_columns))]
+    return (exp.select(*[exp.alias_(q, ident(f"q{i}")) for i, q in enumerate(labels)],
+                       exp.alias_(exp.column("v", "s"), ident("v")),
+                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column("k", "s")])), ident("f")))
+            .from_(persons).join(pairs, on=exp.EQ(this=exp.column("k", "p"), expression=exp.column("k", "s")))
+            .group_by(*[q.copy() for q in labels], exp.column("v", "s")))
+
+
+def linked_source_query(values: LinkedValues, column: str) -> exp.Select:
+    """``SELECT v, count(DISTINCT k)``: q(v)'s persons over every person of the source (suppressed ones
+    included) holding each value of ``column`` in any table of the set; orphans are no person's."""
+    persons = exp.Subquery(this=values.persons([], False), alias=exp.TableAlias(this=ident("p")))
+    pairs = exp.Subquery(this=values.pairs(column), alias=exp.TableAlias(this=ident("s")))
+    return (exp.select(exp.alias_(exp.column("v", "s"), ident("v")),
+                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column("k", "s")])), ident("f")))
+            .from_(persons).join(pairs, on=exp.EQ(this=exp.column("k", "p"), expression=exp.column("k", "s")))
+            .group_by(exp.column("v", "s")))
+
+
+def linked_columns(spec: Spec) -> list[str]:
+    """The columns with an attribute criterion that are sensitive in a linked table of ``spec``."""
+    return [c for c in spec.release.attribute if any(c in t.roles.sensitive for t in spec.tables)]
+
+
+def open_linked_values(backend: Backend, spec: Spec, released: exp.Expression, key_type: str | None,
+                       flag: bool) -> LinkedValues:
+    """The linked tables of ``spec`` holding a judged sensitive column, opened as session views on
+    ``backend`` (the engine of ``released``, the person source's raw release); one ``DataError`` line
+    for a table that cannot be read or lacks its key or the column."""
+    assert spec.person is not None  # a spec with [[table]] declares [person]
+    judged = set(linked_columns(spec))
+    tables = []
+    for i, t in enumerate(spec.tables):
+        sensitive = tuple(c for c in t.roles.sensitive if c in judged)
+        if not sensitive:
+            continue
+        view = f"deid_attribute_linked_{i}"
+        try:
+            backend.create_temp_view(view, exp.select("*").from_(backend.relation(t.source, {t.person: True})))
+            columns = backend.columns(view)
+        except BackendError as e:
+            raise DataError(read_problem(f"linked table {t.name!r}", t.source.describe(), str(e))) from None
+        missing = [c for c in (t.person, *sensitive) if c not in columns]
+        if missing:
+            raise DataError(f"{t.where} ({t.source.describe()}) has no column {missing[0]!r}; its columns are "
+                            f"{', '.join(list(columns)[:12])}: fix the [[table]]'s person or sensitive list")
+        tables.append(LinkedRows(t.name, exp.to_table(view), t.person, columns.get(t.person), sensitive))
+    return LinkedValues(backend.execute, released, spec.person.column, key_type, flag, tuple(tables),
+                        frozenset(spec.columns.sensitive))
 
 
 def _ignored(limits: AttributeLimits) -> Callable[[Any], bool]:
@@ -148,8 +286,11 @@ def _codes(limits: AttributeLimits, universe: list[Any], sql_type: pa.DataType) 
             if missing:
                 raise DataError(f"{where} order does not list {column!r}'s value(s) "
                                 f"{', '.join(repr(str(v)) for v in missing[:5])}; list every value in order")
-            code = {v: (order[str(v)] if v is not None else len(order)) for v in universe}
-            return code, [], len(order) + 1
+            # the values present, in the declared order (NULL last): m counts the values the source holds,
+            # as the search's model does (``fulldomain.attribute``), not the order's length
+            ranked = sorted((v for v in universe if v is not None), key=lambda v: order[str(v)])
+            ranked += [None] if None in universe else []
+            return {v: i for i, v in enumerate(ranked)}, [], max(len(ranked), 1)
         if pa.types.is_string(sql_type) or pa.types.is_large_string(sql_type) or pa.types.is_binary(sql_type):
             raise SpecError(f'{where} t_distance = "ordered" needs an order, and {column!r} is text: give '
                             f'{where} order = [its values in order], or use t_distance = "equal"')
