@@ -299,3 +299,38 @@ def test_a_hierarchy_beside_the_data_is_attached_only_when_it_covers_the_domain(
     run("validate", spec)
     levels = run("anonymize", spec, "--min-k", "2").stdout
     assert "optimum" in levels
+
+
+def test_a_sensitive_looking_column_gets_the_attribute_criteria_commented(cohort: Path, run, tmp_path: Path) -> None:
+    """diagnosis stays dropped (nobody has reviewed it), its comment says it looks sensitive, and [release]
+    proposes max_confidence and min_l, commented with what each means: validate passes on the untouched
+    spec, and once diagnosis is listed under sensitive and the two uncommented, it passes too."""
+    spec = tmp_path / "cohort.toml"
+    run("init", cohort / "cohort.parquet", "--out", spec)
+    text = spec.read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    assert "diagnosis" in raw["columns"]["drop"] and "sensitive" not in raw["columns"]
+    assert "review: looks like a sensitive attribute (diagnosis: what a released group may reveal" in text
+    assert "systolic_bp" not in text.split("# What the released values")[1]  # only diagnosis is named
+    tail = text[text.index("[release]"):]
+    assert "# What the released values of a sensitive column reveal: diagnosis looks sensitive." in tail
+    assert "# max_confidence = 0.5  # at most half of a released group may hold any one value" in tail
+    assert "# min_l = 2" in tail and "# every released group holds at least 2 distinct values" in tail
+    assert set(raw["release"]) == {"min_k", "max_record_risk", "no_riskier_than"}  # commented: not in force
+    run("validate", spec)
+    edited = (text.replace('    "diagnosis",', "")
+              .replace("\n[columns]\n", '\n[columns]\nsensitive = ["diagnosis"]\n', 1)
+              .replace("# max_confidence = 0.5", "max_confidence = 0.5").replace("# min_l = 2 ", "min_l = 2 "))
+    spec.write_text(edited, encoding="utf-8")
+    criteria = tomllib.loads(edited)["release"]
+    assert (criteria["max_confidence"], criteria["min_l"]) == (0.5, 2)
+    run("validate", spec)
+
+
+def test_no_sensitive_looking_column_no_attribute_criteria(run, tmp_path: Path) -> None:
+    data = tmp_path / "plain.csv"
+    data.write_text("age,sex,score\n" + "".join(f"{20 + i % 50},{'FM'[i % 2]},{i % 7}\n" for i in range(200)),
+                    encoding="utf-8")
+    run("init", data, "--out", tmp_path / "plain.toml")
+    text = (tmp_path / "plain.toml").read_text(encoding="utf-8")
+    assert "max_confidence" not in text and "min_l" not in text

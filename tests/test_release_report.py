@@ -37,7 +37,7 @@ KEYS = {
     "unit": {"one", "many", "risk"},
     "policy.sample": {"source", "columns", "rows"},
     "risk": {"figures", "before_suppression", "at_risk", "record_risk_histogram", "group_sizes", "model",
-             "no_census", "comparison", "gate"},
+             "no_census", "attribute", "comparison", "gate"},
     "risk.figures": {"records", "groups", "expected_reidentifications", "mean_record_risk", "max_record_risk", "k",
                      "sample_uniques", "suppressed", "risk"},
     "risk.record_risk_histogram": {"edges", "counts"},
@@ -51,6 +51,9 @@ KEYS = {
     "attestation": {"fields"},
 }
 ROW_KEYS = {"name", "expected_reidentifications", "max_record_risk", "k", "sample_uniques", "risk", "loss"}
+ATTRIBUTE_KEYS = {"column", "groups", "max_confidence", "min_distinct_l", "min_entropy_l", "max_t", "max_presence",
+                  "criteria", "checks", "worst_group", "confidence_histogram"}
+ATTRIBUTE_CHECK_KEYS = {"criterion", "figure", "words", "value", "limit", "at_most", "passed", "text"}
 FRONTIER_KEYS = {"folder", "points", "this", "safe_harbor", "dominated_by", "evaluations", "baselines",
                  "dominated_by_baselines"}
 
@@ -67,6 +70,10 @@ def check_contract(report: dict[str, Any]) -> None:
     for where, keys in KEYS.items():
         assert set(at(report, where)) == keys, where
     assert all(set(r) == ROW_KEYS for r in report["risk"]["comparison"])
+    for a in report["risk"]["attribute"]:
+        assert set(a) == ATTRIBUTE_KEYS and all(set(c) == ATTRIBUTE_CHECK_KEYS for c in a["checks"])
+        assert a["worst_group"] is None or set(a["worst_group"]) == {"labels", "share", "value", "holding", "of"}
+        assert a["confidence_histogram"] is None or set(a["confidence_histogram"]) == {"edges", "counts"}
     assert all(set(c) == {"figure", "value", "limit", "at_most", "passed"} for c in report["risk"]["gate"]["checks"])
     assert all(set(r) == {"qi", "words", "labels"} for r in report["policy"]["rules"])
     assert all(set(lab) == {"label", "values", "records"} for r in report["policy"]["rules"] for lab in r["labels"])

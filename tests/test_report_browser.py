@@ -193,3 +193,41 @@ def test_the_printed_pdf_holds_evaluates_figures(demo: dict[str, Any]) -> None:
     for rule in report["policy"]["rules"]:
         assert " ".join(rule["words"].split())[:40] in " ".join(text.split()), rule["words"]
     assert "Signature" in text
+
+
+# appended to a copy of a page: each attribute section's boxes, measured by the browser after layout
+LAYOUT = ("<script>window.addEventListener('load', () => { const out = []; const body = document.body"
+          ".getBoundingClientRect(); for (const div of document.querySelectorAll('#attribute .attribute')) { "
+          "const boxes = [...div.children].map(e => { const r = e.getBoundingClientRect(); return {tag: e.tagName, "
+          "top: r.top, bottom: r.bottom, left: r.left, right: r.right, scroll: e.scrollWidth - e.clientWidth}; }); "
+          "const texts = [...div.querySelectorAll('svg')].flatMap(svg => { const v = svg.getBoundingClientRect(); "
+          "return [...svg.querySelectorAll('text')].map(t => { const b = t.getBoundingClientRect(); "
+          "return {text: t.textContent, inside: b.left >= v.left - 0.5 && b.top >= v.top - 0.5 && "
+          "b.right <= v.right + 0.5 && b.bottom <= v.bottom + 0.5}; }); }); "
+          "out.push({boxes, texts, body: [body.left, body.right]}); } "
+          "document.documentElement.setAttribute('data-layout', JSON.stringify(out)); });</script>")
+
+
+@pytest.mark.parametrize("width", [1200, 700])
+def test_the_attribute_section_neither_clips_nor_overlaps(tmp_path: Path, width: int) -> None:
+    """The B20 report's attribute section (figures, worst group, checks, histogram) laid out by Chromium:
+    every box inside the body and below the one before it, every chart text inside its chart."""
+    _tools()
+    from tests.test_attribute_gate import POLICY, write_problem
+
+    spec = write_problem(tmp_path, 'max_confidence = 0.8\nmin_l = 2\nmax_t = 0.5\nt_distance = "equal"')
+    page = tmp_path / "report.html"
+    subprocess.run([DEID_SQL, "report", str(spec), "--policy", POLICY, "--out", str(page)], cwd=tmp_path,
+                   capture_output=True, text=True, timeout=300, check=True)
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", LAYOUT + "</body>"), encoding="utf-8")
+    dom = DOM(chromium(probed, "--dump-dom", f"--window-size={width},2000", profile=tmp_path / "profile").stdout)
+    (section,) = json.loads(dom.find()["data-layout"])
+    left, right = section["body"]
+    boxes = section["boxes"]
+    assert [b["tag"] for b in boxes] == ["H3", "TABLE", "P", "TABLE", "FIGURE"]
+    for b in boxes:
+        assert left - 1 <= b["left"] and b["right"] <= right + 1 and b["scroll"] <= 0, b
+    for before, after in zip(boxes, boxes[1:]):
+        assert before["bottom"] <= after["top"] + 0.5, (before, after)
+    assert len(section["texts"]) > 10 and [t for t in section["texts"] if not t["inside"]] == []

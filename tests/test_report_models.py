@@ -159,7 +159,8 @@ def test_dankar_falling_back_is_a_caution(project) -> None:
 def test_a_pass_with_unique_records_carries_cautions(project) -> None:
     """``no_riskier_than = "safe-harbor"`` passes k = 1: the page says passed, and why to look twice."""
     qis = [q + next((r for n, r in ROLES.items() if f'"{n}"' in q), "") for q in project.DEFAULT_QIS]
-    spec = project.write_spec(project.spec_text(qis=qis, release='no_riskier_than = "safe-harbor"',
+    # max_confidence = 1 judges the sensitive diagnosis (and always holds): no caution of an unjudged column
+    spec = project.write_spec(project.spec_text(qis=qis, release='no_riskier_than = "safe-harbor"\nmax_confidence = 1',
                                                 population=None), "harbor.toml")
     policy = "age:cuts=18,30,45,65,90"
     with Problem.from_spec(spec) as problem:
@@ -185,7 +186,9 @@ def test_a_pass_with_unique_records_carries_cautions(project) -> None:
 
 
 def test_no_caution_says_none(project) -> None:
-    report = report_of(project.spec_path, "top")
+    # the sensitive diagnosis judged by a criterion that always holds: else its caution would show
+    spec = project.write_spec(project.spec_text(release="max_record_risk = 1.0\nmax_confidence = 1"), "judged.toml")
+    report = report_of(spec, "top")
     assert report["summary"]["cautions"] == [] and report["risk"]["figures"]["k"] > 1
     tree = page_tree(report)
     assert tree.by_id("cautions").attrs["data-cautions"] == "0"

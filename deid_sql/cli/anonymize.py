@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import OutputError
-from ..jobs.anonymize import METRICS, anonymize, privacy_models, release_plan
+from ..errors import DeidError, OutputError
+from ..jobs.anonymize import METRICS, T_DISTANCES, anonymize, privacy_models, release_plan, spec_models
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..release.targets import release_targets
@@ -36,7 +36,27 @@ from .report import finish_release_report, prepare_release_report, report_option
 @click.option("--min-l", "l", type=int, default=None, metavar="L",
               help="Distinct ℓ-diversity on --sensitive: every group released has at least L distinct values.")
 @renamed("--l", "--min-l", "l", type=int)
-@click.option("--sensitive", default=None, metavar="COLUMN", help="The sensitive column for --min-l (not a QI).")
+@click.option("--min-entropy-l", "min_entropy_l", type=FiniteFloat(1.0), default=None, metavar="L",
+              help="Entropy ℓ-diversity on --sensitive: exp(entropy) of every released group's values at least L.")
+@click.option("--recursive-cl", "recursive_cl", type=FiniteFloat(0.0, low_open=True), nargs=2, default=None,
+              metavar="C L", help="Recursive (c,ℓ)-diversity on --sensitive: in every released group the most common "
+                                  "value is held by fewer than C times the ℓ-th and rarer values together.")
+@click.option("--max-t", "max_t", type=FiniteFloat(0.0, 1.0, low_open=True), default=None, metavar="T",
+              help="t-closeness on --sensitive: every released group's values within T of the whole source's, "
+                   "by --t-distance.")
+@click.option("--t-distance", "t_distance", type=click.Choice(list(T_DISTANCES)), default=None,
+              help="The distance of --max-t: equal, ordered (a numeric column) or hierarchical (--t-hierarchy).")
+@click.option("--t-hierarchy", "t_hierarchy", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE.csv", help="The sensitive column's hierarchy for --t-distance hierarchical.")
+@click.option("--max-confidence", "max_confidence", type=FiniteFloat(0.0, 1.0, low_open=True), default=None,
+              metavar="A", help="Confidence bound on --sensitive: at most a share A of a released group holds any "
+                                "one value ((α,k)-anonymity's α).")
+@click.option("--max-presence", "max_presence", type=FiniteFloat(0.0, 1.0, low_open=True), default=None,
+              metavar="D", help="δ-presence: at most a share D of a released group's census people is released "
+                                "(needs the spec's population).")
+@click.option("--sensitive", default=None, metavar="COLUMN",
+              help="The sensitive column (not a QI) of --min-l, --min-entropy-l, --recursive-cl, --max-t and "
+                   "--max-confidence.")
 @click.option("--max-mean-record-risk", "risk", type=FiniteFloat(0.0, 1.0, low_open=True), default=None, metavar="R",
               help="Average re-identification risk: the released records' mean record risk (expected "
                    "re-identifications per record, the release figure mean_record_risk) at most R, with the record "
@@ -74,7 +94,10 @@ from .report import finish_release_report, prepare_release_report, report_option
 @report_option
 @handles_errors
 @reports_wall_time
-def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, risk: float | None,  # noqa: E741
+def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | None,  # noqa: E741
+               recursive_cl: tuple[float, float] | None, max_t: float | None, t_distance: str | None,
+               t_hierarchy: Path | None, max_confidence: float | None, max_presence: float | None,
+               sensitive: str | None, risk: float | None,
                suppression: float, metric: str, time_limit: float | None, traversal: str, store: str,
                out: Path | None, table: str | None, view: str | None, db: Path | None, save_policy: Path | None,
                overwrite: bool, store_stats: bool, risk_model: str | None, accept_risk: str | None,
@@ -101,8 +124,15 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
     early = release_targets(out=out, table=table if targets else None, view=view, db=db, report=report,
                             policy_file=save_policy, replace=overwrite)
     with open_problem(spec, risk_model, early) as problem:
-        run = anonymize(problem, privacy_models(k, l, sensitive, risk), suppression, metric, time_limit, store,
-                        traversal)
+        flags = (k, l, risk, min_entropy_l, recursive_cl, max_t, max_confidence, max_presence)
+        if all(flag is None for flag in flags) and t_distance is None and t_hierarchy is None:
+            models = spec_models(problem)  # the spec's [release] criteria
+        else:
+            models = privacy_models(k, l, sensitive, risk, min_entropy_l=min_entropy_l,
+                                    recursive_cl=_recursive(recursive_cl), max_t=max_t, t_distance=t_distance,
+                                    max_confidence=max_confidence, max_presence=max_presence,
+                                    hierarchy=str(t_hierarchy) if t_hierarchy is not None else None)
+        run = anonymize(problem, models, suppression, metric, time_limit, store, traversal)
         r, best = run.result, run.result.optimum
         if best is None:
             click.echo(f"no transformation meets the privacy model with at most {suppression:.1%} suppressed "
@@ -132,6 +162,16 @@ def anonymize_(spec: Path, k: int | None, l: int | None, sensitive: str | None, 
 
             saved = save_policy_file(problem, plan, save_policy, overwrite=overwrite)
             click.echo(f"saved policy {saved.path} (drift limit {saved.threshold:.6g} on {MEASURE})")
+
+
+def _recursive(given: tuple[float, float] | None) -> tuple[float, int] | None:
+    """--recursive-cl C L: ℓ a whole number (click gives both as numbers)."""
+    if not given:
+        return None
+    c, l = given  # noqa: E741 - the model's name
+    if l != int(l):
+        raise DeidError(f"--recursive-cl {c:g} {l:g}: ℓ must be a whole number (e.g. --recursive-cl 3 2)")
+    return c, int(l)
 
 
 def _release(problem: Problem, plan: ReleasePlan, out: Path | None, table: str | None, view: str | None,

@@ -24,12 +24,25 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--from-release": ("path", "a release's record (FILE.release.json) to report on"),
     "--from-policy": ("path", "a policy file ('deid-sql policy save') to report on"),
     "--frontier": ("path", "a frontier run's folder ('deid-sql frontier --out DIR')"),
-    "--sensitive": ("text", "the sensitive column (not a QI) that l-diversity protects"),
+    "--sensitive": ("text", "the sensitive column (not a QI) that l-diversity, t-closeness and the confidence "
+                            "bound protect"),
     "--path": ("choice", "how metrics are computed: fast (cells) or sql (the reference query)"),
     # the risk model and the release's limits ([release] keys)
     "--risk-model": ("choice", "the risk model, instead of the spec's risk"),
     "--min-k": ("int", "the smallest group a release may have (the spec's [release] min_k)"),
     "--min-l": ("int", "the fewest distinct sensitive values a released group may hold (l-diversity)"),
+    "--min-entropy-l": ("number", "the smallest exp(entropy) of a released group's sensitive values (entropy "
+                                  "l-diversity, the spec's [release] min_entropy_l)"),
+    "--recursive-cl": ("number", "recursive (c,l)-diversity as C L: a group's most common sensitive value below C "
+                                 "times the l-th and rarer ones together (the spec's [release] recursive_cl)"),
+    "--max-t": ("number", "the largest distance of a group's sensitive values to the whole source's (t-closeness, "
+                          "the spec's [release] max_t)"),
+    "--t-distance": ("choice", "the distance of --max-t: equal, ordered or hierarchical (the spec's t_distance)"),
+    "--t-hierarchy": ("path", "the sensitive column's hierarchy file for --t-distance hierarchical"),
+    "--max-confidence": ("number", "the largest share of a group's persons holding one sensitive value "
+                                   "(the spec's [release] max_confidence)"),
+    "--max-presence": ("number", "the largest share of a group's census people that is released (delta-presence, "
+                                 "the spec's [release] max_presence)"),
     "--max-risk": ("text", "the limit on the normalized risk (the spec's [release] max_risk), or 'safe-harbor'"),
     "--max-mean-record-risk": ("number", "the limit on the mean record risk (expected re-identifications per "
                                          "record)"),

@@ -7,8 +7,11 @@ offsets) and ``sections`` (the parsers).  Declarations only: the judgement is ``
 
 Modules:
 
-- ``criteria.py``: ``[release]``: the acceptance criteria (``ReleaseCriteria``, ``Criterion``),
-  ``allow_original_data``; no criteria, no release
+- ``attribute.py``: ``[release]``'s criteria on what sensitive values reveal (ℓ-diversity, t-closeness,
+  confidence, presence; ``[release.sensitive.COLUMN]``), resolved per sensitive column (``AttributeLimits``)
+- ``criteria.py``: ``[release]``: the acceptance criteria (``ReleaseCriteria``, ``Criterion``;
+  ``ReleaseCriteria.attribute``, the attribute limits of each sensitive column), ``allow_original_data``;
+  no criteria, no release
 - ``keys.py``: who holds the key when a release's SQL runs: the backend's pads in the SQL (``Pads``, the
   default), or calls of functions the session registers (``Udfs``, SQL that may be stored)
 - ``pseudonym.py``: HMAC-SHA-256 pseudonyms: the pure-Python reference, the pads each backend renders in
@@ -26,6 +29,6 @@ Modules:
   shift moves (dates, timestamps without time zone)
 
 May import: ``errors``.
-Imported by: ``backends``, ``dbt``, ``loading``, ``policyfile``, ``problem``, ``release``, ``sets``,
-    ``spec``, ``starter``.
+Imported by: ``backends``, ``dbt``, ``loading``, ``policyfile``, ``problem``, ``release``, ``report``,
+    ``sets``, ``spec``, ``starter``.
 """

@@ -13,13 +13,16 @@ for older specs, with a deprecation line (``sections.parse_columns_section`` tak
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .attribute import ATTRIBUTE_KEYS, GLOBAL_KEYS, AttributeDeclared, AttributeLimits, parse_attribute
 from .roles import check_outside_label
 
 CRITERIA_KEYS = ("max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than")
-RELEASE_KEYS = {*CRITERIA_KEYS, "allow_original_data", "outside_label"}
+RELEASE_KEYS = {*CRITERIA_KEYS, *GLOBAL_KEYS, "sensitive", "allow_original_data", "outside_label"}
 # the starting set a refusal names, to copy into the spec and tune to the data-use agreement
 STARTING_SET = '[release] min_k = 5, max_record_risk = 0.2, no_riskier_than = "safe-harbor"'
 REFERENCES = ("safe-harbor",)
@@ -52,7 +55,11 @@ class ReleaseCriteria:
     min_k: int | None = None
     no_riskier_than: str | None = None  # "safe-harbor": risk <= Safe Harbor's on the same data
     allow_original_data: bool = False  # the original data may be released (when the criteria pass)
-    declared: bool = False  # at least one criterion is given
+    declared: bool = False  # at least one criterion is given (an attribute criterion included)
+    # per sensitive column with at least one attribute criterion, its limits (``contract.attribute``):
+    # the global keys, overridden by its own [release.sensitive.COLUMN] table
+    attribute: Mapping[str, AttributeLimits] = field(default_factory=dict)
+    declared_attribute: AttributeDeclared = field(default_factory=AttributeDeclared)  # as written, unresolved
 
     def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
         """The limits as figure checks; ``reference_risk`` is Safe Harbor's risk when asked for."""
@@ -74,11 +81,14 @@ class ReleaseCriteria:
         return {"declared": self.declared, "max_risk": self.max_risk,
                 "max_expected_reidentifications": self.max_expected_reidentifications,
                 "max_record_risk": self.max_record_risk, "min_k": self.min_k,
-                "no_riskier_than": self.no_riskier_than, "allow_original_data": self.allow_original_data}
+                "no_riskier_than": self.no_riskier_than, "allow_original_data": self.allow_original_data,
+                **({"attribute": {c: a.to_dict() for c, a in self.attribute.items()}} if self.attribute else {})}
 
 
-def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
-    """Parse ``[release]``; append one line per problem."""
+def parse_release(raw: Any, problems: list[str], base: Path | None = None) -> ReleaseCriteria:
+    """Parse ``[release]``; append one line per problem.  The attribute criteria are read here and
+    resolved per sensitive column once the roles are known (``attribute.resolve_attribute``, called by
+    the spec); ``base`` is the spec's folder (a sensitive column's hierarchy file is relative to it)."""
     where = "[release]"
     if raw is None:
         return ReleaseCriteria()
@@ -118,10 +128,14 @@ def parse_release(raw: Any, problems: list[str]) -> ReleaseCriteria:
         if check_outside_label(label, f"{where} outside_label", problems):  # used by [columns]' parser
             deprecated(f"{where} outside_label is a guard setting, not a criterion, and moves to [columns]: write "
                        f"[columns] outside_label = {label!r} (read from [release] for now)")
+    attribute = parse_attribute(raw, base if base is not None else Path("."), problems)
     if not raw:
         problems.append(f"{where} is empty; give at least one of {', '.join(CRITERIA_KEYS)}, "
                         f"or remove the table")
-    return ReleaseCriteria(**values, declared=any(key in raw for key in CRITERIA_KEYS))
+    declared = any(key in raw for key in CRITERIA_KEYS) or any(key in raw for key in ATTRIBUTE_KEYS) or any(
+        isinstance(t, dict) and any(key in t for key in ATTRIBUTE_KEYS)
+        for t in (raw.get("sensitive") if isinstance(raw.get("sensitive"), dict) else {}).values())
+    return ReleaseCriteria(**values, declared=declared, declared_attribute=attribute)
 
 
 def deprecated(message: str) -> None:

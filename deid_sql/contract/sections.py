@@ -5,18 +5,30 @@ own columns against the roles.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..errors import Problems
+from .attribute import resolve_attribute
 from .criteria import ReleaseCriteria, parse_release
 from .roles import ColumnRoles, parse_columns
 
 
-def parse_release_section(data: Mapping[str, Any], problems: Problems) -> ReleaseCriteria:
+def parse_release_section(data: Mapping[str, Any], problems: Problems, base: Path | None = None) -> ReleaseCriteria:
     """``[release]``: the acceptance criteria a release must meet (none: no release)."""
-    return parse_release(data.get("release"), problems)
+    return parse_release(data.get("release"), problems, base)
+
+
+def resolve_release_section(release: ReleaseCriteria, roles: Sequence[ColumnRoles], census: bool,
+                            problems: Problems) -> ReleaseCriteria:
+    """``[release]`` with its attribute criteria given to each sensitive column of ``roles`` (the
+    source's ``[columns]``, then each linked table's), once they are known; ``census``: the spec has
+    a ``[population]`` table (``max_presence`` needs it)."""
+    sensitive = list(dict.fromkeys(c for r in roles for c in r.sensitive))
+    attribute = resolve_attribute(release.declared_attribute, sensitive, census, problems)
+    return replace(release, attribute=attribute)
 
 
 def parse_columns_section(data: Mapping[str, Any], qi_columns: tuple[str, ...], problems: Problems) -> ColumnRoles:

@@ -6,6 +6,8 @@ group module, ``groups``, so no two paths count a group differently.
 
 Modules:
 
+- ``attribute.py``: what released values reveal (METHODS decision 15): ``ValueCounts`` (f_G(v) per released
+  group) and distinct/entropy ℓ, recursive (c,ℓ), confidence, presence and the three t-distances
 - ``chain.py``: incremental chain evaluation: groups kept, a step splits those of one interval (census by
   box sums of the cube), disjoint steps batched
 - ``fast.py``: the fast path: groups and census people from ``groups.py``, KL and Iyengar's loss from

@@ -5,6 +5,8 @@ group tables), and the privacy and quality models with their bounds.
 
 Modules:
 
+- ``attribute.py``: attribute-disclosure models (entropy and recursive (c,ℓ)-diversity, t-closeness,
+  the confidence bound, δ-presence) on ``evaluate.attribute``'s figures, with their predictive properties
 - ``models.py``: privacy models (k-anonymity, distinct ℓ-diversity, average risk) and quality models (loss,
   NUE, discernibility, KL) with their bounds
 - ``sensitive.py``: sample cells with a sensitive column's value: one more ``GROUP BY``, for ℓ-diversity
@@ -16,6 +18,7 @@ May import: ``compiler``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``
 Imported by: ``jobs``, ``search``.
 """
 
+from .attribute import T_DISTANCES, Confidence, EntropyLDiversity, Presence, RecursiveCLDiversity, TCloseness
 from .models import (
     KL,
     AverageRisk,
@@ -31,7 +34,8 @@ from .sensitive import SensitiveCells, sensitive_cells
 from .transform import GroupStats, Outcome, Transformation, TransformationSpace, TransformEvaluator
 
 __all__ = [
-    "KL", "AverageRisk", "Discernibility", "DistinctLDiversity", "GroupStats", "KAnonymity", "Loss",
+    "KL", "T_DISTANCES", "AverageRisk", "Confidence", "EntropyLDiversity", "Presence", "RecursiveCLDiversity",
+    "TCloseness", "Discernibility", "DistinctLDiversity", "GroupStats", "KAnonymity", "Loss",
     "NonUniformEntropy", "Outcome", "PrivacyModel", "QualityModel", "SensitiveCells", "Transformation",
     "TransformEvaluator", "TransformationSpace", "sensitive_cells",
 ]

@@ -26,13 +26,14 @@ generalized data before suppression.  Suppression only worsens a loss, so
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from operator import getitem
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import DeidError
+from ..evaluate.attribute import distinct_l
 from ..evaluate.riskmodel import group_risks
 
 if TYPE_CHECKING:
@@ -106,8 +107,9 @@ class DistinctLDiversity(PrivacyModel):
 
     predictive = BOTH
 
-    def __init__(self, l: int, column: str) -> None:  # noqa: E741 - the model's name
+    def __init__(self, l: int, column: str, ignore_values: Sequence[str | None] = ()) -> None:  # noqa: E741
         self.l = _whole(l, "l", "distinct l-diversity needs l >= 1")
+        self.ignore_values = tuple(ignore_values)  # values that reveal nothing (e.g. "none") are not counted
         if self.l < 1:
             raise DeidError(f"l = {self.l} must be at least 1 (distinct l-diversity: >= l sensitive values per class)")
         if not isinstance(column, str) or not column:
@@ -117,12 +119,16 @@ class DistinctLDiversity(PrivacyModel):
     def bind(self, evaluator: TransformEvaluator) -> None:
         assert evaluator.sensitive is not None
         found = len(evaluator.sensitive.values)
+        self.ignored = [i for i, v in enumerate(evaluator.sensitive.values) if v in self.ignore_values]
+        found -= len(self.ignored)
         if self.l > found:
             raise DeidError(f"l = {self.l} but sensitive column {self.sensitive!r} has only {found} distinct "
                             f"value(s); no class can be {self.l}-diverse — lower l")
 
     def violating(self, stats: GroupStats) -> np.ndarray:
         assert stats.distinct is not None
+        if self.ignored:
+            return distinct_l(stats.value_counts().without(self.ignored)) < self.l
         return stats.distinct < self.l
 
     def __repr__(self) -> str:

@@ -54,6 +54,7 @@ import numpy as np
 
 from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError, SpecError
+from ..evaluate.attribute import ValueCounts
 from ..evaluate.groups import KEY_BITS
 from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
 
@@ -240,7 +241,9 @@ class GroupStats:
 
     ``m[i]`` is group i's record count, ``distinct[i]`` its number of distinct sensitive
     values (ℓ-diversity only), ``keys[i]`` its bit-packed key (groups sorted by it).
-    ``suppressed`` is filled in by the evaluator before quality models run.
+    ``suppressed`` is filled in by the evaluator before quality models run.  With a sensitive
+    column, ``value_counts`` gives f_G(v) of every group as ``evaluate.attribute.ValueCounts``
+    (the attribute models of ``fulldomain/attribute.py``), read from the group table's rows.
     """
 
     levels: Transformation
@@ -251,6 +254,19 @@ class GroupStats:
     suppressed: np.ndarray | None = None
     _ids: np.ndarray | None = field(default=None, repr=False)
     _census: np.ndarray | None = field(default=None, repr=False)
+    _values: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)  # per row: code, count
+    _counts: ValueCounts | None = field(default=None, repr=False)
+
+    def value_counts(self) -> ValueCounts:
+        """f_G(v) per (group, sensitive value code) of the rows, sorted by group then code, as
+        the table holds them; n_G = m (one value per record, as ARX)."""
+        if self._counts is None:
+            assert self._values is not None and self.distinct is not None, "no sensitive column"
+            codes, counts = self._values
+            group = np.repeat(np.arange(self.m.size, dtype=np.int64), self.distinct)
+            self._counts = ValueCounts(group, codes, counts.astype(np.float64), self.m,
+                                       self.evaluator.n_values)
+        return self._counts
 
     @property
     def records(self) -> int:
@@ -421,7 +437,8 @@ class TransformEvaluator:
         starts = _run_starts(gk)
         m = np.add.reduceat(counts, starts) if starts.size else counts[:0]
         distinct = np.diff(np.append(starts, gk.size))
-        return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids)
+        codes = keys & ((1 << self.sbits) - 1)
+        return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids, _values=(codes, counts))
 
     # -- group tables ---------------------------------------------------------------------
     def _table(self, x: Transformation) -> np.ndarray:

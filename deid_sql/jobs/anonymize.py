@@ -22,13 +22,19 @@ from ..compiler.suppression import Suppression
 from ..errors import DeidError
 from ..fulldomain import (
     KL,
+    T_DISTANCES,
     AverageRisk,
+    Confidence,
     Discernibility,
     DistinctLDiversity,
+    EntropyLDiversity,
     KAnonymity,
     Loss,
     NonUniformEntropy,
+    Presence,
     PrivacyModel,
+    RecursiveCLDiversity,
+    TCloseness,
     TransformationSpace,
     TransformEvaluator,
 )
@@ -62,18 +68,83 @@ class Anonymization:
 
 
 def privacy_models(k: int | None = None, l: int | None = None, sensitive: str | None = None,  # noqa: E741
-                   risk: float | None = None) -> list[PrivacyModel]:
+                   risk: float | None = None, *, min_entropy_l: float | None = None,
+                   recursive_cl: Sequence[float] | None = None, max_t: float | None = None,
+                   t_distance: str | None = None, max_confidence: float | None = None,
+                   max_presence: float | None = None, ignore_values: Sequence[str | None] = (),
+                   order: Sequence[str | None] | None = None, hierarchy: str | None = None) -> list[PrivacyModel]:
+    """The privacy models of the flags (or the spec's ``[release]`` criteria), named after the
+    ``[release]`` keys: ``k`` min_k, ``l`` min_l, ``risk`` the mean record risk, and the attribute
+    criteria of decision 15 on the ``sensitive`` column (``hierarchy``: the column's hierarchy file,
+    for ``t_distance = "hierarchical"``; ``order``: its values in order, for "ordered")."""
     models: list[PrivacyModel] = []
     if k is not None:
         models.append(KAnonymity(k))
-    if l is not None:
-        if not sensitive:
-            raise DeidError("ℓ-diversity needs --sensitive COLUMN: the confidential column whose values must vary")
-        models.append(DistinctLDiversity(l, sensitive))
+    attribute = {"--min-l": l, "--min-entropy-l": min_entropy_l, "--recursive-cl": recursive_cl, "--max-t": max_t,
+                 "--max-confidence": max_confidence}
+    given = [flag for flag, value in attribute.items() if value is not None]
+    if given and not sensitive:
+        raise DeidError(f"{given[0]} needs --sensitive COLUMN: the confidential column whose values it judges")
+    if t_distance is not None and max_t is None:
+        raise DeidError("--t-distance is the distance of --max-t; give --max-t T too")
+    ignore = tuple(ignore_values)
+    if sensitive and l is not None:
+        models.append(DistinctLDiversity(l, sensitive, ignore))
+    if sensitive and min_entropy_l is not None:
+        models.append(EntropyLDiversity(min_entropy_l, sensitive, ignore))
+    if sensitive and recursive_cl is not None:
+        if isinstance(recursive_cl, str) or len(recursive_cl) != 2:
+            raise DeidError(f"recursive_cl = {recursive_cl!r} must be two numbers [c, l], e.g. [3, 2]")
+        models.append(RecursiveCLDiversity(recursive_cl[0], recursive_cl[1], sensitive, ignore))
+    if sensitive and max_t is not None:
+        if t_distance is None:
+            raise DeidError(f"--max-t needs --t-distance: one of {', '.join(T_DISTANCES)} (the spec's t_distance)")
+        models.append(TCloseness(max_t, sensitive, t_distance, ignore, order=order, hierarchy_file=hierarchy))
+    if sensitive and max_confidence is not None:
+        models.append(Confidence(max_confidence, sensitive, ignore))
+    if max_presence is not None:
+        models.append(Presence(max_presence))
     if risk is not None:
         models.append(AverageRisk(risk))
     if not models:
-        raise DeidError("give a privacy model: --min-k K, --min-l L --sensitive COLUMN, or --max-mean-record-risk R")
+        raise DeidError("give a privacy model: --min-k K, --min-l L --sensitive COLUMN, or --max-mean-record-risk R "
+                        "(or the spec's [release] criteria)")
+    return models
+
+
+def spec_models(problem: Problem) -> list[PrivacyModel]:
+    """The privacy models of the spec's ``[release]`` criteria, for ``anonymize SPEC`` without a
+    privacy flag: ``min_k`` as k-anonymity and each attribute criterion of a sensitive column
+    (``contract.attribute``'s limits: ``ignore_values``, ``order``, ``hierarchy`` included) as its
+    model; ``max_presence`` as δ-presence (the smallest one given).  The other criteria (risk limits,
+    ``no_riskier_than``) are not search models: the release gate still checks them on the output."""
+    release = problem.spec.release
+    limits = {column: lim for column, lim in release.attribute.items() if lim.declared}
+    judged = {column: lim for column, lim in limits.items() if [key for key in lim.keys() if key != "max_presence"]}
+    if len(judged) > 1:
+        raise DeidError(f"[release] has attribute criteria on several sensitive columns ({', '.join(sorted(judged))}); "
+                        f"the search judges one — give its criteria as flags with --sensitive COLUMN")
+    source = set(problem.columns)
+    for column in judged:
+        if column not in source:
+            raise DeidError(f"[release] judges sensitive column {column!r}, which is not in the source; the search "
+                            f"judges the source's columns — give the criteria as flags with --sensitive COLUMN")
+    presence = [lim.max_presence for lim in limits.values() if lim.max_presence is not None]
+    models: list[PrivacyModel] = []
+    if judged:
+        (column, lim), = judged.items()
+        text = tuple(None if v is None else str(v) for v in lim.ignore_values)
+        order = tuple(None if v is None else str(v) for v in lim.order) if lim.order is not None else None
+        models = privacy_models(release.min_k, lim.min_l, column, min_entropy_l=lim.min_entropy_l,
+                                recursive_cl=lim.recursive_cl, max_t=lim.max_t, t_distance=lim.t_distance,
+                                max_confidence=lim.max_confidence, max_presence=min(presence, default=None),
+                                ignore_values=text, order=order,
+                                hierarchy=str(lim.hierarchy) if lim.hierarchy is not None else None)
+    elif release.min_k is not None or presence:
+        models = privacy_models(release.min_k, max_presence=min(presence, default=None))
+    if not models:
+        raise DeidError("give a privacy model: --min-k K, --min-l L --sensitive COLUMN, or --max-mean-record-risk R, "
+                        "or put min_k or an attribute criterion in the spec's [release]")
     return models
 
 
@@ -103,10 +174,28 @@ def model_parameters(models: Sequence[PrivacyModel]) -> dict[str, Any]:
     for model in models:
         if isinstance(model, KAnonymity):
             out["k"] = model.k
-        elif isinstance(model, DistinctLDiversity):
-            out["l"], out["sensitive"] = model.l, model.sensitive
         elif isinstance(model, AverageRisk):
             out["risk"] = model.threshold
+        elif isinstance(model, Presence):
+            out["max_presence"] = model.delta
+        else:
+            out["sensitive"] = model.sensitive
+            if getattr(model, "ignore_values", ()):
+                out["ignore_values"] = list(model.ignore_values)  # type: ignore[attr-defined]
+            if isinstance(model, DistinctLDiversity):
+                out["l"] = model.l
+            elif isinstance(model, EntropyLDiversity):
+                out["min_entropy_l"] = model.l
+            elif isinstance(model, RecursiveCLDiversity):
+                out["recursive_cl"] = [model.c, model.l]
+            elif isinstance(model, Confidence):
+                out["max_confidence"] = model.alpha
+            elif isinstance(model, TCloseness):
+                out["max_t"], out["t_distance"] = model.t, model.distance
+                if model.order is not None:
+                    out["order"] = list(model.order)
+                if model.hierarchy_file is not None:
+                    out["hierarchy"] = model.hierarchy_file
     return out
 
 
@@ -118,6 +207,17 @@ def model_words(models: Sequence[PrivacyModel]) -> str:
             words.append(f"k-anonymity (k = {model.k})")
         elif isinstance(model, DistinctLDiversity):
             words.append(f"distinct ℓ-diversity (ℓ = {model.l} on {model.sensitive!r})")
+        elif isinstance(model, EntropyLDiversity):
+            words.append(f"entropy ℓ-diversity (ℓ = {model.l:g} on {model.sensitive!r})")
+        elif isinstance(model, RecursiveCLDiversity):
+            words.append(f"recursive (c,ℓ)-diversity (c = {model.c:g}, ℓ = {model.l} on {model.sensitive!r})")
+        elif isinstance(model, TCloseness):
+            words.append(f"t-closeness (t = {model.t:g}, {model.distance} distance, on {model.sensitive!r})")
+        elif isinstance(model, Confidence):
+            words.append(f"a confidence bound (at most {model.alpha:g} of a group holding one value "
+                         f"of {model.sensitive!r})")
+        elif isinstance(model, Presence):
+            words.append(f"δ-presence (δ = {model.delta:g})")
         elif isinstance(model, AverageRisk):
             words.append(f"average record risk at most {model.threshold:g}")
     return " and ".join(words)

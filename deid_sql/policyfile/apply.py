@@ -16,6 +16,7 @@ from typing import Any
 from ..backends import engine_class
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
+from ..release.attribute import open_linked_values, source_query
 from ..release.figures import Census
 from ..release.gate import ReleaseGate, ReleaseSource, build_gate, describe_table, override_reason, safe_harbor_risk
 from ..release.output import FORMATS, Written, view_source, write_query
@@ -142,7 +143,13 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
         policy={"file": str(pf.path) if pf.path else None,
                 "file_sha256": file_sha256(pf.path) if pf.path is not None and pf.path.is_file() else None},
         extra={"drift": drift.to_dict() | {"accepted_drift": accept_drift}},
-        person=spec.person.column if spec.person is not None else None)
+        person=spec.person.column if spec.person is not None else None,
+        source_values=lambda column: batch.backend.execute(
+            source_query(batch.relation.copy(), column, spec.person.column if spec.person else None)),
+        linked=(lambda plan: open_linked_values(  # a set's batches: the linked batches' sensitive values
+            batch.backend, spec, batch.release_query(roles=False),
+            batch.columns.get(spec.person.column if spec.person else ""), plan.suppression is not None))
+        if spec.tables else None)
     return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set)
 
 

@@ -9,6 +9,11 @@ is compared with.  The declarations it judges against are ``deid_sql.contract``.
 
 Modules:
 
+- ``attribute.py``: what sensitive values reveal on the rows written: one ``GROUP BY`` (labels, value) per
+  sensitive column with an attribute criterion, q(v) from the source, judged with ``evaluate.attribute``
+  (``measure_column``); refusals name the column, the worst group's labels and the figure; over a set, a
+  linked table's sensitive column counted per person by one ``GROUP BY`` joining its rows to the person
+  source's release by the person key (``LinkedValues``, ``linked_value_query``), judged once per set
 - ``figures.py``: a release's figures from one ``GROUP BY`` over the rows written (``measure``); ``Census``,
   the people of released label tuples through ``groups.py``; ``cell_groups``
 - ``gate.py``: ``build_gate(ReleaseSource, plan, call, accept_risk)``, the one gate builder; ``ReleaseGate``

@@ -55,15 +55,46 @@ class ReleaseFigures:
     suppressed: int  # rows blanked by suppression
     outside: int  # rows with a QI value outside the declared domain (shown as the outside label)
     unit: str = "rows"  # what records, groups and k count: "persons" with [person] (distinct released keys)
+    attribute: tuple[AttributeFigures, ...] = ()  # per sensitive column with an attribute criterion
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.unit == "rows":  # the sidecar says what it counts only when it is not rows
             del out["unit"]
+        if not self.attribute:
+            del out["attribute"]
         return out
 
     def value(self, figure: str) -> float:
         return float(getattr(self, figure))
+
+
+@dataclass(frozen=True)
+class AttributeCheck:
+    """One attribute criterion on one column: the worst group's figure and whether every group passes."""
+
+    key: str  # the spec key, e.g. max_confidence
+    column: str
+    figure: str  # confidence, distinct_l, entropy_l, recursive_cl, t, presence
+    value: float  # the worst group's figure
+    limit: float
+    at_most: bool
+    passed: bool
+    text: str  # the worst group in words (a refusal's line)
+
+
+@dataclass(frozen=True)
+class AttributeFigures:
+    """The figures of one sensitive column over the released groups (the sidecar's record)."""
+
+    column: str
+    groups: int  # released groups judged
+    max_confidence: float
+    min_distinct_l: float
+    min_entropy_l: float
+    max_t: float | None  # when max_t is asked (its distance)
+    max_presence: float | None  # with a census
+    checks: tuple[AttributeCheck, ...]
 
 
 class Census:
@@ -145,17 +176,26 @@ def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
                                     *([exp.column("f")] if flag else [])))
 
 
-def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
-            census: Census, record_risk: RecordRisk, original_risk_sum: float, flag: bool = False,
-            person: str | None = None) -> ReleaseFigures:
-    """Count the released rows of ``relation`` by label tuple (``run`` executes a query where the
-    rows are: a backend's ``execute``, or a connection inside the transaction writing them); with
-    ``person``, the distinct persons (the released person key) of each label tuple."""
+def count_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
+                 flag: bool = False, person: str | None = None) -> pa.Table:
+    """The released rows (or persons) of ``relation`` per label tuple (``group_query``), sorted."""
     table = run(group_query(relation, qi_columns, flag, person))
     # a fixed order of the groups fixes the order of every sum: the same rows give the same figures
     keys = [f"q{i}" for i in range(len(qi_columns))] + (["f"] if flag else [])
     if keys and table.num_rows:
         table = table.sort_by([(k, "ascending") for k in keys])
+    return table
+
+
+def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
+            census: Census, record_risk: RecordRisk, original_risk_sum: float, flag: bool = False,
+            person: str | None = None, table: pa.Table | None = None) -> ReleaseFigures:
+    """Count the released rows of ``relation`` by label tuple (``run`` executes a query where the
+    rows are: a backend's ``execute``, or a connection inside the transaction writing them); with
+    ``person``, the distinct persons (the released person key) of each label tuple.  ``table``: the
+    counts already taken (``count_groups``)."""
+    if table is None:
+        table = count_groups(run, relation, qi_columns, flag, person)
     columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
     m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
     flags = (np.asarray(table.column("f").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool) if flag

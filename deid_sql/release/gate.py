@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,19 @@ from .. import __version__
 from ..compiler.suppression import Suppression
 from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
-from ..errors import OutputError, PolicyError, ReleaseRefused
+from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
-from .figures import FLAG, Census, ReleaseFigures, measure
+from .attribute import (
+    Groups,
+    LinkedValues,
+    linked_columns,
+    linked_source_query,
+    linked_value_query,
+    measure_column,
+    open_linked_values,
+    source_query,
+)
+from .figures import FLAG, AttributeFigures, Census, ReleaseFigures, count_groups, measure
 from .plan import ReleasePlan
 from .sidecar import (
     FORMAT,
@@ -122,12 +132,24 @@ class ReleaseSource:
     policy: dict[str, Any] = field(default_factory=dict)  # added to the sidecar's policy entry
     extra: dict[str, Any] = field(default_factory=dict)  # added to the sidecar (a batch's drift check)
     person: str | None = None  # the released person key ([person]): figures count persons, not rows
+    # the source's persons (rows without [person]) holding each value of a sensitive column: q(v) of
+    # t-closeness, every person of the source, suppressed ones included (``release.attribute.source_query``)
+    source_values: Callable[[str], pa.Table] | None = None
+    # a set (``[[table]]``): the person source's raw release of a plan and the linked tables, where the
+    # data is, to count their sensitive values per person (``release.attribute.LinkedValues``)
+    linked: Callable[[ReleasePlan], LinkedValues] | None = None
 
     @classmethod
     def from_problem(cls, problem: Problem) -> ReleaseSource:
         """A loaded problem: census people from its cells, Safe Harbor on its data (computed once
         per problem, whichever paths of one run release from it)."""
         spec = problem.spec
+        key = spec.person.column if spec.person is not None else None
+
+        def linked(plan: ReleasePlan) -> LinkedValues:
+            return open_linked_values(problem.backend, spec, problem.query(plan, roles=False),
+                                      problem.columns.get(key or ""), plan.suppression is not None)
+
         return cls(
             spec=spec,
             census=lambda recoding: Census.from_cells(recoding, problem.population, problem.sample.total),
@@ -139,7 +161,10 @@ class ReleaseSource:
             columns=list(problem.released_columns),
             safe_harbor_risk=lambda: safe_harbor_risk(problem),
             source_combinations=len(problem.sample),
-            person=spec.person.column if spec.person is not None else None)
+            person=spec.person.column if spec.person is not None else None,
+            source_values=lambda column: problem.backend.execute(
+                source_query(problem.source.copy(), column, spec.person.column if spec.person else None)),
+            linked=linked if spec.tables else None)
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
@@ -157,6 +182,12 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         raise OutputError(f"spec {spec.path} links tables ({names}) to its source: they are released together, as "
                           f"one set, with deid-sql materialize --out FOLDER (one file per table); this path writes "
                           f"one table only")
+    linked = linked_columns(spec)
+    if linked and released.linked is None:
+        raise SpecError(f"[release] attribute criteria on {linked[0]!r}, sensitive in a [[table]] of {spec.path}, "
+                        f"are judged over the whole set, which this path does not read; release the set with "
+                        f"deid-sql materialize --out FOLDER")
+    opener = released.linked
     reference = released.safe_harbor_risk() if spec.release.no_riskier_than == "safe-harbor" else None
     columns = list(released.columns) + ([(FLAG, "flag")] if plan.suppression is not None else [])
     return ReleaseGate(
@@ -166,7 +197,9 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         record_risk=released.record_risk, original_risk_sum=released.original_risk_sum,
         source=released.source, population=released.population, call=call, reference_risk=reference,
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
-        source_combinations=released.source_combinations, person=released.person)
+        source_combinations=released.source_combinations, person=released.person,
+        source_values=released.source_values,
+        linked=(lambda: opener(plan)) if linked and opener is not None else None)
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -203,6 +236,12 @@ class ReleaseGate:
     # distinct QI combinations of the source (its cells): a release with as many groups is the original data
     source_combinations: int | None = None
     person: str | None = None  # the released person key: the figures count distinct persons
+    source_values: Callable[[str], pa.Table] | None = None  # q(v)'s counts per sensitive column
+    # a set with attribute criteria on a linked table's column: its sensitive values over every table
+    linked: Callable[[], LinkedValues] | None = None
+    _values: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # source_values, once per column
+    _linked: dict[str, AttributeFigures] = field(default_factory=dict, repr=False)  # judged once per set
+    _set_values: LinkedValues | None = field(default=None, repr=False)  # the linked tables, opened once
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -212,9 +251,46 @@ class ReleaseGate:
 
     def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression) -> ReleaseFigures:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
-        executes a query: a backend's ``execute``, or the transaction writing the rows."""
-        return measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
-                       flag=self.flagged, person=self.person)
+        executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
+        column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
+        table = count_groups(run, relation, self.qi_columns, self.flagged, self.person)
+        figures = measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
+                          flag=self.flagged, person=self.person, table=table)
+        attribute = self.spec.release.attribute
+        if not attribute:
+            return figures
+        groups = Groups.of(table, len(self.qi_columns), self.flagged, self.census)
+        linked = set(linked_columns(self.spec))
+        return replace(figures, attribute=tuple(
+            self._over_set(column) if column in linked else
+            measure_column(run, relation, self.qi_columns, self.spec.qi_names, limits, groups, self.flagged,
+                           self.person, self._reference(column) if self.source_values is not None else None)
+            for column, limits in attribute.items()))
+
+    def _over_set(self, column: str) -> AttributeFigures:
+        """A column sensitive in a linked table, counted over the whole set where the data is and judged
+        once (``release.attribute.linked_value_query``): every later measure of the set (its files or
+        tables as written) reuses the figures, as the linked rows they count are written unchanged."""
+        if column not in self._linked:
+            assert self.linked is not None  # build_gate refuses linked criteria on a path without it
+            if self._set_values is None:
+                self._set_values = self.linked()
+            values = self._set_values
+            table = count_groups(values.run, values.released, self.qi_columns, values.flag, values.key)
+            groups = Groups.of(table, len(self.qi_columns), values.flag, self.census)
+            counts = values.run(linked_value_query(values, self.qi_columns, column))
+            self._linked[column] = measure_column(
+                values.run, values.released, self.qi_columns, self.spec.qi_names, self.spec.release.attribute[column],
+                groups, values.flag, values.key, lambda: values.run(linked_source_query(values, column)), counts)
+        return self._linked[column]
+
+    def _reference(self, column: str) -> Callable[[], pa.Table]:
+        def counts() -> pa.Table:
+            if column not in self._values:
+                assert self.source_values is not None
+                self._values[column] = self.source_values(column)
+            return self._values[column]
+        return counts
 
     def original_data(self, figures: ReleaseFigures | None = None) -> bool:
         """Whether the release tells apart every record the source tells apart: the recoding keeps
@@ -240,6 +316,9 @@ class ReleaseGate:
             for c in criteria.criteria(self.reference_risk):
                 value = figures.value(c.figure)
                 checks.append(Check(c.key, c.figure, value, c.limit, c.at_most, c.passes(value), c.describe(value)))
+            for column in figures.attribute:
+                checks.extend(Check(a.key, f"{a.column}.{a.figure}", a.value, a.limit, a.at_most, a.passed, a.text)
+                              for a in column.checks)
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
                        criteria.allow_original_data, Unit.of(self.person))
 

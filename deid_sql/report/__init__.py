@@ -2,9 +2,11 @@
 
 Modules:
 
+- ``attribute_section.py``: the "attribute disclosure" section: per judged sensitive column the gate's figures
+  and verdicts, the worst group by its labels, the histogram of the largest share per group; the unjudged ones
 - ``boundaries.py``: boundary-policy results as rows, written to CSV or JSON atomically
 - ``cautions.py``: what a reviewer must weigh even on a pass: k = 1, unique records, record risk ≥ 0.5, a
-  population estimate that fell back
+  population estimate that fell back, a sensitive column no attribute criterion judges
 - ``frontier_report.py``: what a frontier report shows (stair-step, risk floor, policies beating Safe
   Harbor), independent of drawing
 - ``html.py``: the frontier as one self-contained HTML page (inline SVG, nothing fetched)
@@ -20,7 +22,7 @@ Modules:
 - ``svg_charts.py``: inline SVG charts for the report (bars, histograms, scatter)
 - ``templates/release_report.html.j2``: the report page's template
 
-May import: ``adversary``, ``compiler``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``nocensus``,
+May import: ``adversary``, ``compiler``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``nocensus``,
     ``policyfile``, ``registry``, ``release``, ``search``, ``spec``, ``storage``.
 Imported by: ``cli``, ``jobs``.
 """

@@ -10,11 +10,14 @@ hide that, so the summary lists every such finding, on a pass as on a failure:
   knows the person is in the data, whatever the population-based figures say);
 * ``high_risk``: records whose record risk under the spec's model is 0.5 or more;
 * ``fallback``: a population-uniqueness estimate the page shows came from a fallback model
-  (Dankar's rule taking Zayatz because Pitman or SNB could not be fitted).
+  (Dankar's rule taking Zayatz because Pitman or SNB could not be fitted);
+* ``sensitive_unjudged``: a sensitive column released unchanged that no attribute criterion judges
+  (``min_l``, ``max_confidence``…): a group may tell everyone in it its value (METHODS decision 15).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..release.unit import RECORDS, Unit
@@ -24,13 +27,14 @@ NAMES = {"pitman": "Pitman", "zayatz": "Zayatz", "snb": "SNB", "dankar": "Dankar
 
 
 def cautions(figures: dict[str, Any], at_risk: int, model: dict[str, Any],
-             no_census: dict[str, Any] | None, unit: Unit = RECORDS) -> list[dict[str, str]]:
+             no_census: dict[str, Any] | None, unit: Unit = RECORDS,
+             unjudged: Sequence[str] = ()) -> list[dict[str, str]]:
     """Every caution of one release (``kind`` and ``text`` each), in the order above.
 
     ``figures`` are the release's (the gate's, after suppression), ``at_risk`` its records with a
     record risk of ``HIGH_RISK`` or more, ``model`` the report's ``risk.model`` and ``no_census``
     the report's ``risk.no_census`` (None with a census); ``unit`` the words of what the figures
-    count (persons with ``[person]``)."""
+    count (persons with ``[person]``); ``unjudged`` the sensitive columns no attribute criterion judges."""
     out: list[dict[str, str]] = []
     released = figures["records"] - figures["suppressed"]
     if released > 0 and figures["k"] == 1:
@@ -63,6 +67,11 @@ def cautions(figures: dict[str, Any], at_risk: int, model: dict[str, Any],
             out.append({"kind": "fallback",
                         "text": f"The Dankar estimate of population uniques{when} fell back to "
                                 f"{NAMES.get(dankar['model'], dankar['model'])}: {dankar.get('note', '')}."})
+    for column in unjudged:
+        out.append({"kind": "sensitive_unjudged",
+                    "text": f"Column {column} is released unchanged and no attribute criterion judges it: a "
+                            f"released group whose {unit.many} all hold one value tells that value of each of "
+                            f"them; add max_confidence or min_l under [release] (deid-sql help release)."})
     return out
 
 

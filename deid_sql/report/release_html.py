@@ -156,6 +156,11 @@ def charts(report: dict[str, Any]) -> dict[str, Any]:
              "after": Markup(bar_chart(f"marginal-{i}-after", [(a["label"], a["share"]) for a in m["after"]],
                                        title="released", colour=AFTER_COLOUR))}
             for i, m in enumerate(report["utility"]["marginals"])],
+        "attribute": [None if a.get("confidence_histogram") is None else Markup(histogram(
+            f"attribute-{i}-confidence", a["confidence_histogram"]["edges"], a["confidence_histogram"]["counts"],
+            title=f"Released groups by the largest share of their {unit.many} holding one value of {a['column']}",
+            x_label=f"largest share of a group's {unit.many} holding one value (1: all of them)",
+            y_label="groups")) for i, a in enumerate(risk.get("attribute") or [])],
         "frontier": None,
     }
     frontier = report.get("frontier")

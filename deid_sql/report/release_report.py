@@ -34,6 +34,7 @@ from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from ..release.unit import Unit
 from . import release_contents as contents
+from .attribute_section import attribute_section, sensitive_columns, unjudged
 from .cautions import cautions
 from .frontier_report import CHECKPOINT, problem_identity, read_baselines
 from .risk_models import describe_model, method_papers, population_sentence
@@ -177,7 +178,16 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     comparison.append(_row("original data", original))
     no_census = _no_census(problem, recoding, groups)
     at_risk = groups.at_risk()
-    warnings = cautions(figure_dict, at_risk, model, no_census, unit)
+    sensitive = sensitive_columns([spec.columns.sensitive, *(t.roles.sensitive for t in spec.tables)])
+    warnings = cautions(figure_dict, at_risk, model, no_census, unit,
+                        unjudged(sensitive, list(spec.release.attribute)))
+    attribute = attribute_section(problem.backend.execute, problem.query(plan, measuring=True), gate,
+                                  spec.qi_names, figures.attribute, dict(spec.release.attribute))
+    for a in attribute:  # the worst group is counted again here: a change in between would show two releases
+        if a["worst_group"] is not None and abs(a["worst_group"]["share"] - a["max_confidence"]) > 1e-9:
+            raise ReportInputError(f"{a['column']}: the gate measured a largest share of {a['max_confidence']:.6g} "
+                                   f"and the report {a['worst_group']['share']:.6g}: the data changed while the "
+                                   f"report was built; run it again")
     # with [person] a suppressed person blanks every row of theirs: the rows are said beside the persons
     suppressed_rows = (_suppressed_rows(problem, plan) if unit.persons and figures.suppressed else
                        figures.suppressed)
@@ -236,6 +246,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
             "group_sizes": groups.group_sizes(population=model["group_sizes"] is not None),
             "model": model,
             "no_census": no_census,
+            "attribute": attribute,  # per sensitive column with an attribute criterion (attribute_section)
             "comparison": comparison,
             "gate": {"criteria": _criteria(gate), "checks": [
                 {"figure": c.figure, "value": float(c.value), "limit": float(c.limit), "at_most": c.at_most,

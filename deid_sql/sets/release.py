@@ -2,7 +2,9 @@
 together or not at all.
 
 The gate judges the person source's release (its QIs are the release's QIs; a linked table
-carries none) before anything is written, exactly as a single table's.  Then, in one staged
+carries none) before anything is written, exactly as a single table's; a sensitive column of a
+linked table with an attribute criterion is counted per person over the set's tables, once, by the
+same gate (``release.attribute.LinkedValues``).  Then, in one staged
 folder (``atomic.replacing_folder``): the person source's file, measured again as written and
 judged; each linked table's file (``sets.rows``: the rows of the persons the person source
 keeps, dates shifted by the same offsets, the key under the same pseudonym), its row count

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..contract.criteria import ReleaseCriteria
 from ..contract.roles import ColumnRoles
-from ..contract.sections import parse_columns_section, parse_release_section
+from ..contract.sections import parse_columns_section, parse_release_section, resolve_release_section
 from ..domains.cuts import CutRule, parse_rule
 from ..domains.domain import KINDS, parse_date
 from ..domains.limits import domain_problems
@@ -196,7 +196,7 @@ class Spec:
         risk = data.get("risk", "population")
         if risk not in RISK_MODELS:
             problems.append(f"risk = {risk!r} must be one of {', '.join(RISK_MODELS.names())}")
-        release = parse_release_section(data, problems)
+        release = parse_release_section(data, problems, base)
         columns = parse_columns_section(data, qi_columns, problems)
         source_raw = data.get("source")
         source_name = parse_release_name(source_raw.get("name") if isinstance(source_raw, dict) else None, source,
@@ -204,6 +204,8 @@ class Spec:
         tables = _linked_tables(data.get("table"), base, columns, person, engine_tables, backend.engine, problems)
         check_set(source, source_name, tables, person.column if person else None, columns, qi_columns, problems)
         check_shift(person, [("[columns]", columns.shift)] + [(t.where, t.roles.shift) for t in tables], problems)
+        release = resolve_release_section(release, [columns, *(t.roles for t in tables)], population is not None,
+                                          problems)
         features = parse_sections(data, qi_columns, {"release": release, "columns": columns}, problems)
         problems.raise_if_any()
         assert source is not None

@@ -36,6 +36,11 @@ IDENTIFIER_WORDS = {
 KEY_ENDINGS = {"key", "number", "no", "num", "nr"}  # patient_key, record_number, member_no
 PLACE_WORDS = {"address", "addr", "street", "city", "town", "county", "precinct", "geocode", "latitude",
                "longitude", "lat", "lon", "lng"}
+#: names of what a group may reveal of a person once found in it: a sensitive attribute, kept dropped
+#: until reviewed, with the attribute criteria that would judge it proposed under [release]
+SENSITIVE_WORDS = {"diagnosis", "diagnoses", "dx", "icd", "disease", "diseases", "condition", "conditions",
+                   "illness", "drug", "drugs", "medication", "medications", "prescription", "procedure",
+                   "procedures", "treatment", "hiv", "cancer", "pregnancy", "pregnant"}
 MAYBE_QI_WORDS = {"education", "occupation", "job", "employment", "employer", "workclass", "country", "nationality",
                   "citizenship", "language", "religion", "income", "salary", "state", "region", "height", "weight",
                   "household", "children", "veteran", "disability", "profession", "school", "degree"}
@@ -81,6 +86,11 @@ class Proposal:
     group: str  # qi | identifier | review
     reason: str  # the comment beside it: why
     qi: QIProposal | None = None
+
+    @property
+    def sensitive(self) -> bool:
+        """Dropped for review, but its name says a sensitive attribute (``SENSITIVE_WORDS``)."""
+        return self.group == "review" and self.reason.startswith(SENSITIVE_REVIEW)
 
     @property
     def column(self) -> str:
@@ -234,7 +244,14 @@ def _one(p: ColumnProfile, values_of: ValuesOf) -> Proposal:
     return Proposal(p, "review", _review(p, words))
 
 
+SENSITIVE_REVIEW = "review: looks like a sensitive attribute"
+
+
 def _review(p: ColumnProfile, words: list[str]) -> str:
+    told = sorted(set(words) & SENSITIVE_WORDS)
+    if told:
+        return (f"{SENSITIVE_REVIEW} ({told[0]}: what a released group may reveal of a person); to release it "
+                f"unchanged, list it under sensitive and uncomment the attribute criteria under [release]")
     maybe = sorted(set(words) & MAYBE_QI_WORDS)
     if maybe:
         return (f"review: {maybe[0]} may be a quasi-identifier (others may know it): declare it as a [[qi]] "

@@ -268,8 +268,30 @@ def compose(starter: Starter) -> str:
     if not SAFE_HARBOR_ROLES <= roles:
         lines += ['# no_riskier_than = "safe-harbor" needs QIs with role "zip" and role "age"; this spec has '
                   + (", ".join(f'role "{r}"' for r in sorted(roles)) if roles else "neither") + "."]
-    lines += ["[release]", *criteria_lines(roles)]
+    lines += ["[release]", *criteria_lines(roles), *attribute_lines(starter)]
     return "\n".join(lines) + "\n"
+
+
+#: the attribute criteria ``init`` proposes for a column that looks sensitive, with what each means
+ATTRIBUTE_PROPOSALS = (
+    ("max_confidence = 0.5", "at most half of a released group may hold any one value of a sensitive column"),
+    ("min_l = 2", "every released group holds at least 2 distinct values of each sensitive column"),
+)
+
+
+def attribute_lines(starter: Starter) -> list[str]:
+    """The attribute criteria (METHODS decision 15), commented, when a column looks sensitive: it stays
+    dropped until reviewed, and once listed under sensitive these judge what each released group
+    reveals of it (a group of five who all carry B20 passes min_k = 5)."""
+    named = [p.column for p in starter.proposals if p.sensitive]
+    if not named:
+        return []
+    shown = ", ".join(tomltext.comment(c) for c in named)
+    width = max(len(key) for key, _ in ATTRIBUTE_PROPOSALS)
+    return ["# What the released values of a sensitive column reveal: " + shown
+            + (" looks" if len(named) == 1 else " look") + " sensitive.",
+            "# Once listed under [columns] sensitive, uncomment these (deid-sql help release):",
+            *(f"# {key.ljust(width)}  # {what}" for key, what in ATTRIBUTE_PROPOSALS)]
 
 
 def _header(starter: Starter) -> list[str]:
