@@ -161,9 +161,8 @@ class ReleaseSource:
             columns=list(problem.released_columns),
             safe_harbor_risk=lambda: safe_harbor_risk(problem),
             source_combinations=len(problem.sample),
-            person=spec.person.column if spec.person is not None else None,
-            source_values=lambda column: problem.backend.execute(
-                source_query(problem.source.copy(), column, spec.person.column if spec.person else None)),
+            person=key,
+            source_values=lambda column: problem.backend.execute(source_query(problem.source.copy(), column, key)),
             linked=linked if spec.tables else None)
 
 
