@@ -303,3 +303,19 @@ def test_compiled_sql_reads_the_source_table_by_its_parts(pg: PostgresEngine, sp
     assert f'"{pg.schema}"."patients"' in sql
     rows = pg.backend.con.execute(sql).fetchall()
     assert len(rows) == scalar(pg, f'SELECT count(*) FROM "{pg.schema}"."patients"')
+
+
+def test_close_drops_the_sessions_temporary_objects_before_it_returns(pg: PostgresEngine) -> None:
+    """The server drops a closed session's temporary views in a process of its own, after the client
+    has gone: a ``DROP SCHEMA ... CASCADE`` right after ``close`` raced it and once ended in a
+    deadlock (a test's teardown).  ``close`` drops them itself, so none is left when it returns."""
+    from deid_sql.backends import connect
+
+    backend = connect("postgres", dsn=pg.dsn)
+    backend.register_table("staged", pa.table({"x": [1, 2, 3]}))
+    for i in range(20):
+        backend.con.execute(f'CREATE TEMP VIEW "over_{i}" AS SELECT * FROM "staged"')
+    namespace = backend.con.execute("SELECT pg_my_temp_schema()::oid").fetchone()[0]  # type: ignore[index]
+    backend.close()
+    left = pg.backend.con.execute("SELECT count(*) FROM pg_class WHERE relnamespace = %s", (namespace,))
+    assert left.fetchone()[0] == 0  # type: ignore[index]

@@ -93,8 +93,21 @@ class PostgresBackend(Backend):
             pass
 
     def close(self) -> None:
+        """Drop this session's temporary tables and views, then disconnect.
+
+        The server drops a session's temporary objects only after the client has gone, in a process
+        of its own, so a ``DROP SCHEMA ... CASCADE`` run right after ``close`` (a test's teardown, a
+        job's clean-up) would race that process for the same locks and could end in a deadlock.
+        Dropping them here makes ``close`` return only when they are gone.
+        """
         forget(self._on_signal)
-        self.con.close()
+        try:
+            if not self.con.closed and self.con.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                self.con.execute("DISCARD TEMP")
+        except psycopg.Error:
+            pass  # a broken connection: the server cleans up after it as before
+        finally:
+            self.con.close()
 
     # -- functions: none in Python ------------------------------------------------------
     def register_udfs(self) -> None:
