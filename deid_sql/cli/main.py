@@ -60,6 +60,8 @@ COMMANDS.add("check", "deid_sql.cli.policy:check",
              summary=("Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
                      "re-identifications per record) exceeds the drift limit or a QI's label shares moved, 0 when "
                      "not, 2 for bad input."))
+COMMANDS.add("ledger", "deid_sql.cli.ledger:ledger_",
+             summary="List what each recipient already holds (the ledger of linkable releases) and check its chain.")
 COMMANDS.add("report", "deid_sql.cli.report:report",
              summary="Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.")
 COMMANDS.add("help", "deid_sql.cli.help:help_",

@@ -35,6 +35,7 @@ from ..evaluate.groups import PeopleByKey, group_cells, group_sizes, keys_of
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..loading.cells import Cells
 from ..sqltext import person_key
+from .union import UnionFigures
 
 FLAG = "deid_suppressed"
 
@@ -56,6 +57,8 @@ class ReleaseFigures:
     outside: int  # rows with a QI value outside the declared domain (shown as the outside label)
     unit: str = "rows"  # what records, groups and k count: "persons" with [person] (distinct released keys)
     attribute: tuple[AttributeFigures, ...] = ()  # per sensitive column with an attribute criterion
+    # the same release on its persons' combined labels with the earlier releases to its recipient (``union``)
+    union: UnionFigures | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -63,6 +66,9 @@ class ReleaseFigures:
             del out["unit"]
         if not self.attribute:
             del out["attribute"]
+        out.pop("union")
+        if self.union is not None:
+            out["union"] = self.union.to_dict()
         return out
 
     def value(self, figure: str) -> float:

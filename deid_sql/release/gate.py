@@ -28,6 +28,7 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
+from ..ledger.store import Entry, Ledger, Released
 from .attribute import (
     Groups,
     LinkedValues,
@@ -50,6 +51,7 @@ from .sidecar import (
     sidecar_table,
     utc_now,
 )
+from .union import LedgerPlan, ledger_qis, released_persons, union_figures
 from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
@@ -198,7 +200,9 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
         source_combinations=released.source_combinations, person=released.person,
         source_values=released.source_values,
-        linked=(lambda: opener(plan)) if linked and opener is not None else None)
+        linked=(lambda: opener(plan)) if linked and opener is not None else None,
+        ledger=LedgerPlan.of(spec, columns),
+        census_of=released.census if spec.population is not None else None)
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -241,6 +245,11 @@ class ReleaseGate:
     _values: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # source_values, once per column
     _linked: dict[str, AttributeFigures] = field(default_factory=dict, repr=False)  # judged once per set
     _set_values: LinkedValues | None = field(default=None, repr=False)  # the linked tables, opened once
+    # a linkable release (a pseudonym column): where it is recorded, and the census of any recoding (the
+    # intersections of its persons' label regions with their earlier releases')
+    ledger: LedgerPlan | None = None
+    census_of: Callable[[Recoding], Census] | None = None
+    _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -255,6 +264,8 @@ class ReleaseGate:
         table = count_groups(run, relation, self.qi_columns, self.flagged, self.person)
         figures = measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
+        if self.ledger is not None:
+            figures = self._with_union(run, relation, figures)
         attribute = self.spec.release.attribute
         if not attribute:
             return figures
@@ -265,6 +276,22 @@ class ReleaseGate:
             measure_column(run, relation, self.qi_columns, self.spec.qi_names, limits, groups, self.flagged,
                            self.person, self._reference(column) if self.source_values is not None else None)
             for column, limits in attribute.items()))
+
+    def _with_union(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
+                    figures: ReleaseFigures) -> ReleaseFigures:
+        """``figures`` with the union's (``release.union``) when the recipient holds earlier releases;
+        the persons' label tuples are kept for the ledger entry ``record`` appends."""
+        assert self.ledger is not None
+        self._released = released_persons(run, relation, self.ledger.link, self.qi_columns,
+                                          FLAG if self.flagged else None, self.census)
+        earlier = earlier_releases(self.ledger)
+        if not earlier:
+            return figures
+        with Ledger(self.ledger.path, create=False) as ledger:
+            union = union_figures(self._released, ledger_qis(self.recoding, self.spec.qi_names), self.recoding,
+                                  earlier, ledger, self.ledger.recipient, self.census_of, self.record_risk,
+                                  self.original_risk_sum, figures.suppressed, self.census.total)
+        return replace(figures, union=union)
 
     def _over_set(self, column: str) -> AttributeFigures:
         """A column sensitive in a linked table, counted over the whole set where the data is and judged
@@ -318,6 +345,12 @@ class ReleaseGate:
             for column in figures.attribute:
                 checks.extend(Check(a.key, f"{a.column}.{a.figure}", a.value, a.limit, a.at_most, a.passed, a.text)
                               for a in column.checks)
+            union = figures.union
+            if union is not None:  # the same limits on what the recipient holds with this release
+                for c in criteria.criteria(self.reference_risk):
+                    value = union.value(c.figure)
+                    checks.append(Check(c.key, f"union.{c.figure}", value, c.limit, c.at_most, c.passes(value),
+                                        f"{union.words()}: {c.describe(value)}"))
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
                        criteria.allow_original_data, Unit.of(self.person))
 
@@ -344,7 +377,7 @@ class ReleaseGate:
         """The sidecar: hashes, columns and roles, figures, criteria and verdict, how to reproduce."""
         spec_path = self.spec.path
         command = INVOCATION.get()
-        return {
+        record = {
             "format": FORMAT, "version": VERSION,
             "release": release,
             "created_at": utc_now(),
@@ -365,6 +398,76 @@ class ReleaseGate:
                      **verdict.to_dict()},
             **self.extra,
         }
+        if self.ledger is not None and self._released is not None:
+            record["ledger"] = self._append(record, release)
+        return record
+
+    def _append(self, record: dict[str, Any], release: dict[str, Any]) -> dict[str, Any]:
+        """Append this release to its recipient's ledger (the record's hash, the persons' labels) and
+        say where; a ledger that cannot be written stops the release (the caller writes nothing)."""
+        assert self.ledger is not None and self._released is not None
+        plan = self.ledger
+        spec_path = self.spec.path
+        shipped = release.get("path") if release.get("kind") == "set" else release.get("project")
+        if shipped and plan.path.is_relative_to(Path(shipped).resolve()):
+            raise OutputError(f"the ledger {plan.path} is inside the folder the release is written to ({shipped}), "
+                              f"which goes to its recipient with every earlier release's labels: point [release] "
+                              f"ledger outside it; nothing was written")
+        entry = Entry(seq=0, recipient=plan.recipient, release=_release_id(record), created_at=record["created_at"],
+                      key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
+                      policy=str(self.policy.get("text", "")), record_sha256=record_sha256(record),
+                      target=_target(release), persons=self._released.persons, rows=0,
+                      qis=ledger_qis(self.recoding, self.spec.qi_names), content_sha256="", previous="", hash="")
+        try:
+            with Ledger(plan.path) as ledger:
+                earlier = _usable(ledger, plan)
+                stored = ledger.append(entry, self._released)
+        except OSError as e:
+            raise OutputError(f"the ledger {plan.path} cannot be written ({e.strerror or e}); a release that can be "
+                              f"linked is recorded before it leaves, so nothing was written") from None
+        return {"path": str(plan.path), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
+                "earlier": len(earlier), "link": plan.link}
+
+
+def earlier_releases(plan: LedgerPlan) -> list[Entry]:
+    """The releases the recipient already holds under this key (none without a ledger file)."""
+    if not plan.path.is_file():
+        return []
+    with Ledger(plan.path, create=False) as ledger:
+        return _usable(ledger, plan)
+
+
+def _usable(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
+    """The recipient's entries, after checking the chain (headers and person counts) and the key."""
+    ledger.check(content=False)
+    entries = ledger.entries(plan.recipient)
+    other = next((e for e in entries if e.key_fingerprint != plan.fingerprint), None)
+    if other is not None:
+        raise SpecError(f"ledger {plan.path} holds releases to {plan.recipient!r} made under another key (entry "
+                        f"{other.seq}, {other.release}); pseudonyms of different keys do not link, so the union "
+                        f"cannot be judged: give this recipient another name ([release] recipient) or use the key "
+                        f"of its earlier releases")
+    return entries
+
+
+def record_sha256(record: dict[str, Any]) -> str:
+    """The hash of a release's record as the ledger keeps it (without the ledger's own part)."""
+    import hashlib
+    import json
+
+    body = {k: v for k, v in record.items() if k != "ledger"}
+    return hashlib.sha256(json.dumps(_resolved(body), sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _release_id(record: dict[str, Any]) -> str:
+    """A release's id in the ledger: its time and the start of its record's hash."""
+    return f"{record['created_at']}/{record_sha256(record)[:12]}"
+
+
+def _target(release: dict[str, Any]) -> str:
+    kind = release.get("kind", "release")
+    where = release.get("path") or release.get("table") or release.get("view") or release.get("name") or ""
+    return f"{kind} {where}".strip()
 
 
 def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:

@@ -1,0 +1,356 @@
+"""The ledger file: every linkable release each recipient received, chained by hash (METHODS decision 16).
+
+Pseudonyms are stable (the same HMAC in every batch, table and engine), so a recipient who keeps
+last month's release links every person to this month's.  The ledger remembers, per recipient,
+what each release told them: per released person (pseudonym) the label tuple, and per QI the
+partition of its domain the labels stand for (so the census can count the people in the
+intersection of a person's regions).  It holds pseudonyms and labels only, never a key or a raw
+value.
+
+One DuckDB file (owner-only), three tables: ``ledger_entries`` (one row per release: who, when,
+spec, policy, the record's hash, the key's fingerprint, the QIs' partitions, the persons' hash,
+the previous entry's hash and its own), ``ledger_tuples`` (per entry, its distinct label tuples
+as group ids per QI) and ``ledger_persons`` (per entry, each person's pseudonym and tuple).  An
+entry's hash covers its fields, the previous entry's hash and the hash of its persons and
+tuples, so a removed, reordered or edited entry, or an edited person, breaks the chain
+(``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..errors import OutputError, SpecError
+
+FORMAT = 1
+FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
+GENESIS = "0" * 64  # the previous hash of a ledger's first entry
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS ledger_entries (seq BIGINT PRIMARY KEY, body VARCHAR NOT NULL, "
+    "recipient VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, previous VARCHAR NOT NULL, "
+    "hash VARCHAR NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ledger_tuples (seq BIGINT NOT NULL, label INTEGER NOT NULL, "
+    "groups INTEGER[] NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
+    "label INTEGER NOT NULL)",
+)
+# the persons and tuples of one entry as one canonical text, hashed where the data is
+_CONTENT_HASH = (
+    "SELECT sha256(coalesce(string_agg(p.pseudonym || ' ' || array_to_string(t.groups, ','), chr(10) "
+    "ORDER BY p.pseudonym, p.label), '')) FROM ledger_persons p JOIN ledger_tuples t "
+    "ON t.seq = p.seq AND t.label = p.label WHERE p.seq = ?"
+)
+
+
+def key_fingerprint(secret: bytes) -> str:
+    """HMAC-SHA-256 of a fixed label under the key: tells keys apart, never reveals one."""
+    return hmac.new(secret, FINGERPRINT_LABEL, hashlib.sha256).hexdigest()[:32]
+
+
+def domain_sha256(texts: Sequence[str]) -> str:
+    """A QI domain's identity: its values' texts in order."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerQI:
+    """One QI as a release generalized it: its name, its domain's identity, its labels, and the
+    partition of the domain's positions they stand for (``runs``: start, stop, group)."""
+
+    name: str
+    domain: str  # domain_sha256
+    labels: tuple[str, ...]
+    runs: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def of(cls, name: str, domain: str, group_of: np.ndarray, labels: Sequence[str]) -> LedgerQI:
+        gid = np.asarray(group_of, dtype=np.int64)
+        if not gid.size:
+            return cls(name, domain, tuple(labels), ())
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        stops = np.r_[starts[1:], gid.size]
+        return cls(name, domain, tuple(labels),
+                   tuple((int(a), int(b), int(gid[a])) for a, b in zip(starts, stops)))
+
+    def group_of(self) -> np.ndarray:
+        """The group id of each domain position."""
+        size = self.runs[-1][1] if self.runs else 0
+        out = np.empty(size, dtype=np.int64)
+        for start, stop, group in self.runs:
+            out[start:stop] = group
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "domain": self.domain, "labels": list(self.labels),
+                "runs": [list(r) for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LedgerQI:
+        return cls(raw["name"], raw["domain"], tuple(raw["labels"]), tuple(tuple(r) for r in raw["runs"]))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One release to one recipient, as the ledger keeps it."""
+
+    seq: int
+    recipient: str
+    release: str  # the release's id
+    created_at: str
+    key_fingerprint: str
+    spec: str  # the spec's path
+    spec_sha256: str | None
+    policy: str  # the policy as given
+    record_sha256: str  # the hash of the release's record (its sidecar, without the ledger part)
+    target: str  # where it was released (a file, a table, a view, a folder), in words
+    persons: int
+    rows: int  # (person, label tuple) pairs stored: one per person unless a person shows several tuples
+    qis: tuple[LedgerQI, ...]
+    content_sha256: str  # the hash of its persons and tuples
+    previous: str
+    hash: str
+
+    def body(self) -> dict[str, Any]:
+        """Every field the hash covers but the chain's own."""
+        out = asdict(self)
+        for key in ("seq", "previous", "hash"):
+            del out[key]
+        out["qis"] = [q.to_dict() for q in self.qis]
+        out["format"] = FORMAT
+        return out
+
+    @staticmethod
+    def chain_hash(seq: int, body: dict[str, Any], previous: str) -> str:
+        text = json.dumps({"seq": seq, "previous": previous, "body": body}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def from_row(cls, seq: int, body: str, previous: str, hash_: str) -> Entry:
+        raw = json.loads(body)
+        raw.pop("format", None)
+        raw["qis"] = tuple(LedgerQI.from_dict(q) for q in raw["qis"])
+        return cls(seq=int(seq), previous=previous, hash=hash_, **raw)
+
+
+@dataclass(frozen=True)
+class Released:
+    """What one release shows a recipient: per person, the label tuple (group ids per QI, -1 for a
+    label outside the policy's).  A person may show several tuples (rows that differ); each is kept."""
+
+    pseudonyms: pa.Array  # string, one per (person, tuple)
+    groups: np.ndarray  # (n, QIs) int64
+
+    @property
+    def persons(self) -> int:
+        return len(set(self.pseudonyms.to_pylist())) if len(self.pseudonyms) else 0
+
+
+class Ledger:
+    """A ledger file, opened for reading (``create=False``: it must exist) or for appending."""
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise SpecError(f"no ledger at {self.path}: no linkable release has been recorded there yet")
+        fresh = not self.path.exists()
+        if fresh:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # owner-only from the first byte (the file and its write-ahead log): pseudonyms and labels of
+        # every person released.  The mask is the process's, set only while DuckDB creates the files.
+        mask = os.umask(0o077)
+        try:
+            self.con = duckdb.connect(str(self.path))
+        except duckdb.Error as e:
+            raise SpecError(f"ledger {self.path} cannot be opened ({str(e).splitlines()[0]}); is it a deid-sql "
+                            f"ledger? Point [release] ledger at another file") from None
+        finally:
+            os.umask(mask)
+        for statement in _SCHEMA:
+            self.con.execute(statement)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+    def entries(self, recipient: str | None = None) -> list[Entry]:
+        """Every entry (of ``recipient``), in order."""
+        where, params = ("WHERE recipient = ?", [recipient]) if recipient is not None else ("", [])
+        rows = self.con.execute(f"SELECT seq, body, previous, hash FROM ledger_entries {where} ORDER BY seq",
+                                params).fetchall()
+        return [Entry.from_row(*row) for row in rows]
+
+    def tuples(self, seq: int) -> dict[int, np.ndarray]:
+        """Entry ``seq``'s label tuples: label id -> group ids per QI."""
+        rows = self.con.execute("SELECT label, groups FROM ledger_tuples WHERE seq = ?", [seq]).fetchall()
+        return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
+
+    def labels_of(self, seqs: Sequence[int], pseudonyms: pa.Array) -> pa.Table:
+        """(seq, index, label) of each of ``pseudonyms`` released in the entries ``seqs`` (``index``:
+        its position in ``pseudonyms``)."""
+        if not seqs or not len(pseudonyms):
+            return pa.table({"seq": pa.array([], pa.int64()), "index": pa.array([], pa.int64()),
+                             "label": pa.array([], pa.int32())})
+        current = pa.table({"pseudonym": pseudonyms.cast(pa.string()),
+                            "idx": pa.array(np.arange(len(pseudonyms), dtype=np.int64))})
+        name = f"deid_current_{secrets.token_hex(4)}"
+        self.con.register(name, current)
+        try:
+            # the view's name is ours (a fixed prefix and random hex), never a user's
+            return self.con.sql(
+                f"SELECT p.seq AS seq, c.idx AS \"index\", p.label AS label FROM {name} c "
+                f"JOIN ledger_persons p ON p.pseudonym = c.pseudonym WHERE list_contains($seqs, p.seq)",
+                params={"seqs": list(map(int, seqs))}).to_arrow_table()
+        finally:
+            self.con.unregister(name)
+
+    # -- appending ----------------------------------------------------------------------------------
+    def append(self, entry: Entry, released: Released) -> Entry:
+        """Append ``entry`` (its seq, previous and hashes are filled in here) with its persons, in one
+        transaction; returns the entry as stored."""
+        pseudonyms = released.pseudonyms.cast(pa.string())
+        groups = np.asarray(released.groups, dtype=np.int64).reshape(len(pseudonyms), len(entry.qis))
+        uniq, label = (np.unique(groups, axis=0, return_inverse=True) if len(groups)
+                       else (np.zeros((0, groups.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)))
+        label = np.asarray(label, dtype=np.int32).reshape(-1)
+        with self._transaction():
+            last = self.con.execute("SELECT seq, hash FROM ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
+            seq, previous = (int(last[0][0]) + 1, str(last[0][1])) if last else (1, GENESIS)
+            tuples = pa.table({"seq": pa.array(np.full(len(uniq), seq, dtype=np.int64)),
+                               "label": pa.array(np.arange(len(uniq), dtype=np.int32)),
+                               "groups": pa.array([list(map(int, row)) for row in uniq], pa.list_(pa.int32()))})
+            persons = pa.table({"seq": pa.array(np.full(len(pseudonyms), seq, dtype=np.int64)),
+                                "pseudonym": pseudonyms, "label": pa.array(label, pa.int32())})
+            self._insert("ledger_tuples", tuples)
+            self._insert("ledger_persons", persons)
+            content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+            stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
+                              "rows": len(pseudonyms), "content_sha256": content, "hash": ""})
+            body = stored.body()
+            digest = Entry.chain_hash(seq, body, previous)
+            self.con.execute("INSERT INTO ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
+                             [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
+                              stored.key_fingerprint, previous, digest])
+        return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
+
+    def _insert(self, table: str, rows: pa.Table) -> None:
+        name = f"deid_rows_{secrets.token_hex(4)}"
+        self.con.register(name, rows)
+        try:
+            self.con.execute(f"INSERT INTO {table} SELECT * FROM {name}")  # both names are ours
+        finally:
+            self.con.unregister(name)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- checking -------------------------------------------------------------------------------
+    def verify(self, content: bool = True) -> list[str]:
+        """Every break of the chain, one line each (empty: the ledger is whole).  ``content=False``
+        checks the entries and the number of persons each holds, not the hash of every person (the
+        check a release makes before it is judged; ``deid-sql ledger --verify`` makes the full one)."""
+        problems = []
+        previous, expected_seq = GENESIS, 1
+        rows = self.con.execute("SELECT seq, body, recipient, key_fingerprint, previous, hash "
+                                "FROM ledger_entries ORDER BY seq").fetchall()
+        counts = dict(self.con.execute("SELECT seq, count(*) FROM ledger_persons GROUP BY seq").fetchall())
+        for seq, body, recipient, fingerprint, prev, digest in rows:
+            where = f"entry {seq}"
+            if seq != expected_seq:
+                problems.append(f"{where}: expected entry {expected_seq} here (an entry was removed)")
+            try:
+                raw = json.loads(body)
+            except json.JSONDecodeError:
+                problems.append(f"{where}: its record is not readable")
+                previous, expected_seq = digest, seq + 1
+                continue
+            if prev != previous:
+                problems.append(f"{where}: it does not follow the entry before it (removed, reordered or edited)")
+            if Entry.chain_hash(seq, raw, prev) != digest:
+                problems.append(f"{where}: its fields were edited after it was written")
+            if raw.get("recipient") != recipient or raw.get("key_fingerprint") != fingerprint:
+                problems.append(f"{where}: its recipient or key column was edited")
+            if content:
+                digest_now = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+                if digest_now != raw.get("content_sha256"):
+                    problems.append(f"{where}: its persons or labels were edited after it was written")
+            elif counts.get(seq, 0) != raw.get("rows"):
+                problems.append(f"{where}: it holds {counts.get(seq, 0)} persons' labels, not the "
+                                f"{raw.get('rows')} it was written with")
+            previous, expected_seq = digest, seq + 1
+        orphans = self.con.execute("SELECT DISTINCT seq FROM ledger_persons WHERE seq NOT IN "
+                                   "(SELECT seq FROM ledger_entries) ORDER BY seq").fetchall()
+        problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
+        return problems
+
+    def check(self, content: bool = True) -> None:
+        """Raise ``OutputError`` when the chain is broken: nothing is judged against a ledger that lies."""
+        problems = self.verify(content)
+        if problems:
+            raise OutputError(f"ledger {self.path} fails its hash chain ({problems[0]}"
+                              f"{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''}); an earlier "
+                              f"release may be missing from what its recipient holds, so nothing is released "
+                              f"against it: restore the ledger from a backup, or check it with deid-sql ledger "
+                              f"SPEC --verify")
+
+
+@dataclass(frozen=True)
+class RecipientSummary:
+    """What one recipient holds: their releases, the persons in any of them, and the union's k (the
+    fewest persons sharing one combined label over all of them)."""
+
+    recipient: str
+    entries: tuple[Entry, ...]
+    persons: int
+    k: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipient": self.recipient, "persons": self.persons, "union_k": self.k,
+                "releases": [{"entry": e.seq, "release": e.release, "created_at": e.created_at, "target": e.target,
+                              "persons": e.persons, "policy": e.policy, "spec": e.spec, "key": e.key_fingerprint,
+                              "hash": e.hash} for e in self.entries]}
+
+
+def summarize(ledger: Ledger) -> list[RecipientSummary]:
+    """Every recipient of ``ledger``, in name order, with the union's k over all their releases."""
+    out = []
+    for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM ledger_entries ORDER BY recipient"
+                                           ).fetchall():
+        entries = tuple(ledger.entries(recipient))
+        # per person the combined label: its label (or a set's key) in each entry, absent as -1
+        rows = ledger.con.sql(
+            "SELECT p.pseudonym, list(p.seq || ':' || p.label ORDER BY p.seq, p.label) AS labels "
+            "FROM ledger_persons p JOIN ledger_entries e ON e.seq = p.seq WHERE e.recipient = $r "
+            "GROUP BY p.pseudonym", params={"r": recipient}).fetchall()
+        combined: dict[tuple[str, ...], int] = {}
+        for _, labels in rows:
+            key = tuple(labels)
+            combined[key] = combined.get(key, 0) + 1
+        out.append(RecipientSummary(recipient, entries, len(rows), min(combined.values(), default=0)))
+    return out

@@ -1,0 +1,289 @@
+"""A release judged with what its recipient already holds: the union of their releases (METHODS decision 16).
+
+A recipient who keeps every release links a person across them by the stable pseudonym, so what
+they know of a person is the tuple of every label the person was released under.  The gate
+judges a new release to a recipient twice: alone, and on these combined labels over the persons
+it releases, with the earlier releases read from the ledger (``ledger.store``):
+
+- m of a combined label = the persons of this release sharing it; k, uniques and the sample
+  risks follow as for one release;
+- population risk uses g = max(census people in the intersection of the label regions, m).  The
+  regions of one QI across releases are cells of the common refinement of the releases'
+  partitions of its domain, so the census is generalized once per refinement (one per pattern of
+  which earlier releases a person was in); an empty intersection gives the sample view (g = m);
+  an earlier release's QI with another domain (or a name this spec lacks) adds to the combined
+  label but not to the intersection;
+- persons suppressed now count as in the release alone (their labels are not shown); persons
+  with a label outside the policy count as outside.
+
+The linkable column is the pseudonymized person key with ``[person]``, else the first
+pseudonymized column; a release without one is not recorded (nothing links it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from ..compiler.compile import col, ident
+from ..contract.criteria import LEDGER_FILE
+from ..domains.recoding import QIRecoding, Recoding
+from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
+from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
+
+if TYPE_CHECKING:
+    from ..spec.file import Spec
+
+
+class Labels(Protocol):
+    """What the union needs of a census (``figures.Labels``): label ids, group keys, people."""
+
+    def group_ids(self, columns: Sequence[pa.Array]) -> list[np.ndarray]: ...
+
+    def key_of(self, ids: Sequence[np.ndarray]) -> np.ndarray: ...
+
+    def people(self, keys: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class LedgerPlan:
+    """Where a linkable release is recorded and judged: the ledger file, the recipient, the key's
+    fingerprint and the released column a recipient links persons by."""
+
+    path: Path
+    recipient: str
+    fingerprint: str
+    link: str
+
+    @classmethod
+    def of(cls, spec: Spec, columns: Sequence[tuple[str, str]]) -> LedgerPlan | None:
+        """The plan of releasing ``columns`` (name, role) under ``spec``, or None: nothing links it."""
+        linked = [name for name, role in columns if role == "pseudonymize"]
+        if not linked:
+            return None
+        person = spec.person.column if spec.person is not None else None
+        link = person if person in linked else linked[0]
+        return cls(ledger_path(spec), spec.release.recipient, key_fingerprint(spec.columns.secret()), link)
+
+
+def ledger_path(spec: Spec) -> Path:
+    """Where ``spec``'s releases are recorded: ``[release] ledger``, else ``LEDGER_FILE`` beside the spec."""
+    given = spec.release.ledger
+    return Path(given if given is not None else spec.path.parent / LEDGER_FILE).resolve()
+
+
+@dataclass(frozen=True)
+class UnionFigures:
+    """The figures of a release on its persons' combined labels, with the earlier releases used."""
+
+    recipient: str
+    earlier: tuple[str, ...]  # the earlier releases' ids, in order
+    persons: int  # persons of this release found in an earlier one
+    records: int
+    groups: int
+    k: int
+    sample_unique_records: int
+    risk_sum: float
+    risk: float
+    expected_reidentifications: float
+    max_record_risk: float
+    mean_record_risk: float
+
+    def value(self, figure: str) -> float:
+        return float(getattr(self, figure))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipient": self.recipient, "earlier": list(self.earlier), "linked_persons": self.persons,
+                "records": self.records, "groups": self.groups, "k": self.k,
+                "sample_unique_records": self.sample_unique_records, "risk_sum": self.risk_sum, "risk": self.risk,
+                "expected_reidentifications": self.expected_reidentifications,
+                "max_record_risk": self.max_record_risk, "mean_record_risk": self.mean_record_risk}
+
+    def words(self) -> str:
+        n = len(self.earlier)
+        return f"with the {n} earlier release{'' if n == 1 else 's'} to {self.recipient} ({', '.join(self.earlier)})"
+
+
+def persons_query(relation: exp.Expression, link: str, qi_columns: Sequence[str], flag: str | None) -> exp.Select:
+    """The released persons' label tuples: ``SELECT DISTINCT link, qi…`` over the rows shown (not
+    suppressed, a pseudonym present), as text."""
+    source = relation if isinstance(relation, exp.Table) else exp.Subquery(
+        this=relation, alias=exp.TableAlias(this=ident("deid_released")))
+    keys = [exp.alias_(exp.cast(col(link), "VARCHAR"), ident("p"))] + [
+        exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}")) for i, c in enumerate(qi_columns)]
+    shown = exp.Not(this=exp.Is(this=col(link), expression=exp.null()))
+    query = exp.select(*keys).distinct().from_(source).where(shown)
+    if flag is not None:  # suppressed rows show no labels
+        query = query.where(exp.Not(this=exp.func("coalesce", exp.cast(col(flag), "BOOLEAN"), exp.false())))
+    return query
+
+
+def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, link: str,
+                     qi_columns: Sequence[str], flag: str | None, census: Labels) -> Released:
+    """Per released (person, label tuple): the pseudonym and the group ids (-1: outside the policy)."""
+    table = run(persons_query(relation, link, qi_columns, flag))
+    columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
+    ids = census.group_ids(columns)
+    groups = np.stack(ids, axis=1) if ids else np.zeros((table.num_rows, 0), dtype=np.int64)
+    return Released(table.column("p").combine_chunks().cast(pa.string()), groups)
+
+
+def ledger_qis(recoding: Recoding, qi_names: Sequence[str]) -> tuple[LedgerQI, ...]:
+    """The QIs' partitions as the ledger keeps them."""
+    out = []
+    for name, q in zip(qi_names, recoding.qis):
+        domain = q.domain
+        texts = [domain.text(p) for p in range(domain.size)] if domain is not None else [str(len(q.group_of))]
+        out.append(LedgerQI.of(name, domain_sha256(texts), q.group_of, q.labels))
+    return tuple(out)
+
+
+def _keys(rows: np.ndarray) -> np.ndarray:
+    """A key per row of an int matrix (equal rows, equal keys)."""
+    if rows.shape[1] == 0:
+        return np.zeros(rows.shape[0], dtype=np.int64)
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding, earlier: Sequence[Entry],
+                  ledger: Ledger, recipient: str, census_of: Callable[[Recoding], Labels] | None,
+                  record_risk: RecordRisk, original_risk_sum: float, suppressed: int,
+                  census_total: float) -> UnionFigures:
+    """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``)."""
+    pseudonyms = np.asarray(current.pseudonyms.to_numpy(zero_copy_only=False), dtype=object)
+    names, person_of_row = np.unique(pseudonyms, return_inverse=True) if len(pseudonyms) else (
+        np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64))
+    n = len(names)
+    row_key = _keys(current.groups)
+    # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
+    cur_key, mixed = _per_person(person_of_row, row_key, n)
+    first = np.full(n, -1, dtype=np.int64)
+    first[person_of_row[::-1]] = np.arange(len(row_key))[::-1]
+    cur_groups = current.groups[first] if n else current.groups[:0]
+    outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
+
+    seqs = [e.seq for e in earlier]
+    found = ledger.labels_of(seqs, pa.array(names.tolist(), pa.string()))
+    labels = np.full((n, len(seqs)), -1, dtype=np.int64)
+    column = {s: i for i, s in enumerate(seqs)}
+    f_seq = np.asarray(found.column("seq").to_numpy(zero_copy_only=False), dtype=np.int64)
+    f_idx = np.asarray(found.column("index").to_numpy(zero_copy_only=False), dtype=np.int64)
+    f_lab = np.asarray(found.column("label").to_numpy(zero_copy_only=False), dtype=np.int64)
+    for s, i in column.items():
+        here = f_seq == s
+        key, many = _per_person(f_idx[here], f_lab[here], n, absent=-1)
+        labels[:, i] = key
+        mixed |= many
+    linked = int((labels >= 0).any(axis=1).sum()) if len(seqs) else 0
+
+    combined = np.column_stack([cur_key, labels])
+    shown = ~outside
+    _, group, m = np.unique(combined[shown], axis=0, return_inverse=True, return_counts=True)
+    group = group.reshape(-1)
+    m = m.astype(np.float64)
+    g = m.copy()
+    if census_of is not None and m.size:
+        g = _population(census_of, recoding, qis, earlier, ledger, cur_groups[shown], labels[shown], mixed[shown],
+                        group, m)
+    m_out = np.ones(int(outside.sum()), dtype=np.float64)  # each outside person: the sample view, alone
+    m_all = np.concatenate([m, np.full(1 if suppressed else 0, float(suppressed)), m_out])
+    g_all = np.concatenate([g, np.full(1 if suppressed else 0, max(census_total, float(suppressed))), m_out])
+    r = group_risks(record_risk, m_all, g_all) if m_all.size else np.zeros(0)
+    risk_sum = float((m_all * r).sum())
+    records = int(m_all.sum())
+    return UnionFigures(
+        recipient=recipient, earlier=tuple(e.release for e in earlier), persons=linked, records=records,
+        groups=int(m.size), k=int(m.min()) if m.size else 0, sample_unique_records=int((m == 1).sum()),
+        risk_sum=risk_sum, risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
+        expected_reidentifications=expected_reidentifications(record_risk, m_all, g_all, risk_sum),
+        max_record_risk=float(r.max()) if r.size else 0.0, mean_record_risk=risk_sum / records if records else 0.0)
+
+
+def _per_person(person: np.ndarray, key: np.ndarray, n: int, absent: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """One key per person from (person, key) pairs: the key itself when the person has one, a key of
+    the set (beyond every single key) when several; ``absent`` for persons with none; and whether
+    each person had several."""
+    out = np.full(n, absent, dtype=np.int64)
+    many = np.zeros(n, dtype=bool)
+    if not len(person):
+        return out, many
+    counts = np.bincount(person, minlength=n)
+    single = counts[person] == 1
+    out[person[single]] = key[single]
+    several = np.flatnonzero(counts > 1)
+    if several.size:
+        top = int(key.max()) + 1
+        sets: dict[tuple[int, ...], int] = {}
+        order = np.argsort(person, kind="stable")
+        starts = np.searchsorted(person[order], several)
+        for p, start in zip(several, starts):
+            members = tuple(sorted(set(key[order][start:start + counts[p]].tolist())))
+            out[p] = sets.setdefault(members, top + len(sets)) if len(members) > 1 else members[0]
+        many[several] = True
+    return out, many
+
+
+def _population(census_of: Callable[[Recoding], Labels], recoding: Recoding, qis: Sequence[LedgerQI],
+                earlier: Sequence[Entry], ledger: Ledger, cur_groups: np.ndarray, labels: np.ndarray,
+                mixed: np.ndarray, group: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """g per combined group: max(census people in the intersection of its persons' regions, m)."""
+    g = m.copy()
+    # one person per group stands for it (a group's persons share every label)
+    rep = np.full(m.size, -1, dtype=np.int64)
+    rep[group[::-1]] = np.arange(group.size)[::-1]
+    tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
+    # per earlier entry, per current QI: the entry's QI index over the same domain (None: not comparable)
+    same = [[next((i for i, eq in enumerate(e.qis) if eq.name == q.name and eq.domain == q.domain), None)
+             for q in qis] for e in earlier]
+    present = labels[rep] >= 0
+    mixed_rep = mixed[rep]
+    patterns, pattern_of = np.unique(present, axis=0, return_inverse=True)
+    pattern_of = pattern_of.reshape(-1)
+    for p, pattern in enumerate(patterns):
+        members = np.flatnonzero((pattern_of == p) & ~mixed_rep)
+        if not members.size:
+            continue
+        entries = [i for i, here in enumerate(pattern) if here]
+        refined_qis = []
+        class_ids = []
+        for j, q in enumerate(recoding.qis):
+            parts = [q.group_of]
+            columns = [cur_groups[rep[members], j]]
+            for i in entries:
+                at = same[i][j]
+                if at is None:
+                    continue
+                parts.append(earlier[i].qis[at].group_of())
+                columns.append(tuples[i][labels[rep[members], i], at])
+            cells, refined = np.unique(np.column_stack(parts), axis=0, return_inverse=True)
+            class_ids.append(_rows_in(cells, np.column_stack(columns)))
+            refined_qis.append(QIRecoding(refined.reshape(-1), tuple(str(c) for c in range(len(cells)))))
+        census = census_of(Recoding(tuple(refined_qis), name="union"))
+        keep = np.logical_and.reduce([ids >= 0 for ids in class_ids]) if class_ids else np.ones(members.size, bool)
+        if keep.any():  # an empty intersection keeps the sample view
+            people = census.people(census.key_of([ids[keep] for ids in class_ids]))
+            g[members[keep]] = np.maximum(people, m[members[keep]])
+    return g
+
+
+def _tuple_matrix(tuples: dict[int, np.ndarray], width: int) -> np.ndarray:
+    """An entry's label tuples as a matrix, row = label id."""
+    out = np.full((max(tuples, default=-1) + 1, width), -1, dtype=np.int64)
+    for label, groups in tuples.items():
+        out[label] = groups
+    return out
+
+
+def _rows_in(cells: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The index in ``cells`` (unique rows) of each row of ``wanted`` (-1: none)."""
+    _, common = np.unique(np.vstack([cells, wanted]), axis=0, return_inverse=True)
+    common = common.reshape(-1)
+    at = np.full(int(common.max()) + 1 if common.size else 0, -1, dtype=np.int64)
+    at[common[:len(cells)]] = np.arange(len(cells))
+    return at[common[len(cells):]]
