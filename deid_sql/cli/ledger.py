@@ -19,10 +19,10 @@ from .options import echo_json, handles_errors
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @handles_errors
 def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> None:
-    """List the recipients of SPEC's ledger and the releases each holds (what, when, persons, and the
-    union's k: the fewest persons sharing everything those releases told about them).
+    """List what each recipient already holds (the ledger of linkable releases) and check its chain.
 
-    Every release that can be linked (it carries a pseudonym) is recorded in the ledger, one file beside
+    For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest persons
+    sharing everything those releases told about them.  Every release that can be linked (it carries a pseudonym) is recorded in the ledger, one file beside
     the spec unless [release] ledger names another; a new release to the same recipient is judged with
     what they already hold.
 
