@@ -51,7 +51,7 @@ from .sidecar import (
     sidecar_table,
     utc_now,
 )
-from .union import LedgerPlan, ledger_qis, released_persons, union_figures
+from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_figures
 from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
@@ -202,7 +202,8 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         source_values=released.source_values,
         linked=(lambda: opener(plan)) if linked and opener is not None else None,
         ledger=LedgerPlan.of(spec, columns),
-        census_of=released.census if spec.population is not None else None)
+        census_of=released.census,
+        rows_counted=RowsCounted.of(spec, recoding, released.census))
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -250,6 +251,9 @@ class ReleaseGate:
     ledger: LedgerPlan | None = None
     census_of: Callable[[Recoding], Census] | None = None
     _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
+    _recorded: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
+    # a derived row count judged at its exact value (``_as_counted``), or None
+    rows_counted: RowsCounted | None = None
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -261,36 +265,49 @@ class ReleaseGate:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
         column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
-        table = count_groups(run, relation, self.qi_columns, self.flagged, self.person)
-        figures = measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
+        relation, qi_columns, census, recoding = self._as_counted(relation)
+        table = count_groups(run, relation, qi_columns, self.flagged, self.person)
+        figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
         if self.ledger is not None:
-            figures = self._with_union(run, relation, figures)
+            figures = self._with_union(run, relation, figures, qi_columns, census, recoding)
         attribute = self.spec.release.attribute
         if not attribute:
             return figures
-        groups = Groups.of(table, len(self.qi_columns), self.flagged, self.census)
+        groups = Groups.of(table, len(qi_columns), self.flagged, census)
         linked = set(linked_columns(self.spec))
         return replace(figures, attribute=tuple(
             self._over_set(column) if column in linked else
-            measure_column(run, relation, self.qi_columns, self.spec.qi_names, limits, groups, self.flagged,
+            measure_column(run, relation, qi_columns, self.spec.qi_names, limits, groups, self.flagged,
                            self.person, self._reference(column) if self.source_values is not None else None)
             for column, limits in attribute.items()))
 
+    def _as_counted(self, relation: exp.Expression) -> tuple[exp.Expression, list[str], Census, Recoding]:
+        """What a recipient can count, as counted (METHODS decision 16): while a person's rows stay linkable
+        (the person key released, pseudonymized or kept), a ``derived = "rows"`` QI is judged at each
+        person's number of rows in the release, whatever the policy shows of it (``rows_counted``)."""
+        counted = self.rows_counted
+        if counted is None:
+            return relation, list(self.qi_columns), self.census, self.recoding
+        return counted.relation(relation), counted.qi_columns, counted.census, counted.recoding
+
     def _with_union(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
-                    figures: ReleaseFigures) -> ReleaseFigures:
+                    figures: ReleaseFigures, qi_columns: Sequence[str], census: Census,
+                    recoding: Recoding) -> ReleaseFigures:
         """``figures`` with the union's (``release.union``) when the recipient holds earlier releases;
         the persons' label tuples are kept for the ledger entry ``record`` appends."""
         assert self.ledger is not None
-        self._released = released_persons(run, relation, self.ledger.link, self.qi_columns,
-                                          FLAG if self.flagged else None, self.census)
+        self._released = released_persons(run, relation, self.ledger.link, qi_columns,
+                                          FLAG if self.flagged else None, census)
+        self._recorded = recoding
         earlier = earlier_releases(self.ledger)
         if not earlier:
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:
-            union = union_figures(self._released, ledger_qis(self.recoding, self.spec.qi_names), self.recoding,
-                                  earlier, ledger, self.ledger.recipient, self.census_of, self.record_risk,
-                                  self.original_risk_sum, figures.suppressed, self.census.total)
+            union = union_figures(self._released, ledger_qis(recoding, self.spec.qi_names), recoding,
+                                  earlier, ledger, self.ledger.recipient,
+                                  self.census_of if census.population else None, self.record_risk,
+                                  self.original_risk_sum, figures.suppressed, census.total)
         return replace(figures, union=union)
 
     def _over_set(self, column: str) -> AttributeFigures:
@@ -302,11 +319,12 @@ class ReleaseGate:
             if self._set_values is None:
                 self._set_values = self.linked()
             values = self._set_values
-            table = count_groups(values.run, values.released, self.qi_columns, values.flag, values.key)
-            groups = Groups.of(table, len(self.qi_columns), values.flag, self.census)
-            counts = values.run(linked_value_query(values, self.qi_columns, column))
+            released, qi_columns, census, _ = self._as_counted(values.released)
+            table = count_groups(values.run, released, qi_columns, values.flag, values.key)
+            groups = Groups.of(table, len(qi_columns), values.flag, census)
+            counts = values.run(linked_value_query(values, qi_columns, column))
             self._linked[column] = measure_column(
-                values.run, values.released, self.qi_columns, self.spec.qi_names, self.spec.release.attribute[column],
+                values.run, released, qi_columns, self.spec.qi_names, self.spec.release.attribute[column],
                 groups, values.flag, values.key, lambda: values.run(linked_source_query(values, column)), counts)
         return self._linked[column]
 
@@ -417,7 +435,8 @@ class ReleaseGate:
                       key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
                       policy=str(self.policy.get("text", "")), record_sha256=record_sha256(record),
                       target=_target(release), persons=self._released.persons, rows=0,
-                      qis=ledger_qis(self.recoding, self.spec.qi_names), content_sha256="", previous="", hash="")
+                      qis=ledger_qis(self._recorded or self.recoding, self.spec.qi_names), content_sha256="",
+                      previous="", hash="")
         try:
             with Ledger(plan.path) as ledger:
                 earlier = _usable(ledger, plan)

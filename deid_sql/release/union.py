@@ -36,6 +36,7 @@ from ..contract.criteria import LEDGER_FILE
 from ..domains.recoding import QIRecoding, Recoding
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
+from ..sqltext import person_key
 
 if TYPE_CHECKING:
     from ..spec.file import Spec
@@ -70,6 +71,48 @@ class LedgerPlan:
         person = spec.person.column if spec.person is not None else None
         link = person if person in linked else linked[0]
         return cls(ledger_path(spec), spec.release.recipient, key_fingerprint(spec.columns.secret()), link)
+
+
+ROWS_COUNTED = "deid_rows_counted"  # the window column of each person's rows in the release
+
+
+@dataclass(frozen=True)
+class RowsCounted:
+    """A derived row count (``derived = "rows"``) as a recipient counts it: the rows of each person in
+    the release (``relation`` adds them as ``ROWS_COUNTED``), judged with the QI at its exact value
+    (``recoding``: the policy's, with those QIs kept; ``census``: its census)."""
+
+    person: str
+    qi_columns: list[str]
+    recoding: Recoding
+    census: Any  # figures.Census of ``recoding``
+
+    @classmethod
+    def of(cls, spec: Spec, recoding: Recoding, census_of: Callable[[Recoding], Any]) -> RowsCounted | None:
+        """None unless ``spec`` has a derived row count and releases the person key (rows linkable)."""
+        person = spec.person
+        rows = [i for i, q in enumerate(spec.qis) if q.derived == "rows"]
+        if person is None or not rows or spec.columns.role(person.column) not in ("pseudonymize", "keep"):
+            return None
+        qis = list(recoding.qis)
+        columns = [q.column for q in spec.qis]
+        for i in rows:
+            domain = qis[i].domain
+            if domain is None:
+                return None
+            qis[i] = QIRecoding.from_groups(domain, np.arange(domain.size))
+            columns[i] = ROWS_COUNTED
+        exact = Recoding(tuple(qis), name=recoding.name)
+        return cls(person.column, columns, exact, census_of(exact))
+
+    def relation(self, relation: exp.Expression) -> exp.Select:
+        """``relation`` with each row's person's number of rows in it (``ROWS_COUNTED``)."""
+        inner = exp.select(exp.Star()).from_(relation) if isinstance(relation, exp.Table) else relation
+        source = exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("deid_counted")))
+        window = exp.Window(this=exp.func("count", exp.Star()),
+                            partition_by=[person_key(col(self.person))])
+        return exp.select(exp.Column(this=exp.Star(), table=ident("deid_counted")),
+                          exp.alias_(window, ident(ROWS_COUNTED))).from_(source)
 
 
 def ledger_path(spec: Spec) -> Path:
