@@ -32,6 +32,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from ..errors import OutputError, SpecError
 
@@ -40,18 +41,18 @@ FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key
 GENESIS = "0" * 64  # the previous hash of a ledger's first entry
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS ledger_entries (seq BIGINT PRIMARY KEY, body VARCHAR NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS L.ledger_entries (seq BIGINT PRIMARY KEY, body VARCHAR NOT NULL, "
     "recipient VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, previous VARCHAR NOT NULL, "
     "hash VARCHAR NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS ledger_tuples (seq BIGINT NOT NULL, label INTEGER NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS L.ledger_tuples (seq BIGINT NOT NULL, label INTEGER NOT NULL, "
     "groups INTEGER[] NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS L.ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
     "label INTEGER NOT NULL)",
 )
 # the persons and tuples of one entry as one canonical text, hashed where the data is
 _CONTENT_HASH = (
     "SELECT sha256(coalesce(string_agg(p.pseudonym || ' ' || array_to_string(t.groups, ','), chr(10) "
-    "ORDER BY p.pseudonym, p.label), '')) FROM ledger_persons p JOIN ledger_tuples t "
+    "ORDER BY p.pseudonym, p.label), '')) FROM L.ledger_persons p JOIN L.ledger_tuples t "
     "ON t.seq = p.seq AND t.label = p.label WHERE p.seq = ?"
 )
 
@@ -173,17 +174,31 @@ class Ledger:
         # every person released.  The mask is the process's, set only while DuckDB creates the files.
         mask = os.umask(0o077)
         try:
-            self.con = duckdb.connect(str(self.path))
+            # an in-memory session with the file attached: read-only for a reader (no lock held against a
+            # writer, nothing checkpointed on close), read-write for appending
+            self.con = duckdb.connect()
+            path = exp.Literal.string(str(self.path)).sql("duckdb")  # a quoted literal, never spliced text
+            self.con.execute(f"ATTACH {path} AS L{' (READ_ONLY)' if not create else ''}")
         except duckdb.Error as e:
             raise SpecError(f"ledger {self.path} cannot be opened ({str(e).splitlines()[0]}); is it a deid-sql "
                             f"ledger? Point [release] ledger at another file") from None
         finally:
             os.umask(mask)
-        for statement in _SCHEMA:
-            self.con.execute(statement)
+        if create:
+            for statement in _SCHEMA:  # (a no-op on a ledger)
+                self.con.execute(statement)
+        elif self._missing():
+            self.con.close()
+            raise SpecError(f"{self.path} is not a deid-sql ledger (it holds no ledger_entries table); point "
+                            f"[release] ledger at the ledger file, or at a new file")
 
     def close(self) -> None:
         self.con.close()
+
+    def _missing(self) -> bool:
+        """Whether the file holds no ledger tables (an empty or foreign DuckDB file opened for reading)."""
+        return not self.con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'L' AND "
+                                    "table_name = 'ledger_entries'").fetchall()[0][0]
 
     def __enter__(self) -> Ledger:
         return self
@@ -195,13 +210,13 @@ class Ledger:
     def entries(self, recipient: str | None = None) -> list[Entry]:
         """Every entry (of ``recipient``), in order."""
         where, params = ("WHERE recipient = ?", [recipient]) if recipient is not None else ("", [])
-        rows = self.con.execute(f"SELECT seq, body, previous, hash FROM ledger_entries {where} ORDER BY seq",
+        rows = self.con.execute(f"SELECT seq, body, previous, hash FROM L.ledger_entries {where} ORDER BY seq",
                                 params).fetchall()
         return [Entry.from_row(*row) for row in rows]
 
     def tuples(self, seq: int) -> dict[int, np.ndarray]:
         """Entry ``seq``'s label tuples: label id -> group ids per QI."""
-        rows = self.con.execute("SELECT label, groups FROM ledger_tuples WHERE seq = ?", [seq]).fetchall()
+        rows = self.con.execute("SELECT label, groups FROM L.ledger_tuples WHERE seq = ?", [seq]).fetchall()
         return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
 
     def labels_of(self, seqs: Sequence[int], pseudonyms: pa.Array) -> pa.Table:
@@ -218,7 +233,7 @@ class Ledger:
             # the view's name is ours (a fixed prefix and random hex), never a user's
             return self.con.sql(
                 f"SELECT p.seq AS seq, c.idx AS \"index\", p.label AS label FROM {name} c "
-                f"JOIN ledger_persons p ON p.pseudonym = c.pseudonym WHERE list_contains($seqs, p.seq)",
+                f"JOIN L.ledger_persons p ON p.pseudonym = c.pseudonym WHERE list_contains($seqs, p.seq)",
                 params={"seqs": list(map(int, seqs))}).to_arrow_table()
         finally:
             self.con.unregister(name)
@@ -233,21 +248,21 @@ class Ledger:
                        else (np.zeros((0, groups.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)))
         label = np.asarray(label, dtype=np.int32).reshape(-1)
         with self._transaction():
-            last = self.con.execute("SELECT seq, hash FROM ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
+            last = self.con.execute("SELECT seq, hash FROM L.ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
             seq, previous = (int(last[0][0]) + 1, str(last[0][1])) if last else (1, GENESIS)
             tuples = pa.table({"seq": pa.array(np.full(len(uniq), seq, dtype=np.int64)),
                                "label": pa.array(np.arange(len(uniq), dtype=np.int32)),
                                "groups": pa.array([list(map(int, row)) for row in uniq], pa.list_(pa.int32()))})
             persons = pa.table({"seq": pa.array(np.full(len(pseudonyms), seq, dtype=np.int64)),
                                 "pseudonym": pseudonyms, "label": pa.array(label, pa.int32())})
-            self._insert("ledger_tuples", tuples)
-            self._insert("ledger_persons", persons)
+            self._insert("L.ledger_tuples", tuples)
+            self._insert("L.ledger_persons", persons)
             content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
             stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
                               "rows": len(pseudonyms), "content_sha256": content, "hash": ""})
             body = stored.body()
             digest = Entry.chain_hash(seq, body, previous)
-            self.con.execute("INSERT INTO ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
+            self.con.execute("INSERT INTO L.ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
                              [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
                               stored.key_fingerprint, previous, digest])
         return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
@@ -278,8 +293,8 @@ class Ledger:
         problems = []
         previous, expected_seq = GENESIS, 1
         rows = self.con.execute("SELECT seq, body, recipient, key_fingerprint, previous, hash "
-                                "FROM ledger_entries ORDER BY seq").fetchall()
-        counts = dict(self.con.execute("SELECT seq, count(*) FROM ledger_persons GROUP BY seq").fetchall())
+                                "FROM L.ledger_entries ORDER BY seq").fetchall()
+        counts = dict(self.con.execute("SELECT seq, count(*) FROM L.ledger_persons GROUP BY seq").fetchall())
         for seq, body, recipient, fingerprint, prev, digest in rows:
             where = f"entry {seq}"
             if seq != expected_seq:
@@ -304,8 +319,8 @@ class Ledger:
                 problems.append(f"{where}: it holds {counts.get(seq, 0)} persons' labels, not the "
                                 f"{raw.get('rows')} it was written with")
             previous, expected_seq = digest, seq + 1
-        orphans = self.con.execute("SELECT DISTINCT seq FROM ledger_persons WHERE seq NOT IN "
-                                   "(SELECT seq FROM ledger_entries) ORDER BY seq").fetchall()
+        orphans = self.con.execute("SELECT DISTINCT seq FROM L.ledger_persons WHERE seq NOT IN "
+                                   "(SELECT seq FROM L.ledger_entries) ORDER BY seq").fetchall()
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
         return problems
 
@@ -340,13 +355,13 @@ class RecipientSummary:
 def summarize(ledger: Ledger) -> list[RecipientSummary]:
     """Every recipient of ``ledger``, in name order, with the union's k over all their releases."""
     out = []
-    for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM ledger_entries ORDER BY recipient"
+    for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries ORDER BY recipient"
                                            ).fetchall():
         entries = tuple(ledger.entries(recipient))
         # per person the combined label: its label (or a set's key) in each entry, absent as -1
         rows = ledger.con.sql(
             "SELECT p.pseudonym, list(p.seq || ':' || p.label ORDER BY p.seq, p.label) AS labels "
-            "FROM ledger_persons p JOIN ledger_entries e ON e.seq = p.seq WHERE e.recipient = $r "
+            "FROM L.ledger_persons p JOIN L.ledger_entries e ON e.seq = p.seq WHERE e.recipient = $r "
             "GROUP BY p.pseudonym", params={"r": recipient}).fetchall()
         combined: dict[tuple[str, ...], int] = {}
         for _, labels in rows:

@@ -300,10 +300,12 @@ class ReleaseGate:
         self._released = released_persons(run, relation, self.ledger.link, qi_columns,
                                           FLAG if self.flagged else None, census)
         self._recorded = recoding
-        earlier = earlier_releases(self.ledger)
-        if not earlier:
+        if not self.ledger.path.is_file():
             return figures
-        with Ledger(self.ledger.path, create=False) as ledger:
+        with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
+            earlier = _usable(ledger, self.ledger)
+            if not earlier:
+                return figures
             union = union_figures(self._released, ledger_qis(recoding, self.spec.qi_names), recoding,
                                   earlier, ledger, self.ledger.recipient,
                                   self.census_of if census.population else None, self.record_risk,
@@ -446,14 +448,6 @@ class ReleaseGate:
                               f"linked is recorded before it leaves, so nothing was written") from None
         return {"path": str(plan.path), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
                 "earlier": len(earlier), "link": plan.link}
-
-
-def earlier_releases(plan: LedgerPlan) -> list[Entry]:
-    """The releases the recipient already holds under this key (none without a ledger file)."""
-    if not plan.path.is_file():
-        return []
-    with Ledger(plan.path, create=False) as ledger:
-        return _usable(ledger, plan)
 
 
 def _usable(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
