@@ -284,7 +284,7 @@ def test_union_figures_equal_a_pure_python_reference(tmp_path_factory: pytest.Te
         groups = np.array([[int(q.group_of[persons[i][j]]) for j, q in enumerate(rec.qis)] for i in shown],
                           dtype=np.int64).reshape(len(shown), len(sizes))
         entry = Entry(seq=0, recipient="r", release=f"r{e}", created_at="t", key_fingerprint="f", spec="s",
-                      spec_sha256=None, policy="p", record_sha256="h", target="t", persons=len(shown), rows=0,
+                      spec_sha256=None, policy="p", record_sha256="h", target="t", persons=len(shown), rows=0, held=0,
                       qis=ledger_qis(rec, names), content_sha256="", previous="", hash="")
         entries.append(ledger.append(entry, Released(pa.array([pseudonyms[i] for i in shown], pa.string()), groups)))
     assert not ledger.verify()
@@ -296,9 +296,9 @@ def test_union_figures_equal_a_pure_python_reference(tmp_path_factory: pytest.Te
 
         def census_of(rec: Recoding) -> Census:
             return Census.from_cells(rec, cells, n)
-    union = union_figures(cur, ledger_qis(current, names), current, entries, ledger, "r",
-                          census_of if census is not None else None, PopulationRisk(), 1.0, 0,
-                          float(sum(census.values())) if census else float(n))
+    union, _ = union_figures(cur, ledger_qis(current, names), current, entries, ledger, "r",
+                             census_of if census is not None else None, PopulationRisk(), 1.0, 0,
+                             float(sum(census.values())) if census else float(n))
     ledger.close()
     k, risk_sum = _reference(persons, current, earlier_refs, census)
     assert union.k == k

@@ -21,10 +21,10 @@ from .options import echo_json, handles_errors
 def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> None:
     """List what each recipient already holds (the ledger of linkable releases) and check its chain.
 
-    For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest persons
-    sharing everything those releases told about them.  Every release that can be linked (it carries a pseudonym) is recorded in the ledger, one file beside
-    the spec unless [release] ledger names another; a new release to the same recipient is judged with
-    what they already hold.
+    For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest
+    persons sharing everything those releases told about them.  Every release that can be linked (it
+    carries a pseudonym) is recorded in the ledger, one file beside the spec unless [release] ledger
+    names another; a new release to the same recipient is judged with what they already hold.
 
     Example: deid-sql ledger spec.toml --verify
     """

@@ -7,10 +7,13 @@ Storage only: the judgment is ``deid_sql.release``.
 
 Modules:
 
+- ``combine.py``: the arithmetic of combining releases: dense keys of label tuples (hash-based, rows packed
+  into one int64), one label per person (a set's label for a person shown under several tuples)
 - ``store.py``: the ledger file (one DuckDB file, owner-only): ``Ledger`` (entries, persons' label tuples,
   ``append`` in one transaction, ``verify`` of the hash chain), ``Entry``, ``LedgerQI`` (a QI's partition
   of its domain), ``Released`` (what one release shows per person), ``key_fingerprint`` (HMAC of a fixed
-  label: tells keys apart, never reveals one)
+  label: tells keys apart, never reveals one); per recipient, the state (each person's combined label),
+  folded in with every entry (``fold``) so a release is judged with one join
 
 May import: ``errors``.
 Imported by: ``cli``, ``release``.

@@ -32,9 +32,11 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..errors import OutputError, SpecError
+from .combine import dense_keys, per_person, persons_of
 
 FORMAT = 1
 FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
@@ -48,6 +50,12 @@ _SCHEMA = (
     "groups INTEGER[] NOT NULL)",
     "CREATE TABLE IF NOT EXISTS L.ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
     "label INTEGER NOT NULL)",
+    # derived, rewritten with each entry: per recipient, each person's combined label (their label in each of
+    # the recipient's entries), so a release is judged with one join however many releases came before
+    "CREATE TABLE IF NOT EXISTS L.ledger_state (recipient VARCHAR NOT NULL, pseudonym VARCHAR NOT NULL, "
+    "combined BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS L.ledger_combined (recipient VARCHAR NOT NULL, combined BIGINT NOT NULL, "
+    "labels BIGINT[] NOT NULL)",
 )
 # the persons and tuples of one entry as one canonical text, hashed where the data is
 _CONTENT_HASH = (
@@ -120,6 +128,7 @@ class Entry:
     target: str  # where it was released (a file, a table, a view, a folder), in words
     persons: int
     rows: int  # (person, label tuple) pairs stored: one per person unless a person shows several tuples
+    held: int  # the persons the recipient holds with this release (in any of their releases)
     qis: tuple[LedgerQI, ...]
     content_sha256: str  # the hash of its persons and tuples
     previous: str
@@ -219,24 +228,38 @@ class Ledger:
         rows = self.con.execute("SELECT label, groups FROM L.ledger_tuples WHERE seq = ?", [seq]).fetchall()
         return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
 
-    def labels_of(self, seqs: Sequence[int], pseudonyms: pa.Array) -> pa.Table:
-        """(seq, index, label) of each of ``pseudonyms`` released in the entries ``seqs`` (``index``:
-        its position in ``pseudonyms``)."""
-        if not seqs or not len(pseudonyms):
-            return pa.table({"seq": pa.array([], pa.int64()), "index": pa.array([], pa.int64()),
-                             "label": pa.array([], pa.int32())})
+    def state_of(self, recipient: str, pseudonyms: pa.Array) -> np.ndarray:
+        """The combined label of each of ``pseudonyms`` (distinct) in ``recipient``'s state (−1: never
+        released to them)."""
+        out = np.full(len(pseudonyms), -1, dtype=np.int64)
+        if not len(pseudonyms):
+            return out
         current = pa.table({"pseudonym": pseudonyms.cast(pa.string()),
                             "idx": pa.array(np.arange(len(pseudonyms), dtype=np.int64))})
         name = f"deid_current_{secrets.token_hex(4)}"
         self.con.register(name, current)
         try:
             # the view's name is ours (a fixed prefix and random hex), never a user's
-            return self.con.sql(
-                f"SELECT p.seq AS seq, c.idx AS \"index\", p.label AS label FROM {name} c "
-                f"JOIN L.ledger_persons p ON p.pseudonym = c.pseudonym WHERE list_contains($seqs, p.seq)",
-                params={"seqs": list(map(int, seqs))}).to_arrow_table()
+            found = self.con.sql(
+                f"SELECT c.idx AS idx, s.combined AS combined FROM {name} c JOIN L.ledger_state s "
+                f"ON s.pseudonym = c.pseudonym WHERE s.recipient = $r", params={"r": recipient}).to_arrow_table()
         finally:
             self.con.unregister(name)
+        idx = np.asarray(found.column("idx").to_numpy(zero_copy_only=False), dtype=np.int64)
+        out[idx] = np.asarray(found.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+        return out
+
+    def combined(self, recipient: str, entries: int) -> np.ndarray:
+        """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""
+        table = self.con.sql("SELECT combined, labels FROM L.ledger_combined WHERE recipient = $r",
+                             params={"r": recipient}).to_arrow_table()
+        out = np.full((table.num_rows, entries), -1, dtype=np.int64)
+        if table.num_rows:
+            ids = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+            flat = pc.list_flatten(table.column("labels").combine_chunks())
+            out = np.full((int(ids.max()) + 1, entries), -1, dtype=np.int64)
+            out[ids] = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.int64).reshape(len(ids), entries)
+        return out
 
     # -- appending ----------------------------------------------------------------------------------
     def append(self, entry: Entry, released: Released) -> Entry:
@@ -258,14 +281,36 @@ class Ledger:
             self._insert("L.ledger_tuples", tuples)
             self._insert("L.ledger_persons", persons)
             content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+            held = self._update_state(entry.recipient, pseudonyms, label, len(uniq))
             stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
-                              "rows": len(pseudonyms), "content_sha256": content, "hash": ""})
+                              "rows": len(pseudonyms), "held": held, "content_sha256": content, "hash": ""})
             body = stored.body()
             digest = Entry.chain_hash(seq, body, previous)
             self.con.execute("INSERT INTO L.ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
                              [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
                               stored.key_fingerprint, previous, digest])
         return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
+
+    def _update_state(self, recipient: str, pseudonyms: pa.Array, label: np.ndarray, tuples: int) -> int:
+        """Fold a new entry's persons (one row per (person, tuple label)) into ``recipient``'s state;
+        returns the persons the recipient now holds."""
+        previous = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
+                                params={"r": recipient}).to_arrow_table()
+        before = self.con.sql("SELECT count(*) FROM L.ledger_entries WHERE recipient = $r",
+                              params={"r": recipient}).fetchall()[0][0]
+        matrix = self.combined(recipient, before)
+        names, combined, rows = fold(previous.column("pseudonym").combine_chunks().cast(pa.string()),
+                                     np.asarray(previous.column("combined").to_numpy(zero_copy_only=False),
+                                                dtype=np.int64), matrix, pseudonyms, label, tuples)
+        self.con.execute("DELETE FROM L.ledger_state WHERE recipient = ?", [recipient])
+        self.con.execute("DELETE FROM L.ledger_combined WHERE recipient = ?", [recipient])
+        self._insert("L.ledger_state", pa.table({"recipient": pa.array([recipient] * len(names), pa.string()),
+                                                 "pseudonym": names, "combined": pa.array(combined, pa.int64())}))
+        self._insert("L.ledger_combined", pa.table({
+            "recipient": pa.array([recipient] * len(rows), pa.string()),
+            "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
+            "labels": pa.array(rows.tolist(), pa.list_(pa.int64()))}))
+        return len(names)
 
     def _insert(self, table: str, rows: pa.Table) -> None:
         name = f"deid_rows_{secrets.token_hex(4)}"
@@ -319,9 +364,37 @@ class Ledger:
                 problems.append(f"{where}: it holds {counts.get(seq, 0)} persons' labels, not the "
                                 f"{raw.get('rows')} it was written with")
             previous, expected_seq = digest, seq + 1
+        if content:
+            problems.extend(self._verify_state())
         orphans = self.con.execute("SELECT DISTINCT seq FROM L.ledger_persons WHERE seq NOT IN "
                                    "(SELECT seq FROM L.ledger_entries) ORDER BY seq").fetchall()
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
+        return problems
+
+    def _verify_state(self) -> list[str]:
+        """The recipients' states replayed from their entries' persons and compared with what is stored."""
+        problems = []
+        for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
+            names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+            matrix = np.zeros((0, 0), dtype=np.int64)
+            for entry in self.entries(recipient):
+                rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
+                                    params={"s": entry.seq}).to_arrow_table()
+                tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
+                                      params={"s": entry.seq}).fetchall()[0][0]
+                names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
+                                               np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
+                                                          dtype=np.int64), int(tuples))
+            stored = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
+                                  params={"r": recipient}).to_arrow_table()
+            held = self.combined(recipient, matrix.shape[1])
+            mine = dict(zip(names.to_pylist(), (tuple(r) for r in matrix[combined].tolist())))
+            ids = np.asarray(stored.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+            theirs = dict(zip(stored.column("pseudonym").to_pylist(),
+                              (tuple(r) for r in held[ids].tolist()) if len(ids) and len(held) else []))
+            if mine != theirs:
+                problems.append(f"recipient {recipient!r}: what the ledger says they hold does not follow from "
+                                f"their entries (its state was edited)")
         return problems
 
     def check(self, content: bool = True) -> None:
@@ -369,3 +442,36 @@ def summarize(ledger: Ledger) -> list[RecipientSummary]:
             combined[key] = combined.get(key, 0) + 1
         out.append(RecipientSummary(recipient, entries, len(rows), min(combined.values(), default=0)))
     return out
+
+
+def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: pa.Array, label: np.ndarray,
+         tuples: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """A recipient's state after one more release: every person they hold (``names``, each with a
+    combined label, a row of ``matrix``) and the release's (pseudonym, tuple label) rows.  A person
+    shown under several tuples gets the label of that set (``tuples`` + its rank among the sets)."""
+    new_names, row_person = persons_of(pseudonyms.cast(pa.string()))
+    mine, _, sets = per_person(row_person, np.asarray(label, dtype=np.int64), len(new_names), first_set=tuples)
+    if sets:  # number the sets in a fixed order (their members), whatever the rows' order
+        rank = {s: i for i, s in enumerate(sorted(sets))}
+        remap = {tuples + i: tuples + rank[s] for i, s in enumerate(sets)}
+        mine = np.array([remap.get(int(v), int(v)) for v in mine], dtype=np.int64)
+    at = np.asarray(pc.index_in(new_names, value_set=names).fill_null(-1).to_numpy(zero_copy_only=False),
+                    dtype=np.int64) if len(names) else np.full(len(new_names), -1, dtype=np.int64)
+    fresh = at < 0
+    all_names = pa.concat_arrays([names.cast(pa.string()), new_names.filter(pa.array(fresh)).cast(pa.string())]) \
+        if len(names) else new_names.cast(pa.string())
+    old = np.concatenate([combined, np.full(int(fresh.sum()), -1, dtype=np.int64)])
+    now = np.full(len(all_names), -1, dtype=np.int64)
+    now[at[~fresh]] = mine[~fresh]
+    now[len(names):] = mine[fresh]
+    key = dense_keys(np.column_stack([old, now]))
+    width = matrix.shape[1]
+    rows = np.full((int(key.max()) + 1 if key.size else 0, width + 1), -1, dtype=np.int64)
+    if key.size:
+        rep = np.full(rows.shape[0], -1, dtype=np.int64)
+        rep[key[::-1]] = np.arange(key.size)[::-1]
+        before = old[rep]
+        if width:
+            rows[before >= 0, :width] = matrix[before[before >= 0]]
+        rows[:, width] = now[rep]
+    return all_names, key, rows

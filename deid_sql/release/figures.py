@@ -35,7 +35,6 @@ from ..evaluate.groups import PeopleByKey, group_cells, group_sizes, keys_of
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
 from ..loading.cells import Cells
 from ..sqltext import person_key
-from .union import UnionFigures
 
 FLAG = "deid_suppressed"
 
@@ -101,6 +100,41 @@ class AttributeFigures:
     max_t: float | None  # when max_t is asked (its distance)
     max_presence: float | None  # with a census
     checks: tuple[AttributeCheck, ...]
+
+
+@dataclass(frozen=True)
+class UnionFigures:
+    """The figures of a release on its persons' combined labels, with the earlier releases used."""
+
+    recipient: str
+    earlier: tuple[str, ...]  # the earlier releases' ids, in order
+    persons: int  # persons of this release found in an earlier one
+    records: int
+    groups: int
+    k: int
+    sample_unique_records: int
+    risk_sum: float
+    risk: float
+    expected_reidentifications: float
+    max_record_risk: float
+    mean_record_risk: float
+    # the attribute criteria on the combined labels, per sensitive column judged
+    attribute: tuple[AttributeFigures, ...] = ()
+
+    def value(self, figure: str) -> float:
+        return float(getattr(self, figure))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipient": self.recipient, "earlier": list(self.earlier), "linked_persons": self.persons,
+                "records": self.records, "groups": self.groups, "k": self.k,
+                "sample_unique_records": self.sample_unique_records, "risk_sum": self.risk_sum, "risk": self.risk,
+                "expected_reidentifications": self.expected_reidentifications,
+                "max_record_risk": self.max_record_risk, "mean_record_risk": self.mean_record_risk,
+                **({"attribute": [asdict(a) for a in self.attribute]} if self.attribute else {})}
+
+    def words(self) -> str:
+        n = len(self.earlier)
+        return f"with the {n} earlier release{'' if n == 1 else 's'} to {self.recipient} ({', '.join(self.earlier)})"
 
 
 class Census:

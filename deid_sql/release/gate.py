@@ -51,7 +51,7 @@ from .sidecar import (
     sidecar_table,
     utc_now,
 )
-from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_figures
+from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_attribute, union_figures
 from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
@@ -306,11 +306,16 @@ class ReleaseGate:
             earlier = _usable(ledger, self.ledger)
             if not earlier:
                 return figures
-            union = union_figures(self._released, ledger_qis(recoding, self.spec.qi_names), recoding,
-                                  earlier, ledger, self.ledger.recipient,
-                                  self.census_of if census.population else None, self.record_risk,
-                                  self.original_risk_sum, figures.suppressed, census.total)
-        return replace(figures, union=union)
+            union, groups = union_figures(
+                self._released, ledger_qis(recoding, self.spec.qi_names), recoding, earlier, ledger,
+                self.ledger.recipient, self.census_of if census.population else None, self.record_risk,
+                self.original_risk_sum, figures.suppressed, census.total)
+        linked = set(linked_columns(self.spec))
+        attribute = tuple(  # the attribute criteria on the combined labels (a linked table's column: by the set)
+            union_attribute(run, relation, self.ledger.link, FLAG if self.flagged else None, groups, limits,
+                            Unit.of(self.person), self._reference(column) if self.source_values is not None else None)
+            for column, limits in self.spec.release.attribute.items() if column not in linked)
+        return replace(figures, union=replace(union, attribute=attribute))
 
     def _over_set(self, column: str) -> AttributeFigures:
         """A column sensitive in a linked table, counted over the whole set where the data is and judged
@@ -371,6 +376,9 @@ class ReleaseGate:
                     value = union.value(c.figure)
                     checks.append(Check(c.key, f"union.{c.figure}", value, c.limit, c.at_most, c.passes(value),
                                         f"{union.words()}: {c.describe(value)}"))
+                for column in union.attribute:
+                    checks.extend(Check(a.key, f"union.{a.column}.{a.figure}", a.value, a.limit, a.at_most,
+                                        a.passed, f"{union.words()}: {a.text}") for a in column.checks)
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
                        criteria.allow_original_data, Unit.of(self.person))
 
@@ -436,7 +444,7 @@ class ReleaseGate:
         entry = Entry(seq=0, recipient=plan.recipient, release=_release_id(record), created_at=record["created_at"],
                       key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
                       policy=str(self.policy.get("text", "")), record_sha256=record_sha256(record),
-                      target=_target(release), persons=self._released.persons, rows=0,
+                      target=_target(release), persons=self._released.persons, rows=0, held=0,
                       qis=ledger_qis(self._recorded or self.recoding, self.spec.qi_names), content_sha256="",
                       previous="", hash="")
         try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,21 +36,18 @@ from ..compiler.compile import col, ident
 from ..contract.criteria import LEDGER_FILE
 from ..domains.recoding import QIRecoding, Recoding
 from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
+from ..ledger.combine import dense_keys, per_person, persons_of
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
 from ..sqltext import person_key
+from .attribute import Groups, judge_values
+from .figures import AttributeFigures, Census, UnionFigures
+from .unit import Unit
 
 if TYPE_CHECKING:
+    from ..contract.attribute import AttributeLimits
     from ..spec.file import Spec
 
 
-class Labels(Protocol):
-    """What the union needs of a census (``figures.Labels``): label ids, group keys, people."""
-
-    def group_ids(self, columns: Sequence[pa.Array]) -> list[np.ndarray]: ...
-
-    def key_of(self, ids: Sequence[np.ndarray]) -> np.ndarray: ...
-
-    def people(self, keys: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -122,38 +119,6 @@ def ledger_path(spec: Spec) -> Path:
     return Path(given if given is not None else spec.path.parent / LEDGER_FILE).resolve()
 
 
-@dataclass(frozen=True)
-class UnionFigures:
-    """The figures of a release on its persons' combined labels, with the earlier releases used."""
-
-    recipient: str
-    earlier: tuple[str, ...]  # the earlier releases' ids, in order
-    persons: int  # persons of this release found in an earlier one
-    records: int
-    groups: int
-    k: int
-    sample_unique_records: int
-    risk_sum: float
-    risk: float
-    expected_reidentifications: float
-    max_record_risk: float
-    mean_record_risk: float
-
-    def value(self, figure: str) -> float:
-        return float(getattr(self, figure))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"recipient": self.recipient, "earlier": list(self.earlier), "linked_persons": self.persons,
-                "records": self.records, "groups": self.groups, "k": self.k,
-                "sample_unique_records": self.sample_unique_records, "risk_sum": self.risk_sum, "risk": self.risk,
-                "expected_reidentifications": self.expected_reidentifications,
-                "max_record_risk": self.max_record_risk, "mean_record_risk": self.mean_record_risk}
-
-    def words(self) -> str:
-        n = len(self.earlier)
-        return f"with the {n} earlier release{'' if n == 1 else 's'} to {self.recipient} ({', '.join(self.earlier)})"
-
-
 def persons_query(relation: exp.Expression, link: str, qi_columns: Sequence[str], flag: str | None) -> exp.Select:
     """The released persons' label tuples: ``SELECT DISTINCT link, qi…`` over the rows shown (not
     suppressed, a pseudonym present), as text."""
@@ -168,8 +133,26 @@ def persons_query(relation: exp.Expression, link: str, qi_columns: Sequence[str]
     return query
 
 
+def person_values_query(relation: exp.Expression, link: str, column: str, flag: str | None) -> exp.Select:
+    """``SELECT DISTINCT link, column`` over the rows shown: the values each released person holds."""
+    query = persons_query(relation, link, (), flag)
+    return query.select(exp.alias_(col(column), ident("v")))
+
+
+def union_attribute(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, link: str,
+                    flag: str | None, union: UnionGroups, limits: AttributeLimits, unit: Unit,
+                    reference: Callable[[], pa.Table] | None) -> AttributeFigures:
+    """``limits``' criteria on the groups of combined labels: f_G(v) = the persons of G holding v."""
+    table = run(person_values_query(relation, link, limits.column, flag))
+    person = pc.index_in(table.column("p").combine_chunks().cast(pa.string()), value_set=union.names)
+    at = np.asarray(person.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    group = np.where(at >= 0, union.group[np.maximum(at, 0)], -1)
+    return judge_values(limits, group, table.column("v"), np.ones(table.num_rows), union.groups,
+                        ("combined labels",), unit, reference)
+
+
 def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, link: str,
-                     qi_columns: Sequence[str], flag: str | None, census: Labels) -> Released:
+                     qi_columns: Sequence[str], flag: str | None, census: Census) -> Released:
     """Per released (person, label tuple): the pseudonym and the group ids (-1: outside the policy)."""
     table = run(persons_query(relation, link, qi_columns, flag))
     columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
@@ -188,69 +171,40 @@ def ledger_qis(recoding: Recoding, qi_names: Sequence[str]) -> tuple[LedgerQI, .
     return tuple(out)
 
 
-def _keys(rows: np.ndarray) -> np.ndarray:
-    """A dense key per row of an int matrix (>= -1): equal rows, equal keys, numbered 0..G-1.
-
-    Rows are packed into one int64 by mixed radix where the radices allow it (a 1-D unique, an order
-    of magnitude faster than a unique over rows), else compared row by row."""
-    if rows.shape[1] == 0:
-        return np.zeros(rows.shape[0], dtype=np.int64)
-    if not rows.shape[0]:
-        return np.zeros(0, dtype=np.int64)
-    radix = rows.max(axis=0).astype(np.int64) + 2
-    if float(np.prod(radix.astype(np.float64))) < 2.0 ** 62:
-        packed = np.zeros(rows.shape[0], dtype=np.int64)
-        for j in range(rows.shape[1]):
-            packed = packed * radix[j] + (rows[:, j].astype(np.int64) + 1)
-        return np.unique(packed, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
-
-
-def _persons(pseudonyms: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """The distinct pseudonyms, and each row's index among them (one row a person: no sorting)."""
-    if not len(pseudonyms):
-        return pseudonyms, np.zeros(0, dtype=np.int64)
-    encoded = pc.dictionary_encode(pseudonyms)
-    names = encoded.dictionary
-    return names, np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
 def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding, earlier: Sequence[Entry],
-                  ledger: Ledger, recipient: str, census_of: Callable[[Recoding], Labels] | None,
+                  ledger: Ledger, recipient: str, census_of: Callable[[Recoding], Census] | None,
                   record_risk: RecordRisk, original_risk_sum: float, suppressed: int,
-                  census_total: float) -> UnionFigures:
-    """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``)."""
-    names, person_of_row = _persons(current.pseudonyms)
+                  census_total: float) -> tuple[UnionFigures, UnionGroups]:
+    """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``),
+    and the groups of combined labels (for the attribute criteria)."""
+    names, person_of_row = persons_of(current.pseudonyms)
     n = len(names)
-    row_key = _keys(current.groups)
+    row_key = dense_keys(current.groups)
     # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
-    cur_key, mixed = _per_person(person_of_row, row_key, n)
+    cur_key, mixed, _ = per_person(person_of_row, row_key, n)
     first = np.full(n, -1, dtype=np.int64)
     first[person_of_row[::-1]] = np.arange(len(row_key))[::-1]
     cur_groups = current.groups[first] if n else current.groups[:0]
     outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
 
-    seqs = [e.seq for e in earlier]
-    found = ledger.labels_of(seqs, names)
-    labels = np.full((n, len(seqs)), -1, dtype=np.int64)
-    column = {s: i for i, s in enumerate(seqs)}
-    f_seq = np.asarray(found.column("seq").to_numpy(zero_copy_only=False), dtype=np.int64)
-    f_idx = np.asarray(found.column("index").to_numpy(zero_copy_only=False), dtype=np.int64)
-    f_lab = np.asarray(found.column("label").to_numpy(zero_copy_only=False), dtype=np.int64)
-    for s, i in column.items():
-        here = f_seq == s
-        key, many = _per_person(f_idx[here], f_lab[here], n, absent=-1)
-        labels[:, i] = key
-        mixed |= many
-    linked = int((labels >= 0).any(axis=1).sum()) if len(seqs) else 0
+    # what the recipient holds of each person: one join with their state, however many releases came before
+    tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
+    held = ledger.state_of(recipient, names)
+    matrix = ledger.combined(recipient, len(earlier))
+    labels = np.full((n, len(earlier)), -1, dtype=np.int64)
+    known = held >= 0
+    if known.any() and len(earlier):
+        labels[known] = matrix[held[known]]
+    for e, t in enumerate(tuples):
+        mixed |= labels[:, e] >= len(t)  # shown under several tuples in that release
+    linked = int((labels >= 0).any(axis=1).sum()) if len(earlier) else 0
 
-    combined = np.column_stack([cur_key, labels])
     shown = ~outside
-    group = _keys(combined[shown])
+    group = dense_keys(np.column_stack([cur_key, np.where(known, held, -1)])[shown])
     m = np.bincount(group).astype(np.float64) if group.size else np.zeros(0)
     g = m.copy()
     if census_of is not None and m.size:
-        g = _population(census_of, recoding, qis, earlier, ledger, cur_groups[shown], labels[shown], mixed[shown],
+        g = _population(census_of, recoding, qis, earlier, tuples, cur_groups[shown], labels[shown], mixed[shown],
                         group, m)
     m_out = np.ones(int(outside.sum()), dtype=np.float64)  # each outside person: the sample view, alone
     m_all = np.concatenate([m, np.full(1 if suppressed else 0, float(suppressed)), m_out])
@@ -258,47 +212,67 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     r = group_risks(record_risk, m_all, g_all) if m_all.size else np.zeros(0)
     risk_sum = float((m_all * r).sum())
     records = int(m_all.sum())
-    return UnionFigures(
+    figures = UnionFigures(
         recipient=recipient, earlier=tuple(e.release for e in earlier), persons=linked, records=records,
         groups=int(m.size), k=int(m.min()) if m.size else 0, sample_unique_records=int((m == 1).sum()),
         risk_sum=risk_sum, risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
         expected_reidentifications=expected_reidentifications(record_risk, m_all, g_all, risk_sum),
         max_record_risk=float(r.max()) if r.size else 0.0, mean_record_risk=risk_sum / records if records else 0.0)
+    group_of = np.full(n, -1, dtype=np.int64)
+    group_of[np.flatnonzero(shown)] = group
+    rep = np.full(m.size, -1, dtype=np.int64)
+    rep[group[::-1]] = np.flatnonzero(shown)[::-1]
+    words = _Words(recoding, qis, earlier, tuples, cur_groups, labels, rep)
+    return figures, UnionGroups(names, group_of, Groups(words, m, g if census_of is not None else None))
 
 
-def _per_person(person: np.ndarray, key: np.ndarray, n: int, absent: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """One key per person from (person, key) pairs: the key itself when the person has one, a key of
-    the set (beyond every single key) when several; ``absent`` for persons with none; and whether
-    each person had several."""
-    out = np.full(n, absent, dtype=np.int64)
-    many = np.zeros(n, dtype=bool)
-    if not len(person):
-        return out, many
-    counts = np.bincount(person, minlength=n)
-    single = counts[person] == 1
-    out[person[single]] = key[single]
-    several = np.flatnonzero(counts > 1)
-    if several.size:
-        top = int(key.max()) + 1
-        sets: dict[tuple[int, ...], int] = {}
-        order = np.argsort(person, kind="stable")
-        starts = np.searchsorted(person[order], several)
-        for p, start in zip(several, starts):
-            members = tuple(sorted(set(key[order][start:start + counts[p]].tolist())))
-            out[p] = sets.setdefault(members, top + len(sets)) if len(members) > 1 else members[0]
-        many[several] = True
-    return out, many
+@dataclass(frozen=True)
+class UnionGroups:
+    """This release's persons (``names``, distinct pseudonyms) and the group of combined labels of each
+    (``group``, -1: outside the policy), as the attribute criteria count them (``groups``)."""
+
+    names: pa.Array
+    group: np.ndarray
+    groups: Groups
 
 
-def _population(census_of: Callable[[Recoding], Labels], recoding: Recoding, qis: Sequence[LedgerQI],
-                earlier: Sequence[Entry], ledger: Ledger, cur_groups: np.ndarray, labels: np.ndarray,
+class _Words(Sequence[tuple[str, ...]]):
+    """A combined label in words, made when a refusal names its group (there may be a million)."""
+
+    def __init__(self, recoding: Recoding, qis: Sequence[LedgerQI], earlier: Sequence[Entry],
+                 tuples: Sequence[np.ndarray], cur_groups: np.ndarray, labels: np.ndarray, rep: np.ndarray) -> None:
+        self.recoding, self.qis, self.earlier, self.tuples = recoding, qis, earlier, tuples
+        self.cur_groups, self.labels, self.rep = cur_groups, labels, rep
+
+    def __len__(self) -> int:
+        return len(self.rep)
+
+    def __getitem__(self, i: int) -> tuple[str, ...]:  # type: ignore[override]
+        person = int(self.rep[i])
+        now = ", ".join(f"{q.name} {r.labels[int(gid)]}" for q, r, gid in
+                        zip(self.qis, self.recoding.qis, self.cur_groups[person]))
+        before = []
+        for e, entry in enumerate(self.earlier):
+            label = int(self.labels[person, e])
+            if label < 0:
+                before.append(f"{entry.release}: not released")
+            elif label < len(self.tuples[e]):
+                before.append(f"{entry.release}: " + ", ".join(
+                    f"{q.name} {q.labels[int(gid)] if gid >= 0 else '(outside)'}"
+                    for q, gid in zip(entry.qis, self.tuples[e][label])))
+            else:
+                before.append(f"{entry.release}: several labels")
+        return (f"{now}; earlier {'; '.join(before)}",)
+
+
+def _population(census_of: Callable[[Recoding], Census], recoding: Recoding, qis: Sequence[LedgerQI],
+                earlier: Sequence[Entry], tuples: Sequence[np.ndarray], cur_groups: np.ndarray, labels: np.ndarray,
                 mixed: np.ndarray, group: np.ndarray, m: np.ndarray) -> np.ndarray:
     """g per combined group: max(census people in the intersection of its persons' regions, m)."""
     g = m.copy()
     # one person per group stands for it (a group's persons share every label)
     rep = np.full(m.size, -1, dtype=np.int64)
     rep[group[::-1]] = np.arange(group.size)[::-1]
-    tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
     # per earlier entry, per current QI: the entry's QI index over the same domain (None: not comparable)
     same = [[next((i for i, eq in enumerate(e.qis) if eq.name == q.name and eq.domain == q.domain), None)
              for q in qis] for e in earlier]
