@@ -107,8 +107,10 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 @reports_wall_time
 def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
                  overwrite: bool, bits: bool, risk_model: str | None) -> None:
-    """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk) that meet the
-    spec's [release] attribute criteria (min_l, max_confidence, max_t…) when it has any.
+    """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
+
+    When the spec's [release] has attribute criteria (min_l, max_confidence, max_t…), every policy
+    found meets them too.
 
     Example: deid-sql alternatives demo/demo.toml --max-risk safe-harbor --iterations 100 --seed 1 --out alt.csv
     """
