@@ -12,7 +12,7 @@ import math
 import random
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from deid_sql.loading.sensitive import sensitive_cells
 from deid_sql.search.paths import TRAVERSALS
 
 from .baselines.fulldomain import exhaustive
+from .engines import ENGINES, Engine, engine_fixture, engine_params
 
 AGE_LEVELS = (1, 5, 10, 100)  # the age hierarchy: the value, 5-year bands, decades, *
 AGE_H = "".join(f"{a};{a // 5 * 5}-{a // 5 * 5 + 4};{a // 10 * 10}-{a // 10 * 10 + 9};*\n" for a in range(100))
@@ -273,3 +274,28 @@ def test_a_second_load_counts_no_query_and_a_change_counts_afresh(tmp_path: Path
     changed = fixed_rows(2)
     write(tmp_path, changed)
     assert counted(spec, "dx", cache) == holders(person_cells(changed), [(r["pid"], r["dx"]) for r in changed])
+
+
+# -- every engine counts the same persons -----------------------------------------------------------------
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def test_every_engine_counts_the_same_persons(engine: Engine, tmp_path: Path) -> None:
+    """The source's column and a linked table's, on the engine's own tables, equal the reference."""
+    rows = fixed_rows(3)
+    rng = random.Random(4)
+    diagnoses = [{"pid": r["pid"], "code": rng.choice(DX)} for r in rows for _ in range(rng.randint(0, 2))]
+    diagnoses.append({"pid": "ORPHAN", "code": "Z99"})
+    local = write(tmp_path, rows, diagnoses)
+    source = engine.load("sens_encounters", pa.Table.from_pylist(rows, schema=SCHEMA))
+    linked = engine.load("sens_diagnoses", pa.Table.from_pylist(diagnoses, schema=DIAGNOSES))
+    spec = engine.folder / "sens.toml"
+    spec.write_text(local.read_text(encoding="utf-8")
+                    .replace('[source]\npath = "enc.parquet"\n', engine.header() + f"\n[source]\n{source}\n")
+                    .replace('path = "diagnoses.parquet"\n', f"{linked}\n")
+                    .replace('hierarchy = "age.csv"', f'hierarchy = "{tmp_path / "age.csv"}"'), encoding="utf-8")
+    cells = person_cells(rows)
+    assert counted(spec, "dx") == holders(cells, [(r["pid"], r["dx"]) for r in rows])
+    assert counted(spec, "code") == holders(cells, [(d["pid"], d["code"]) for d in diagnoses])
