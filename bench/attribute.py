@@ -2,7 +2,7 @@
 
 The full-domain search evaluates transformations (policies) on cells; an attribute criterion
 (ℓ-diversity, t-closeness, the confidence bound, δ-presence: METHODS decision 15) is judged on cells
-that also carry the sensitive value (``fulldomain/sensitive.py``: one more ``GROUP BY`` at load), so
+that also carry the sensitive value (``loading/sensitive.py``: one more ``GROUP BY`` at load, cached), so
 every group table holds a row per (group, value) instead of per group, and each model then computes
 its figure per group (``evaluate/attribute.py``).  This script measures that cost where it is paid:
 the evaluation of one transformation (``TransformEvaluator.apply``: grouping, suppression, the
@@ -62,8 +62,8 @@ from deid_sql.fulldomain import (
     Transformation,
     TransformationSpace,
     TransformEvaluator,
-    sensitive_cells,
 )
+from deid_sql.loading.sensitive import sensitive_cells
 from deid_sql.starter.demo import PUBLISHABLE_FILE, build_demo
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"

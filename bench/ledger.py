@@ -130,7 +130,8 @@ def main() -> None:
                 entry = Entry(seq=0, recipient="monthly", release=f"month-{month + 1}", created_at=f"m{month + 1}",
                               key_fingerprint=fingerprint,
                               spec=str(spec), spec_sha256=None, policy=plan.text, record_sha256="-", target="bench",
-                              persons=args.persons, rows=0, held=0, qis=ledger_qis(plan.recoding, problem.spec.qi_names),
+                              persons=args.persons, rows=0, held=0,
+                              qis=ledger_qis(plan.recoding, problem.spec.qi_names),
                               content_sha256="", previous="", hash="")
                 a0 = time.perf_counter()
                 with Ledger(folder / "deid-sql-ledger.duckdb") as ledger:

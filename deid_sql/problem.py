@@ -97,6 +97,10 @@ class Problem:
         self._scratch: Backend | None = None
         self.notes: list[str] = []  # what validate says beside the figures (collated or padded text QIs)
         self.order_notes: list[str] = []  # QI domains put in their hierarchy's order (``cuts.hierarchy_domain``)
+        #: the cells cache entry of this load (hit or stored), where derived counts are kept beside the
+        #: cells (``loading.sensitive``); None when the load is not cached
+        self.cells_cache: CellsCache | None = None
+        self.cache_key: CacheKey | None = None
 
     @property
     def source(self) -> exp.Expression:
@@ -195,14 +199,16 @@ class Problem:
                  if check_roles and cached is None else [])
         resolved = [d for d in domains if d is not None]
         allowed = allowed_cuts(spec, resolved, hierarchies, problems)  # reported with the data's problems
+        stored = False  # the cache holds this load's entry (for the counts kept beside the cells)
         if cached is not None and _fits(cached, resolved, population is not None):
             sample_cells, pop_cells = cached.sample, cached.population
+            stored = True
         else:
             sample_cells = aggregate(backend, spec, resolved, source, problems)
             pop_cells = aggregate(backend, spec, resolved, population, problems) if population else None
             if cache is not None and key is not None and not problems and sample_cells is not None:
                 tables = {"source": source.columns} | ({"population": population.columns} if population else {})
-                cache.put(key, spec, resolved, sample_cells, pop_cells, tables)
+                stored = cache.put(key, spec, resolved, sample_cells, pop_cells, tables) is not None
         if spec.weights is not None and sample_cells is not None and not problems:
             pop_cells = aggregate_weights(backend, spec, resolved, source, problems)
         if spec.population_size is not None and sample_cells is not None and spec.population_size < sample_cells.total:
@@ -225,6 +231,8 @@ class Problem:
         problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
         problem.notes = [line for _, line in notes]
         problem.order_notes = order_notes
+        if stored:
+            problem.cells_cache, problem.cache_key = cache, key
         return problem
 
     def close(self) -> None:

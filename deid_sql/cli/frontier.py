@@ -53,6 +53,10 @@ def frontier(spec: Path, method: str, budget: int, seed: int, threshold: float, 
     click.echo(f"{s.method}: {s.evaluations:,} policies evaluated (seed {s.seed}); search {took['search']:.1f} s"
                + (f" in this run, {s.seconds:.1f} s with the runs it resumed" if before > 0.05 else ""))
     click.echo(f"  frontier size   {len(s.frontier):,}")
+    if s.criteria is not None:
+        why = ", ".join(f"{k} {n:,}" for k, n in s.why_infeasible().items())
+        click.echo(f"  attribute criteria of [release] ({s.criteria}): {len(s.infeasible):,} of {s.evaluations:,} "
+                   f"searched policies fail them and are not on the frontier" + (f" ({why})" if why else ""))
     click.echo(f"  area            {s.frontier.area():.5f} (under the stair-step, normalized R-U space)")
     if result.safe_harbor is not None:
         click.echo(f"  Safe Harbor     risk {result.safe_harbor.risk:.5g}, loss {result.safe_harbor.loss:.5g}; "

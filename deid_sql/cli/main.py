@@ -58,8 +58,9 @@ COMMANDS.add("apply", "deid_sql.cli.policy:apply_",
                      "no original data needed."))
 COMMANDS.add("check", "deid_sql.cli.policy:check",
              summary=("Recompute a saved policy's risk on a new batch; exit 1 when its mean_record_risk (expected "
-                     "re-identifications per record) exceeds the drift limit or a QI's label shares moved, 0 when "
-                     "not, 2 for bad input."))
+                     "re-identifications per record) exceeds the drift limit, a QI's label shares moved, or the "
+                     "batch's release fails an attribute criterion of the spec's [release] (min_l, max_confidence, "
+                     "max_t…, judged as apply's gate would), 0 when not, 2 for bad input."))
 COMMANDS.add("ledger", "deid_sql.cli.ledger:ledger_",
              summary="List what each recipient already holds (the ledger of linkable releases) and check its chain.")
 COMMANDS.add("report", "deid_sql.cli.report:report",

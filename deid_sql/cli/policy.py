@@ -252,9 +252,11 @@ def _apply_set(policy_file: Path, source: TableRef, linked: dict[str, Path | Tab
 
 @click.command(name="check", help=(
     f"Recompute a saved policy's risk on a new batch; exit 1 when its {MEASURE} (expected re-identifications "
-    f"per record) exceeds the drift limit or a QI's label shares moved, 0 when not, 2 for bad input. It prints "
-    f"saved against new, the groups "
-    f"whose record risk rose, and per QI the label shares that changed most.\n\n{RULE_HELP}\n\n"
+    f"per record) exceeds the drift limit, a QI's label shares moved, or the batch's release fails an attribute "
+    f"criterion of the spec's [release] (min_l, max_confidence, max_t…, judged as apply's gate would), 0 when not, "
+    f"2 for bad input. It prints saved against new, the groups "
+    f"whose record risk rose, per QI the label shares that changed most, and per sensitive column the worst "
+    f"group's figures.\n\n{RULE_HELP}\n\n"
     f"A policy saved on a set of linked tables takes a batch of each (--linked NAME=FILE): the person batch's "
     f"drift is checked, and each linked batch's rows, orphans and rows of suppressed persons are counted.\n\n"
     f"Example: deid-sql check policy.json --source demo/cohort.parquet"))
@@ -281,7 +283,7 @@ def check(policy_file: Path, source: Path | None, source_table: str | None, as_j
             click.echo(f"linked  {c['name']} {c['batch']}: {c['rows']:,} rows, {c['orphans']:,} orphan row(s) "
                        f"(orphans = {c['orphans_rule']!r}), {c['removed_with_suppressed_persons']:,} row(s) of "
                        f"suppressed persons; {c['released']:,} rows to release")
-    if report.drifted:
+    if report.failed:
         sys.exit(1)
 
 
@@ -343,6 +345,30 @@ def _print_report(r: DriftReport) -> None:
         click.echo(f"drift: {MEASURE} {r.new.mean_record_risk:.6g} exceeds the limit {r.threshold:.6g}")
     else:
         click.echo(f"ok: {MEASURE} {r.new.mean_record_risk:.6g} is within the limit {r.threshold:.6g}")
+    _print_attribute(r)
+
+
+def _print_attribute(r: DriftReport) -> None:
+    """The spec's attribute criteria on the batch's release: per sensitive column the worst group's
+    figures, each criterion's verdict in the gate's words, then one verdict line."""
+    if not r.attribute:
+        return
+    click.echo("attribute criteria of [release] on the batch's release (as apply's gate judges the rows it writes):")
+    for a in r.attribute:
+        figures = [f"largest share {a.max_confidence:.3g}", f"distinct ℓ {a.min_distinct_l:.3g}",
+                   f"entropy ℓ {a.min_entropy_l:.3g}"]
+        figures += [f"t {a.max_t:.3g}"] if a.max_t is not None else []
+        figures += [f"presence {a.max_presence:.3g}"] if a.max_presence is not None else []
+        click.echo(f"  {a.column} over {a.groups:,} groups, the worst: " + ", ".join(figures))
+        for c in a.checks:
+            click.echo(f"    {'ok  ' if c.passed else 'FAIL'} {c.key}: {c.text}")
+    failures = r.attribute_failures
+    if failures:
+        columns = ", ".join(dict.fromkeys(c.column for c in failures))
+        click.echo(f"refused: the batch's release fails {len(failures)} attribute criteri"
+                   f"{'on' if len(failures) == 1 else 'a'} on {columns}; apply would refuse it")
+    else:
+        click.echo("ok: the batch's release meets every attribute criterion")
 
 
 def _group_line(names: tuple[str, ...], g: MovedGroup, unit: str = "records") -> str:

@@ -11,6 +11,7 @@ import click
 from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
+from ..release.constraint import AttributeConstraint
 from ..release.output import create_view, materialize
 from ..release.plan import plan_of
 from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
@@ -108,6 +109,9 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
                  overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
+    When the spec's [release] has attribute criteria (min_l, max_confidence, max_t…), every policy
+    found meets them too.
+
     Example: deid-sql alternatives demo/demo.toml --max-risk safe-harbor --iterations 100 --seed 1 --out alt.csv
     """
     if out is not None:
@@ -129,8 +133,10 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
             if not math.isfinite(value):  # refused here, before the progress bar starts, in one line
                 raise DeidError(f"--max-risk {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
                                 f"in (0, 1]")
+        constraint = AttributeConstraint.of(problem)  # [release]'s attribute criteria: only policies meeting them
         with progress.counting(f"{method}: {iterations:,} iterations", iterations) as done:
-            result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance)
+            result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance,
+                                     constraint=constraint)
         if out is not None:
             write_boundaries(result, out, overwrite, bits)
         _summary(result, reference, out)
@@ -142,6 +148,8 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
 def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None) -> None:
     click.echo(f"{result.method}: threshold {result.threshold:.6g}, {result.iterations} iteration(s), "
                f"seed {result.seed}")
+    if result.constraint is not None:
+        click.echo(f"  attribute criteria of [release], met by every policy found: {result.constraint}")
     click.echo(f"  boundary policies found      {len(result.found)}")
     click.echo(f"  non-dominated among them     {result.non_dominated}")
     click.echo(f"  policies evaluated           {result.evaluations} "

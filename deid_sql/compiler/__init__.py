@@ -17,6 +17,6 @@ Modules:
   k records, or listed label tuples), and the same rule on cell groups (``mask``)
 
 May import: ``domains``, ``spec``, ``sqltext``, ``storage``.
-Imported by: ``channels``, ``cli``, ``dbt``, ``fulldomain``, ``jobs``, ``loading``, ``policyfile``,
+Imported by: ``channels``, ``cli``, ``dbt``, ``jobs``, ``loading``, ``policyfile``,
     ``problem``, ``release``, ``report``, ``sets``.
 """

@@ -9,12 +9,11 @@ Modules:
   the confidence bound, δ-presence) on ``evaluate.attribute``'s figures, with their predictive properties
 - ``models.py``: privacy models (k-anonymity, distinct ℓ-diversity, average risk) and quality models (loss,
   NUE, discernibility, KL) with their bounds
-- ``sensitive.py``: sample cells with a sensitive column's value: one more ``GROUP BY``, for ℓ-diversity
 - ``transform.py``: ``TransformationSpace`` (levels, order, lift) and ``TransformEvaluator`` (apply with
   suppression, roll-up from cached group tables; census through ``Problem.group_sizes``, keys in
-  ``KEY_BITS``)
+  ``KEY_BITS``); a sensitive column's cells come from ``loading.sensitive`` (counted in persons, cached)
 
-May import: ``compiler``, ``domains``, ``errors``, ``evaluate``, ``loading``, ``policies``.
+May import: ``domains``, ``errors``, ``evaluate``, ``loading``, ``policies``.
 Imported by: ``jobs``, ``search``.
 """
 
@@ -30,12 +29,11 @@ from .models import (
     PrivacyModel,
     QualityModel,
 )
-from .sensitive import SensitiveCells, sensitive_cells
 from .transform import GroupStats, Outcome, Transformation, TransformationSpace, TransformEvaluator
 
 __all__ = [
     "KL", "T_DISTANCES", "AverageRisk", "Confidence", "EntropyLDiversity", "Presence", "RecursiveCLDiversity",
     "TCloseness", "Discernibility", "DistinctLDiversity", "GroupStats", "KAnonymity", "Loss",
-    "NonUniformEntropy", "Outcome", "PrivacyModel", "QualityModel", "SensitiveCells", "Transformation",
-    "TransformEvaluator", "TransformationSpace", "sensitive_cells",
+    "NonUniformEntropy", "Outcome", "PrivacyModel", "QualityModel", "Transformation",
+    "TransformEvaluator", "TransformationSpace",
 ]

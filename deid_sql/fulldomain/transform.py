@@ -56,6 +56,7 @@ from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError, SpecError
 from ..evaluate.attribute import ValueCounts
 from ..evaluate.groups import KEY_BITS
+from ..loading.sensitive import sensitive_cells
 from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
 
 if TYPE_CHECKING:
@@ -335,24 +336,31 @@ class TransformEvaluator:
             raise DeidError(f"the privacy models name several sensitive columns ({', '.join(sorted(columns))}); "
                             f"one sensitive column per evaluator is supported")
         self.sensitive = None
+        self._persons_code: int | None = None  # the code whose rows carry each group's persons
         if columns:
-            from .sensitive import sensitive_cells
-
             self.sensitive = sensitive_cells(problem, columns.pop())
             positions, counts = self.sensitive.positions, self.sensitive.counts
             codes = self.sensitive.codes.astype(np.int64)
             self.n_values = len(self.sensitive.values)
+            if self.sensitive.per_person:
+                # a person may hold several values (or none): Σ f is not m, so each cell's persons ride
+                # along as one more code, after the values, and roll up with them
+                self._persons_code = self.n_values
+                positions = np.concatenate([positions, problem.sample.positions.astype(positions.dtype)])
+                codes = np.concatenate([codes, np.full(len(problem.sample), self.n_values, dtype=np.int64)])
+                counts = np.concatenate([counts, problem.sample.counts.astype(np.int64)])
         else:
             positions, counts = problem.sample.positions, problem.sample.counts
             codes = None
             self.n_values = 1
+        self._span = self.n_values + (self._persons_code is not None)  # codes a table row may hold
         self._pos = [np.ascontiguousarray(positions[:, q], dtype=np.int64) for q in range(self.n_qis)]
         self._codes = codes
         self._counts = counts.astype(np.int64)
 
         # a table row packs, high to low: the QIs' group ids, the sensitive code, the count
         widths = [(max(n) - 1).bit_length() for n in self.space.n_groups]
-        self.sbits = (self.n_values - 1).bit_length()
+        self.sbits = (self._span - 1).bit_length()
         self.cbits = max(1, self.records.bit_length())  # a count never exceeds N < 2^cbits
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
         self.masks = [(1 << w) - 1 for w in widths]
@@ -435,9 +443,15 @@ class TransformEvaluator:
             return GroupStats(x, keys, counts.astype(np.float64), None, self, _ids=ids)
         gk = keys >> self.sbits
         starts = _run_starts(gk)
-        m = np.add.reduceat(counts, starts) if starts.size else counts[:0]
         distinct = np.diff(np.append(starts, gk.size))
         codes = keys & ((1 << self.sbits) - 1)
+        if self._persons_code is not None:  # each group's last row (the highest code) holds its persons
+            m = counts[np.append(starts[1:], gk.size) - 1] if starts.size else counts[:0]
+            values = codes != self._persons_code
+            distinct = distinct - 1
+            return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids,
+                              _values=(codes[values], counts[values]))
+        m = np.add.reduceat(counts, starts) if starts.size else counts[:0]
         return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids, _values=(codes, counts))
 
     # -- group tables ---------------------------------------------------------------------
@@ -474,19 +488,19 @@ class TransformEvaluator:
         transformations whose specializations were never grouped, so about half its checks start
         here; on Adult the dense index took a third of the sort's time (issue 32)."""
         radix = [self.space.n_groups[q][x[q]] for q in range(self.n_qis)]
-        size = math.prod(radix) * self.n_values
+        size = math.prod(radix) * self._span
         if size <= self._dense_limit:
             index = self._level(0, x[0]).copy()
             for q in range(1, self.n_qis):
                 index *= radix[q]
                 index += self._level(q, x[q])
             if self._codes is not None:
-                index *= self.n_values
+                index *= self._span
                 index += self._codes
             sums = np.bincount(index, weights=self._weights, minlength=size)
             found = np.flatnonzero(sums > 0)  # a boolean's nonzero: several times a float's speed
             rows = sums[found].astype(np.int64)
-            digits = np.unravel_index(found, radix + [self.n_values] if self._codes is not None else radix)
+            digits = np.unravel_index(found, radix + [self._span] if self._codes is not None else radix)
             if self._codes is not None:
                 rows |= digits[-1] << self.cbits
             for q in range(self.n_qis):

@@ -3,6 +3,11 @@
 The folder holds ``checkpoint.json`` (the search state and the identity of the problem it
 belongs to), ``frontier.csv``, ``searched.csv``, ``frontier.png`` and ``frontier.html``.
 Every file is written atomically; a checkpoint of another problem is never resumed.
+
+When the spec's ``[release]`` has attribute criteria, the frontier holds only the policies that
+meet them (``release.constraint.AttributeConstraint``, judged on cells as the gate judges rows):
+``searched.csv`` says of each policy whether it does and which criteria it fails, and the page and
+the command's summary how many failed and why.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ..errors import DeidError, OutputError
 from ..evaluate.chain import ChainEvaluator
 from ..policies.lattice import Lattice
 from ..problem import Problem
+from ..release.constraint import AttributeConstraint
 from ..release.safe_harbor import safe_harbor_metrics
 from ..report.frontier_report import BASELINES, CHECKPOINT, FrontierReport, problem_identity
 from ..report.html import html_frontier
@@ -127,7 +133,9 @@ def run_frontier(problem: Problem, folder: Path, method: str = "shs", budget: in
     if state.rng_state is not None:
         rng.bit_generator.state = state.rng_state
     chains = ChainEvaluator(problem.lattice, problem.fast.path, problem.fast.normalizers)
-    searcher = SEARCHES[method](problem.lattice, problem.fast, chains, state, rng)
+    constraint = AttributeConstraint.of(problem)  # a policy failing [release]'s attribute criteria: never on it
+    state.criteria = constraint.describe() if constraint is not None else None
+    searcher = SEARCHES[method](problem.lattice, problem.fast, chains, state, rng, constraint)
 
     def save(s: FrontierState) -> None:
         payload = {"problem": identity, "state": s.to_json()}
@@ -183,9 +191,12 @@ def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bo
     write_text(folder / "frontier.csv", rows.getvalue(), overwrite=True)
     rows = io.StringIO()
     w = csv.writer(rows, lineterminator="\n")
-    w.writerow(["evaluation", "risk", "loss", "policy", *extra])
+    judged = ["meets_criteria", "fails"] if state.criteria is not None else []  # the attribute criteria
+    w.writerow(["evaluation", "risk", "loss", "policy", *judged, *extra])
     for i, p in enumerate(state.searched, 1):
-        w.writerow([i, p.risk, p.loss, p.key, *bit_column(p.key)])
+        failed = state.infeasible.get(p.key, [])
+        verdict = [not failed, " ".join(failed)] if judged else []
+        w.writerow([i, p.risk, p.loss, p.key, *verdict, *bit_column(p.key)])
     write_text(folder / "searched.csv", rows.getvalue(), overwrite=True)
     # what the plots draw besides the searched policies, so a report placing a release on this run
     # can say whether anything plotted dominates it (``report.release_report.place_on_frontier``)
@@ -204,7 +215,8 @@ def write_reports(problem: Problem, folder: Path, result: FrontierRun, plots: bo
             title=f"{state.method.upper()} frontier, {state.evaluations:,} policies, seed {state.seed}",
             searched=state.searched, frontier=list(state.frontier), readable=readable,
             safe_harbor=result.safe_harbor, kanon={k: list(f) for k, f in result.kanon.items()},
-            area=state.frontier.area())
+            area=state.frontier.area(), criteria=state.criteria, infeasible=len(state.infeasible),
+            why_infeasible=state.why_infeasible())
         plot_frontier(report, folder / "frontier.png")
         html_frontier(report, folder / "frontier.html")
         written += [folder / "frontier.png", folder / "frontier.html"]

@@ -21,6 +21,9 @@ Modules:
   so every row of a person carries the person's value of each QI (the same rule and tie-break as the cells)
   and derived QIs their row count; ``check_person_release`` (rows written carry the key pseudonymized;
   stored SQL may drop it, the gate counting with it)
+- ``sensitive.py``: cells that carry a sensitive column's value: one more ``GROUP BY`` per (QI positions,
+  value), counting persons with ``[person]`` (a person's cell by the same rules as ``person_cells``; a
+  column of a linked ``[[table]]`` joined by the person key), kept in the cells cache beside the cells
 - ``shifting.py``: date shifts in SQL: a table read with its ``shift`` columns moved by each person's offset
   (the engine's integer pseudonym of the key under the shift key, ``Backend.shift_days``), so the cells of a
   shifted date QI and every release read the shifted dates; ``range_problems``, the one test of a shift that

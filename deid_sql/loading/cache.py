@@ -13,6 +13,10 @@ cache folder (``userdirs.cache_dir()``) under two hashes:
   their row count and the sum of a 64-bit hash of every row's QI values (``Backend.checksum``,
   one scan without grouping).
 
+Beside the cells an entry keeps *extras*: counts a command derives from the same data on demand,
+each under its own name (``loading.sensitive``'s cells of a sensitive column: ``extra``/``put_extra``),
+in the entry's folder, so a changed source, spec or data drops them with the cells.
+
 A lookup uses an entry only when both match, and the entry's arrays match the checksum it was
 written with; a stale entry (same identity, other fingerprint) is never used, and is deleted
 when the fresh one is stored.  Only loads without a data problem are stored, so a hit stands
@@ -51,6 +55,7 @@ from .shifting import shifts_qis, source_shift
 FORMAT = 2
 ARRAYS = "cells.npz"
 META = "meta.json"
+EXTRAS = "extras"
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,61 @@ class CellsCache:
         except OSError:
             return None
         return entry
+
+
+    # -- extras: derived counts kept beside the cells ----------------------------------------------
+    def extra(self, key: CacheKey, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """The arrays and the meta stored as ``name`` (``extra_name``) in ``key``'s entry, or None
+        (missing, damaged: then removed).  Only an entry whose cells are stored holds extras."""
+        folder = self._entry(key) / EXTRAS
+        arrays_path, meta_path = folder / f"{name}.npz", folder / f"{name}.json"
+        if not meta_path.is_file():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if meta.get("digest") != key.digest or _file_sha256(arrays_path) != meta["arrays_sha256"]:
+                raise ValueError("another entry's, or changed after it was written")
+            with np.load(arrays_path, allow_pickle=False) as stored:
+                arrays = {k: np.asarray(stored[k]) for k in stored.files}
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+            for path in (arrays_path, meta_path):
+                path.unlink(missing_ok=True)
+            return None
+        return arrays, meta["meta"]
+
+    def put_extra(self, key: CacheKey, name: str, arrays: Mapping[str, np.ndarray],
+                  meta: Mapping[str, Any]) -> Path | None:
+        """Store ``arrays`` and ``meta`` (JSON) as ``name`` in ``key``'s entry (atomically: the meta,
+        written last, names the arrays' hash); None when the entry is not stored or the folder
+        cannot be written."""
+        entry = self._entry(key)
+        if not (entry / META).is_file():
+            return None
+        try:
+            folder = private_folder(entry / EXTRAS)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder))
+            np.savez(tmp / "a.npz", **arrays)  # type: ignore[arg-type]
+            record = {"digest": key.digest, "arrays_sha256": _file_sha256(tmp / "a.npz"), "meta": dict(meta)}
+            (tmp / "m.json").write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+            for written in (tmp / "a.npz", tmp / "m.json"):
+                written.chmod(0o600)
+            os.replace(tmp / "a.npz", folder / f"{name}.npz")
+            os.replace(tmp / "m.json", folder / f"{name}.json")
+            shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            return None
+        return folder / f"{name}.npz"
+
+
+def extra_name(parts: Any) -> str:
+    """A file name for an extra from what decides it (a column, linked tables' fingerprints…)."""
+    return _digest(parts)[:32]
+
+
+def fingerprint(backend: Backend | None, ref: TableRef, view: str, columns: Sequence[str]) -> Any:
+    """The data's fingerprint of one table (files: their metadata; an engine's table: its row count
+    and checksum over ``columns``, read through ``view``): what a stored extra was counted from."""
+    return _fingerprint(backend, ref, view, columns)
 
 
 def _identity(spec: Spec) -> dict[str, Any]:

@@ -109,6 +109,28 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
     ``key_type``: the SQL type of the person key (``sqltext.person_key``); ``aggregate_first``:
     take first/last with ``arg_extreme`` (DuckDB) instead of a window.  Ties of ``first``/``last``
     go to the least (greatest) position: the domain's order."""
+    per_person = exp.Subquery(this=per_person_query(rows, qis, person, key_type, aggregate_first),
+                              alias=exp.TableAlias(this=ident("persons")))
+    positions = [exp.column(f"p{i}") for i in range(len(qis))]
+    outer = exp.select(*positions, exp.alias_(exp.func("count", exp.Star()), "n")).from_(per_person)
+    keyless = exp.Is(this=exp.column(PERSON), expression=exp.null())
+    outer = outer.select(exp.alias_(_sum_when(keyless, exp.column(ROWS)), NULL_ROWS))
+    named = exp.Not(this=keyless.copy())  # the rows without a key are no person: not one that varies
+    for i, q in enumerate(qis):
+        if q.derived == "rows":
+            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(f"o{i}")), ROWS_OUT))
+        elif q.per_person is None:
+            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(VARYING.format(i))),
+                                            VARYING.format(i)))
+    return outer.group_by(*[p.copy() for p in positions]) if positions else outer
+
+
+def per_person_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSpec, key_type: str | None,
+                     aggregate_first: bool = False) -> exp.Select:
+    """One row per person of ``rows`` (as for ``person_cells_query``): the key (``PERSON``), the
+    row count (``ROWS``), each QI's position by its rule (``p{i}``) and the flags the load reads.
+    The cells of persons group it; ``loading.sensitive`` joins it to the values the persons hold,
+    so both place a person in the same cell."""
     key = person_key(col(person.column, "t"), key_type)
     order = col(person.order, "t") if person.order else exp.null()
     inner = rows.copy().select(exp.alias_(key, PERSON), exp.alias_(order, ORDER))
@@ -146,20 +168,7 @@ def person_cells_query(rows: exp.Select, qis: Sequence[QISpec], person: PersonSp
                 mid = mid.select(exp.alias_(exp.Case().when(varies, exp.Literal.number(1))
                                             .else_(exp.Literal.number(0)), VARYING.format(i)))
         mid = mid.select(exp.alias_(value, f"p{i}"))
-    mid = mid.group_by(p_key.copy())
-    per_person = exp.Subquery(this=mid, alias=exp.TableAlias(this=ident("persons")))
-    positions = [exp.column(f"p{i}") for i in range(len(qis))]
-    outer = exp.select(*positions, exp.alias_(exp.func("count", exp.Star()), "n")).from_(per_person)
-    keyless = exp.Is(this=exp.column(PERSON), expression=exp.null())
-    outer = outer.select(exp.alias_(_sum_when(keyless, exp.column(ROWS)), NULL_ROWS))
-    named = exp.Not(this=keyless.copy())  # the rows without a key are no person: not one that varies
-    for i, q in enumerate(qis):
-        if q.derived == "rows":
-            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(f"o{i}")), ROWS_OUT))
-        elif q.per_person is None:
-            outer = outer.select(exp.alias_(_sum_when(named.copy(), exp.column(VARYING.format(i))),
-                                            VARYING.format(i)))
-    return outer.group_by(*[p.copy() for p in positions]) if positions else outer
+    return mid.group_by(p_key.copy())
 
 
 def _sum_when(condition: exp.Expression, value: exp.Expression) -> exp.Expression:
@@ -357,5 +366,5 @@ def example_query(rows: exp.Select, person: PersonSpec, i: int, key_type: str | 
             .order_by(exp.column(PERSON)).limit(1))
 
 
-__all__ = ["NULL_ROWS", "ROWS_OUT", "UNSURE", "VARYING", "FastCells", "example_query", "fast_person_cells",
-           "order_rank", "person_cells_query", "person_window"]
+__all__ = ["NULL_ROWS", "PERSON", "ROWS_OUT", "UNSURE", "VARYING", "FastCells", "example_query",
+           "fast_person_cells", "order_rank", "per_person_query", "person_cells_query", "person_window"]

@@ -1,10 +1,11 @@
 """Policies as code: a policy saved as a file, a new batch checked for drift, applied under the gate.
 
 - ``save_policy(spec, policy, out)`` writes the policy file (``format.py``: JSON, version 1);
-- ``check_policy(policy_file, source)`` recomputes the risk on the batch and holds it to the
-  policy's drift limit (``drift.py``; the default limit is a permutation test against the saved
-  groups, ``tolerance.py``), and tests each QI's released label shares against the saved ones
-  (``shift.py``: chi-square tests of homogeneity, Holm-corrected);
+- ``check_policy(policy_file, source)`` (``check.py``) recomputes the risk on the batch and holds it
+  to the policy's drift limit (``drift.py``; the default limit is a permutation test against the
+  saved groups, ``tolerance.py``), tests each QI's released label shares against the saved ones
+  (``shift.py``: chi-square tests of homogeneity, Holm-corrected), and judges the spec's
+  ``[release]`` attribute criteria on the batch's release as ``apply``'s gate would;
 - ``apply_policy(policy_file, source, out=… | view=… | out_table=…)`` runs that check, refuses a
   drifted batch (``DriftRefused``) unless ``accept_drift`` gives a reason, and releases the batch
   without the data the policy was chosen on (``apply.py``, over ``batch.py``).  A batch is a file,
@@ -22,8 +23,10 @@ Modules:
   columns and counted, every table written through ``sets.release.write_tables`` into one staged folder)
 - ``batch.py``: a new batch opened against a policy file (file or engine table): schema, hash and domain
   checks, the guarded release query
+- ``check.py``: ``check_policy``: the drift check and the attribute criteria measured by the batch's gate on its
+  release (``attribute_figures``, ``checked``: also ``check_set``'s), nothing written
 - ``drift.py``: a batch's figures from its release groups (groups and census people counted with SQL in the
-  engine: a batch has no cells), ``check_policy``, ``drift_report``
+  engine: a batch has no cells), ``drift_report``, ``DriftReport`` (with ``check``'s attribute figures)
 - ``format.py``: the policy file (JSON v1): domains, intervals, schema, spec hash, figures, release groups,
   drift rule; read and checked
 - ``groups.py``: a release's generalized groups as saved and compared
@@ -46,7 +49,8 @@ Imported by: ``cli``, ``fixtures``, ``report``.
 from .apply import Applied, apply_policy
 from .applyset import AppliedSet, SetCheck, apply_set, check_set
 from .batch import Batch, Outside, batch_ref, engine_ref, open_batch
-from .drift import DriftRefused, DriftReport, Measured, MovedGroup, ShareChange, check_policy, drift_report, measure
+from .check import check_policy
+from .drift import DriftRefused, DriftReport, Measured, MovedGroup, ShareChange, drift_report, measure
 from .format import MEASURE, VERSION, Figures, Groups, PolicyFile, PolicyFileError
 from .save import save_policy
 from .tolerance import Limit, Tolerance

@@ -110,13 +110,15 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
 
 
 def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | None,
-               accept_drift: str | None, whole_set: bool = False) -> ReleaseGate:
+               accept_drift: str | None, whole_set: bool = False, reference: bool = True,
+               recorded: bool = True) -> ReleaseGate:
     """The release gate of a batch (``build_gate``, as every release path): the spec's criteria
     and roles, the census people of the batch's released groups (from the drift check's census
     query), Safe Harbor on the batch itself, and the drift check's record.  With ``[person]`` the
     gate counts persons (distinct released keys) on the rows written; the source is described by
     its rows, which the written rows must match.  ``whole_set``: the batches of a set of linked
-    tables released together (``applyset``), the only path that may release a spec with ``[[table]]``."""
+    tables released together (``applyset``), the only path that may release a spec with ``[[table]]``;
+    ``reference=False``: a gate that only measures (``check.attribute_figures``), without Safe Harbor's risk."""
     spec, pf = batch.spec, batch.policy
     measured = drift.groups
     people = (None if measured is None or measured.population is None else
@@ -150,7 +152,8 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
             batch.backend, spec, batch.release_query(roles=False),
             batch.columns.get(spec.person.column if spec.person else ""), plan.suppression is not None))
         if spec.tables else None)
-    return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set)
+    return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set, reference=reference,
+                      recorded=recorded)
 
 
 def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,

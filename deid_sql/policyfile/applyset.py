@@ -45,6 +45,7 @@ from ..spec.file import TableRef
 from ..storage.atomic import replacing_folder
 from .apply import batch_gate
 from .batch import Batch, Outside, batch_ref, engine_ref, schema_differences, spec_for_batch
+from .check import checked
 from .drift import DriftRefused, DriftReport, drift_report
 from .format import RESAVE, PolicyFile, relative, type_class
 from .linkedset import SavedSet, SavedTable
@@ -170,6 +171,11 @@ class SetCheck:
     def drifted(self) -> bool:
         return self.drift.drifted
 
+    @property
+    def failed(self) -> bool:
+        """``check``'s verdict on the set: drift, or an attribute criterion failed."""
+        return self.drift.failed
+
     def to_dict(self) -> dict[str, Any]:
         return self.drift.to_dict() | {"linked": self.linked}
 
@@ -210,11 +216,13 @@ def _inputs(pf: PolicyFile, refs: list[TableRef]) -> list[Path]:
 
 def check_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,
               linked: Mapping[str, str | Path | TableRef]) -> SetCheck:
-    """The person batch's drift check (``check_policy``) and each linked batch's rows, orphans and
-    rows of suppressed persons; a linked batch that ``apply_set`` would refuse is refused here."""
+    """The person batch's drift check (``check_policy``), the attribute criteria judged on the set's
+    release as ``apply_set``'s gate would (a linked table's sensitive column counted per person over
+    the linked batches), and each linked batch's rows, orphans and rows of suppressed persons; a
+    linked batch that ``apply_set`` would refuse is refused here."""
     pf, ref, refs = _refs(policy, source, linked)
     with open_set(pf, ref, refs) as opened:
-        return SetCheck(drift_report(opened.batch), opened.to_dict())
+        return SetCheck(checked(opened.batch, whole_set=True), opened.to_dict())
 
 
 def apply_set(policy: str | Path | PolicyFile, source: str | Path | TableRef,

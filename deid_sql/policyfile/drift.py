@@ -1,6 +1,7 @@
 """Risk of a saved policy on a batch, and drift against the figures saved with it.
 
-``check_policy`` (and ``apply_policy`` before it writes) measures the batch and holds its
+``drift_report`` (run by ``check_policy``, ``check.py``, and by ``apply_policy`` before it writes)
+measures the batch and holds its
 ``mean_record_risk`` to the limit of the policy file's drift rule (``tolerance.py``: by default
 a permutation test against the saved groups, at most 0.1 % false alarms; an explicit threshold
 is an exact limit), tests each QI's released label shares against the saved ones (``shift.py``:
@@ -22,8 +23,8 @@ persons (``persons.count_persons``); the census side counts people as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+import math
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -35,10 +36,9 @@ from ..domains.recoding import Recoding
 from ..errors import BackendError, DataError, ReleaseRefused
 from ..evaluate.riskmodel import RecordRisk, group_risks, risk_model
 from ..loading.load import read_problem
-from ..release.figures import FLAG
-from ..spec.file import TableRef
-from .batch import Batch, Outside, batch_ref, open_batch
-from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, one_table, risk_model_of
+from ..release.figures import FLAG, AttributeCheck, AttributeFigures
+from .batch import Batch, Outside
+from .format import MEASURE, RESAVE, Figures, Groups, PolicyFile, PolicyFileError, risk_model_of
 from .persons import count_persons
 from .shift import ShareChange, ShiftResult, label_counts, shift_test
 from .shift import share_changes as qi_share_changes
@@ -208,6 +208,9 @@ class DriftReport:
     shares: dict[str, list[ShareChange]] = field(default_factory=dict)  # per QI, largest change first
     groups: Groups | None = field(default=None, repr=False)  # the batch's released groups (the gate's census)
     shift: ShiftResult | None = None  # the distribution test (None: not run)
+    # ``check`` only: the spec's [release] attribute criteria judged on the batch's release (``check.py``;
+    # ``apply``'s gate judges them on the rows it writes)
+    attribute: tuple[AttributeFigures, ...] = ()
 
     @property
     def shifted(self) -> bool:
@@ -218,6 +221,16 @@ class DriftReport:
     def drifted(self) -> bool:
         """The verdict of the drift gate: the risk test or the distribution test failed."""
         return self.exceeded or self.shifted
+
+    @property
+    def attribute_failures(self) -> list[AttributeCheck]:
+        """The attribute criteria the batch's release fails (each names its column and worst group)."""
+        return [c for column in self.attribute for c in column.checks if not c.passed]
+
+    @property
+    def failed(self) -> bool:
+        """``check``'s verdict: the batch drifted, or its release fails an attribute criterion."""
+        return self.drifted or bool(self.attribute_failures)
 
     def why(self) -> str:
         """What failed, in one line (for apply's refusal and for --accept-drift)."""
@@ -266,7 +279,24 @@ class DriftReport:
             "groups_gone": self.gone, "moved": [g.to_dict(names) for g in self.moved],
             "shares": {qi: [c.to_dict() for c in changes] for qi, changes in self.shares.items()},
             **({"unit": "persons"} if self.policy.person is not None else {}),  # what records, groups and k count
+            "attribute": [_attribute_dict(a) for a in self.attribute],
+            "attribute_failed": bool(self.attribute_failures), "failed": self.failed,
         }
+
+
+def _attribute_dict(figures: AttributeFigures) -> dict[str, Any]:
+    """One sensitive column's figures as the sidecar records them, with its verdict; a figure no
+    group gives (ℓ of a column no group holds a counted value of: infinite) is null, so the JSON is JSON."""
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [finite(v) for v in value]
+        return value
+
+    return finite(asdict(figures)) | {"passed": all(c.passed for c in figures.checks)}
 
 
 class DriftRefused(ReleaseRefused):
@@ -279,16 +309,6 @@ class DriftRefused(ReleaseRefused):
         super().__init__(
             f"drift: {report.why()}; nothing was written — run deid-sql check for the "
             f"details, or pass --accept-drift \"REASON\" to release anyway")
-
-
-def check_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef, table: str | None = None,
-                 shown: int = SHOWN) -> DriftReport:
-    """Recompute the saved policy's risk on a batch and hold it to the policy's drift limit."""
-    pf = policy if isinstance(policy, PolicyFile) else PolicyFile.read(policy)
-    one_table(pf, "check")
-    ref = source if isinstance(source, TableRef) else batch_ref(source, table)
-    with open_batch(pf, ref) as batch:
-        return drift_report(batch, shown)
 
 
 def drift_report(batch: Batch, shown: int = SHOWN) -> DriftReport:

@@ -14,6 +14,9 @@ Modules:
   (``measure_column``); refusals name the column, the worst group's labels and the figure; over a set, a
   linked table's sensitive column counted per person by one ``GROUP BY`` joining its rows to the person
   source's release by the person key (``LinkedValues``, ``linked_value_query``), judged once per set
+- ``constraint.py``: the attribute criteria as a constraint of the lattice searches (``AttributeConstraint``):
+  a policy's groups and f_G(v) from the sensitive cells (``loading.sensitive``), judged by ``attribute.py``'s own
+  judgement; feasibility cached per policy, a chain's feasible prefix by bisection (monotone, decision 15)
 - ``figures.py``: a release's figures from one ``GROUP BY`` over the rows written (``measure``); ``Census``,
   the people of released label tuples through ``groups.py``; ``cell_groups``
 - ``gate.py``: ``build_gate(ReleaseSource, plan, call, accept_risk)``, the one gate builder; ``ReleaseGate``

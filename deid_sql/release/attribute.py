@@ -77,7 +77,7 @@ def source_query(relation: exp.Expression, column: str, person: str | None) -> e
 class Groups:
     """The released, unsuppressed groups the gate counted: labels, n_G = m(G), g(G)."""
 
-    labels: Sequence[tuple[Any, ...]]  # a group's labels, read for the worst group's words
+    labels: Sequence[tuple[Any, ...]]  # a list, or made on demand (``constraint``: a search's policies)
     m: np.ndarray
     g: np.ndarray | None  # census people (None without a census)
 

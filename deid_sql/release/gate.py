@@ -169,14 +169,16 @@ class ReleaseSource:
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
-               whole_set: bool = False) -> ReleaseGate:
+               whole_set: bool = False, reference: bool = True, recorded: bool = True) -> ReleaseGate:
     """The gate of releasing ``plan`` from ``released``: the one builder of every release path
     (files, engine tables, views, compiled SQL, dbt models, reports, policy-file batches).
 
     ``call`` is the API call that reproduces the release (the CLI line replaces it when set);
     ``accept_risk`` the reason to release a failed gate anyway.  A spec with linked tables
     (``[[table]]``) is released as a whole set or not at all: only ``whole_set`` paths
-    (``sets.release``, the report of a set) may build its gate."""
+    (``sets.release``, the report of a set) may build its gate.  ``reference=False``: a gate that only
+    measures (``deid-sql check`` judges a batch's attribute criteria, writes nothing): Safe Harbor's
+    risk, the reference of ``no_riskier_than``, costs a load of the data and is not computed."""
     spec, recoding = released.spec, plan.recoding
     if spec.tables and not whole_set:
         names = ", ".join(repr(t.name) for t in spec.tables)
@@ -189,19 +191,20 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
                         f"are judged over the whole set, which this path does not read; release the set with "
                         f"deid-sql materialize --out FOLDER")
     opener = released.linked
-    reference = released.safe_harbor_risk() if spec.release.no_riskier_than == "safe-harbor" else None
+    reference_risk = (released.safe_harbor_risk() if reference and spec.release.no_riskier_than == "safe-harbor"
+                      else None)
     columns = list(released.columns) + ([(FLAG, "flag")] if plan.suppression is not None else [])
     return ReleaseGate(
         spec=spec, recoding=recoding,
         policy=plan.describe() | {"sha256": recoding_sha256(recoding, spec.qi_names)} | released.policy,
         qi_columns=[q.column for q in spec.qis], columns=columns, census=released.census(recoding),
         record_risk=released.record_risk, original_risk_sum=released.original_risk_sum,
-        source=released.source, population=released.population, call=call, reference_risk=reference,
+        source=released.source, population=released.population, call=call, reference_risk=reference_risk,
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
         source_combinations=released.source_combinations, person=released.person,
         source_values=released.source_values,
         linked=(lambda: opener(plan)) if linked and opener is not None else None,
-        ledger=LedgerPlan.of(spec, columns),
+        ledger=LedgerPlan.of(spec, columns) if recorded else None,
         census_of=released.census,
         rows_counted=RowsCounted.of(spec, recoding, released.census))
 

@@ -46,7 +46,8 @@ def write_boundaries(result: BoundarySearch, path: Path, overwrite: bool = False
         text = json.dumps({
             "method": result.method, "threshold": result.threshold, "seed": result.seed,
             "iterations": result.iterations, "evaluations": result.evaluations, "seconds": result.seconds,
-            "interrupted": result.interrupted, "non_dominated": result.non_dominated, "policies": rows,
+            "interrupted": result.interrupted, "non_dominated": result.non_dominated,
+            "attribute_criteria": result.constraint, "policies": rows,
         }, indent=2, ensure_ascii=False) + "\n"
     else:
         raise OutputError(f"cannot tell the format of {path}; use .csv or .json")

@@ -44,6 +44,9 @@ class FrontierReport:
     safe_harbor: Point | None  # Safe Harbor's (risk, loss), or None when it was not evaluated
     kanon: dict[str, list[Point]] = field(default_factory=dict)  # "5-anonymity" -> its frontier points
     area: float = 0.0  # area under the frontier's stair-step (smaller is better)
+    criteria: str | None = None  # [release]'s attribute criteria the frontier keeps to, in words (None: none)
+    infeasible: int = 0  # searched policies that fail them (searched, never on the frontier)
+    why_infeasible: dict[str, int] = field(default_factory=dict)  # "column.criterion" -> policies failing it
 
 
 def dominates_safe_harbor(report: FrontierReport) -> list[Point]:

@@ -239,6 +239,11 @@ def _summary(report: FrontierReport, better: list[Point], shown: int) -> str:
     rows = [("searched policies", f"{len(report.searched):,}" + (f" ({shown:,} drawn)" if shown < len(
         report.searched) else "")), ("frontier size", f"{len(report.frontier):,}"),
             ("area under the frontier", f"{report.area:.6g}")]
+    if report.criteria is not None:
+        why = ", ".join(f"{k}: {n:,}" for k, n in report.why_infeasible.items())
+        rows.append(("attribute criteria of [release]", report.criteria))
+        rows.append(("searched policies failing them (never on the frontier)",
+                     f"{report.infeasible:,}" + (f" ({why})" if why else "")))
     sh = report.safe_harbor
     if sh is None:
         rows.append(("Safe Harbor", "not evaluated"))

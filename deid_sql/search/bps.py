@@ -22,7 +22,7 @@ import numpy as np
 
 from ..evaluate import Evaluator
 from ..policies.lattice import Lattice, Policy
-from .boundary import BoundarySearch, Progress, run_boundary_search
+from .boundary import BoundarySearch, Constraint, Progress, meets, run_boundary_search
 
 
 def field_weights(lattice: Lattice) -> np.ndarray:
@@ -34,21 +34,24 @@ def field_weights(lattice: Lattice) -> np.ndarray:
 
 
 def bisecting_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: float, iterations: int,
-                            seed: int = 0, progress: Progress | None = None) -> BoundarySearch:
-    """Run BPS; Ctrl-C stops it and returns what was found so far (``interrupted``)."""
+                            seed: int = 0, progress: Progress | None = None,
+                            constraint: Constraint | None = None) -> BoundarySearch:
+    """Run BPS; Ctrl-C stops it and returns what was found so far (``interrupted``).  With a
+    ``constraint`` a policy meets T when its risk does and the constraint holds (``boundary.meets``)."""
     base = field_weights(lattice) + 1.0
 
     def iterate(ev: Evaluator, rng: np.random.Generator, found: BoundarySearch) -> tuple[Policy, Policy]:
+        ok = meets(ev, threshold, constraint)
         kept = np.zeros(lattice.nbits)  # Σ_s s[b] over the distinct solutions so far
         for b in found.found:
             kept += b.policy.array
         upper, lower = lattice.top(), lattice.bottom()  # max, min in the paper
         while lattice.levels_between(upper, lower) >= 2:
             current = lattice.halfway(upper, lower, rng, base + kept, generalize=True)
-            if ev.evaluate(current).risk <= threshold:
+            if ok(current):
                 upper = current
             else:
                 lower = current
         return upper, lower
 
-    return run_boundary_search("bps", iterate, lattice, evaluator, threshold, iterations, seed, progress)
+    return run_boundary_search("bps", iterate, lattice, evaluator, threshold, iterations, seed, progress, constraint)

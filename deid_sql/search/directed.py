@@ -12,28 +12,32 @@ import numpy as np
 
 from ..evaluate import Evaluator
 from ..policies.lattice import Lattice, Policy
-from .boundary import BoundarySearch, Progress, run_boundary_search
+from .boundary import BoundarySearch, Constraint, Progress, meets, run_boundary_search
 
 
 def directed_policy_search(lattice: Lattice, evaluator: Evaluator, threshold: float, iterations: int,
-                           seed: int = 0, progress: Progress | None = None) -> BoundarySearch:
-    """Run the directed walk ``iterations`` times; Ctrl-C returns what was found so far."""
+                           seed: int = 0, progress: Progress | None = None,
+                           constraint: Constraint | None = None) -> BoundarySearch:
+    """Run the directed walk ``iterations`` times; Ctrl-C returns what was found so far.  With a
+    ``constraint`` a policy meets T when its risk does and the constraint holds (``boundary.meets``)."""
 
     def iterate(ev: Evaluator, rng: np.random.Generator, _: BoundarySearch) -> tuple[Policy, Policy]:
+        ok = meets(ev, threshold, constraint)
         current = lattice.policy(rng.integers(0, 2, lattice.nbits) & lattice.allowed)
-        if ev.evaluate(current).risk <= threshold:
-            while True:  # down: the bottom exceeds T (checked), so this ends
+        if ok(current):
+            while True:  # down: the bottom fails T or the constraint (checked), so this ends
                 child = _flip(lattice, current, rng, to=1)
-                if ev.evaluate(child).risk > threshold:
+                if not ok(child):
                     return current, child
                 current = child
-        while True:  # up: the top meets T (checked), so this ends
+        while True:  # up: the top meets T and the constraint (checked), so this ends
             parent = _flip(lattice, current, rng, to=0)
-            if ev.evaluate(parent).risk <= threshold:
+            if ok(parent):
                 return parent, current
             current = parent
 
-    return run_boundary_search("directed", iterate, lattice, evaluator, threshold, iterations, seed, progress)
+    return run_boundary_search("directed", iterate, lattice, evaluator, threshold, iterations, seed, progress,
+                               constraint)
 
 
 def _flip(lattice: Lattice, policy: Policy, rng: np.random.Generator, to: int) -> Policy:

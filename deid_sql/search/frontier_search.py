@@ -6,6 +6,13 @@ on later — frontier, searched points, pruned sublattices, the generator's stat
 in ``FrontierState``, which round-trips through JSON, so ``--resume`` continues a run
 exactly where it stopped and ends where an uninterrupted run would have.
 
+With a constraint (the spec's attribute criteria, ``release.constraint``) a policy that fails it
+is searched and counted but never offered to the frontier: the frontier holds the feasible
+policies' non-dominated points, and ``infeasible`` names each failing policy's failed criteria.
+The constraint is monotone (METHODS decision 15), so a chain is feasible on a prefix from its
+general end, found by bisection (a policy after it is charged the criteria the first infeasible
+one fails, which it fails too), and SHS prunes a sublattice whose general corner fails.
+
 A policy is counted once: one evaluated before (RCS's top and bottom end every chain, SHS's
 corners can lie on earlier chains) is neither charged to the budget again nor offered to
 the frontier again, so no policy stands on a frontier twice.  A search that finds nothing
@@ -26,6 +33,7 @@ from ..errors import DeidError
 from ..evaluate import Evaluator
 from ..evaluate.chain import ChainEvaluator
 from ..policies.lattice import Chain, Lattice, Policy
+from .boundary import Constraint
 from .frontier import Frontier, Point
 
 CHECKPOINT_EVERY = 100  # evaluated policies between area checkpoints (seed 000 Fig. 5)
@@ -50,6 +58,8 @@ class FrontierState:
     chains: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    criteria: str | None = None  # the constraint in words (None: the search has none)
+    infeasible: dict[str, list[str]] = field(default_factory=dict)  # policy key -> the criteria it fails
     seen: set[str] = field(default_factory=set, init=False, repr=False, compare=False)  # keys of ``searched``
 
     def __post_init__(self) -> None:
@@ -70,8 +80,16 @@ class FrontierState:
             "searched": [[p.risk, p.loss, p.key] for p in self.searched],
             "pruned": self.pruned, "checkpoints": self.checkpoints, "h_trials": self.h_trials,
             "rng_state": self.rng_state, "sublattices": self.sublattices, "chains": self.chains,
-            "seconds": self.seconds,
+            "seconds": self.seconds, "criteria": self.criteria, "infeasible": self.infeasible,
         }
+
+    def why_infeasible(self) -> dict[str, int]:
+        """How many searched policies fail each criterion (a policy may fail several)."""
+        out: dict[str, int] = {}
+        for failed in self.infeasible.values():
+            for c in failed:
+                out[c] = out.get(c, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrontierState:
@@ -85,6 +103,8 @@ class FrontierState:
         state.rng_state = data["rng_state"]
         state.sublattices, state.chains = int(data["sublattices"]), int(data["chains"])
         state.seconds = float(data["seconds"])
+        state.criteria = data.get("criteria")  # checkpoints before issue 40 have neither
+        state.infeasible = {str(k): list(v) for k, v in data.get("infeasible", {}).items()}
         return state
 
 
@@ -94,40 +114,48 @@ class FrontierSearcher:
     method = ""
 
     def __init__(self, lattice: Lattice, evaluator: Evaluator, chains: ChainEvaluator, state: FrontierState,
-                 rng: np.random.Generator) -> None:
+                 rng: np.random.Generator, constraint: Constraint | None = None) -> None:
         self.lattice, self.evaluator, self.chain_evaluator = lattice, evaluator, chains
-        self.state, self.rng = state, rng
+        self.state, self.rng, self.constraint = state, rng, constraint
 
-    def record(self, policy_text: str, risk: float, loss: float) -> bool:
+    def failures(self, policy: Policy) -> tuple[str, ...]:
+        """The criteria ``policy`` fails (none without a constraint)."""
+        return self.constraint.failures(policy) if self.constraint is not None else ()
+
+    def record(self, policy_text: str, risk: float, loss: float, failures: tuple[str, ...] = ()) -> bool:
         """Count one evaluated policy, update the frontier; True if it entered the frontier.
-        A policy evaluated before is ignored (False): it was counted and offered already."""
+        A policy evaluated before is ignored (False): it was counted and offered already; one that
+        fails a criterion (``failures``) is counted, kept in ``infeasible``, never offered."""
         if policy_text in self.state.seen:
             return False
         point = Point(float(risk), float(loss), policy_text)
         self.state.searched.append(point)
         self.state.seen.add(policy_text)
-        updated = self.state.frontier.update(point)
+        if failures:
+            self.state.infeasible[policy_text] = list(failures)
+        updated = False if failures else self.state.frontier.update(point)
         if self.state.evaluations % CHECKPOINT_EVERY == 0:
             self.state.checkpoints.append((self.state.evaluations, self.state.frontier.area()))
         return updated
 
     def evaluate(self, policy: Policy) -> tuple[float, float, bool]:
         m = self.evaluator.evaluate(policy.recoding())
-        return m.risk, m.loss, self.record(policy.text(), m.risk, m.loss)
+        return m.risk, m.loss, self.record(policy.text(), m.risk, m.loss, self.failures(policy))
 
     def search_chain(self, chain: Chain) -> tuple[int, int]:
         """Evaluate a chain (as far as the budget allows); returns (new policies recorded, how
         many of them entered the frontier).  Policies evaluated before cost nothing."""
         risks, losses = self.chain_evaluator.evaluate_chain(chain)
+        feasible, failed = (len(chain), ()) if self.constraint is None else self.constraint.feasible_prefix(chain)
         recorded = updated = 0
-        for policy, r, u in zip(chain.policies(), risks, losses):
+        for i, (policy, r, u) in enumerate(zip(chain.policies(), risks, losses)):
             if self.state.done:
                 break
             text = policy.text()
             if text in self.state.seen:
                 continue
             recorded += 1
-            updated += self.record(text, r, u)
+            updated += self.record(text, r, u, () if i < feasible else failed)
         self.state.chains += 1
         return recorded, updated
 

@@ -13,7 +13,9 @@ come up), then SNL adds literals so it overlaps no pruned sublattice — shrinki
 when that fails, SNL alone builds one from the pruned clauses (α = the forced 1s, β = all
 but the forced 0s).  With allowed cut points the chain orders only the allowed boundaries and
 SNL starts with every disallowed one forced to 0, so α and β (and the chain) stay publishable.
-The corners also update the frontier: they were evaluated.
+The corners also update the frontier: they were evaluated.  With a constraint (the attribute
+criteria, monotone) a sublattice whose general corner α fails it holds no feasible policy and is
+pruned at once; a failing corner is recorded but never offered to the frontier.
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ class SublatticeHeuristicSearch(FrontierSearcher):
         upper, lower = pair
         state.sublattices += 1
         a, b = self.evaluator.evaluate(upper.recoding()), self.evaluator.evaluate(lower.recoding())
+        failed = self.failures(upper)
+        if failed:  # α, the general corner, fails a (monotone) criterion: so does every policy of the sublattice
+            for policy, m, f in ((upper, a, failed), (lower, b, self.failures(lower))):
+                if not state.done:
+                    self.record(policy.text(), m.risk, m.loss, f)
+            state.pruned.append((upper.text(), lower.text()))
+            self._prune(upper, lower)
+            return
         h = state.frontier.h(a.risk, a.loss, b.risk, b.loss)
         if h > state.threshold and self.lattice.levels_between(upper, lower) > 1:
             chain = self.lattice.random_chain(upper, lower, self.rng)  # its ends are α and β
@@ -89,7 +99,7 @@ class SublatticeHeuristicSearch(FrontierSearcher):
             return
         for policy, m in ((upper, a), (lower, b)):  # an unsearched sublattice costs its 2 corners (new ones)
             if not state.done:
-                self.record(policy.text(), m.risk, m.loss)
+                self.record(policy.text(), m.risk, m.loss, self.failures(policy))
         if h == 0:
             state.pruned.append((upper.text(), lower.text()))
             self._prune(upper, lower)
