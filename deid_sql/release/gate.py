@@ -178,7 +178,9 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
     (``[[table]]``) is released as a whole set or not at all: only ``whole_set`` paths
     (``sets.release``, the report of a set) may build its gate.  ``reference=False``: a gate that only
     measures (``deid-sql check`` judges a batch's attribute criteria, writes nothing): Safe Harbor's
-    risk, the reference of ``no_riskier_than``, costs a load of the data and is not computed."""
+    risk, the reference of ``no_riskier_than``, costs a load of the data and is not computed.
+    ``recorded``: a release that can be linked is judged with what its recipient already holds and
+    recorded in their ledger (``release.union``); False for a gate that only measures (``check``)."""
     spec, recoding = released.spec, plan.recoding
     if spec.tables and not whole_set:
         names = ", ".join(repr(t.name) for t in spec.tables)
