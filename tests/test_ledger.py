@@ -303,3 +303,30 @@ def test_union_figures_equal_a_pure_python_reference(tmp_path_factory: pytest.Te
     k, risk_sum = _reference(persons, current, earlier_refs, census)
     assert union.k == k
     assert union.risk_sum == pytest.approx(risk_sum)
+
+
+def test_the_attribute_criteria_judge_the_combined_labels(tmp_path: Path, run: Callable[..., Result]) -> None:
+    """200 persons in pairs, each pair alone in its (age band, ZIP): alone, each release's groups hold
+    twenty persons of mixed diagnoses; combined, the first pair is two persons who both carry B20."""
+    with (tmp_path / "src.csv").open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["patient_id", "age", "zip", "dx"])
+        for p in range(200):
+            pair = p // 2
+            dx = "B20" if pair == 0 else ("J45" if p % 2 else "I10")
+            out.writerow([f"P{p:03d}", 10 * (pair // 10) + 3, ZIPS[pair % 10], dx])
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.format(zips=", ".join(f'"{z}"' for z in ZIPS),
+                                roles='pseudonymize = ["patient_id"]\nsecret_env = "DEID_LEDGER_KEY"',
+                                release="max_confidence = 0.8").replace("min_k = 10", "min_k = 2"),
+                    encoding="utf-8")
+    release(run, spec, A, "a.parquet")
+    refused = release(run, spec, B, "b.parquet", 2)
+    assert "with the 1 earlier release to default" in refused.stderr
+    assert "dx: group combined labels age 0-99, zip Z0; earlier 20" in refused.stderr and ": age 0-9, zip Z0|" in refused.stderr
+    assert "'B20' for 2 of 2" in refused.stderr and "k 2" not in refused.stderr  # k holds; the values do not
+    release(run, spec, B, "b.parquet", 0, "--accept-risk", "the analysts hold a data-use agreement for linkage")
+    record = json.loads((tmp_path / "b.parquet.release.json").read_text(encoding="utf-8"))
+    (dx,) = record["figures"]["union"]["attribute"]
+    assert dx["column"] == "dx" and dx["max_confidence"] == 1.0
+    assert record["figures"]["attribute"][0]["max_confidence"] < 0.8  # alone, B passes

@@ -86,10 +86,14 @@ class Verdict:
     accepted_risk: str | None = None
     allow_original_data: bool = False  # [release] allow_original_data = true
     unit: Unit = RECORDS  # what the figures count: the words of the failures (persons with [person])
+    union: str | None = None  # the earlier releases the union checks (figure "union.…") were judged with
 
     @property
     def failures(self) -> list[str]:
-        out = [c.text for c in self.checks if not c.passed]
+        out = [c.text for c in self.checks if not c.passed and not c.figure.startswith("union.")]
+        joined = [c.text for c in self.checks if not c.passed and c.figure.startswith("union.")]
+        if joined:  # what the recipient holds with this release: the earlier releases named once
+            out.append(f"{self.union}: {'; '.join(joined)}")
         if self.original_data and not self.allow_original_data:
             out.insert(0, f"the release tells apart every {self.unit.one} the source tells apart (the original data, "
                           f"whatever the policy text says); generalize more, or set [release] allow_original_data = "
@@ -380,12 +384,13 @@ class ReleaseGate:
                 for c in criteria.criteria(self.reference_risk):
                     value = union.value(c.figure)
                     checks.append(Check(c.key, f"union.{c.figure}", value, c.limit, c.at_most, c.passes(value),
-                                        f"{union.words()}: {c.describe(value)}"))
+                                        c.describe(value)))
                 for column in union.attribute:
                     checks.extend(Check(a.key, f"union.{a.column}.{a.figure}", a.value, a.limit, a.at_most,
-                                        a.passed, f"{union.words()}: {a.text}") for a in column.checks)
+                                        a.passed, a.text) for a in column.checks)
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
-                       criteria.allow_original_data, Unit.of(self.person))
+                       criteria.allow_original_data, Unit.of(self.person),
+                       figures.union.words() if figures is not None and figures.union is not None else None)
 
     def judge(self, figures: ReleaseFigures) -> Verdict:
         """The verdict on measured figures; raises ``ReleaseRefused`` when it fails unaccepted."""
