@@ -26,7 +26,7 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> N
     carries a pseudonym) is recorded in the ledger, one file beside the spec unless [release] ledger
     names another; a new release to the same recipient is judged with what they already hold.
 
-    Example: deid-sql ledger spec.toml --verify
+    Example: deid-sql ledger demo/demo.toml --verify
     """
     from ..ledger.store import Ledger, summarize
     from ..release.union import ledger_path
@@ -34,6 +34,14 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> N
 
     loaded = Spec.read(spec)
     path = ledger_path(loaded)
+    if not path.exists():  # nothing linkable was ever released from here
+        if recipient is not None:
+            raise OutputError(f"no ledger at {path}: no release to {recipient!r} has been recorded")
+        if as_json:
+            echo_json({"ledger": str(path), "verified": True if verify else None, "problems": [], "recipients": []})
+        else:
+            click.echo(f"ledger {path}: no release recorded (only releases that carry a pseudonym are)")
+        return
     with Ledger(path, create=False) as ledger:
         problems = ledger.verify() if verify else []
         summaries = [s for s in summarize(ledger) if recipient is None or s.recipient == recipient]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import engine_class
+from ..domains.recoding import Recoding
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..release.attribute import open_linked_values, source_query
@@ -25,7 +26,7 @@ from ..spec.file import TableRef
 from ..storage.names import check_output_name
 from ..storage.tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
-from .drift import DriftRefused, DriftReport, drift_report
+from .drift import DriftRefused, DriftReport, census_people, drift_report
 from .format import PolicyFile, one_table
 
 
@@ -126,6 +127,16 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
     new = drift.new
     names = [c.name for c in pf.columns]
 
+    policy_labels = [list(q.labels) for q in pf.plan().recoding.qis]
+
+    def census(recoding: Recoding) -> Census:
+        """The policy's groups from the drift check's census query; any other recoding (the union's
+        refinements, a derived row count kept exact) counted on the population where it is."""
+        labels = [list(q.labels) for q in recoding.qis]
+        mapping = people if labels == policy_labels else (
+            census_people(batch, recoding) if people is not None else None)
+        return Census.from_mapping(labels, mapping, new.population_total)
+
     def safe_harbor() -> float:
         from ..problem import Problem
 
@@ -134,7 +145,7 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
 
     released = ReleaseSource(
         spec=spec,
-        census=lambda recoding: Census.from_mapping([q.labels for q in recoding.qis], people, new.population_total),
+        census=census,
         record_risk=risk_model(spec, new.population_total),
         original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0,
         source=describe_table(spec, batch.ref, batch.records, {n: batch.columns[n] for n in names}),
