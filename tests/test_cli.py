@@ -438,7 +438,7 @@ def test_demo_keeps_files_in_dir(run, tmp_path: Path) -> None:
 
 
 COMMANDS = {"init", "validate", "evaluate", "compile", "materialize", "view", "safe-harbor", "alternatives", "frontier",
-            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "report", "help"}
+            "anonymize", "adversary", "channels", "dbt", "demo", "policy", "apply", "check", "ledger", "report", "help"}
 
 
 def test_every_command_answers_help_with_its_usage_and_a_summary() -> None:

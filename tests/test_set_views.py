@@ -110,6 +110,8 @@ def test_the_views_show_what_materialize_writes_and_hold_no_key(tmp_path: Path) 
         assert not suppressed & set(read_duckdb(db, f"deid_{name}").column("patient_id").to_pylist()), name
     sidecar = json.loads((tmp_path / "want" / "release.json").read_text(encoding="utf-8"))
     got = record(db)
+    union = got["figures"].pop("union")  # the views came second to the same recipient: judged with the folder
+    assert union["k"] == got["figures"]["k"] and "union" not in sidecar["figures"]
     assert got["figures"] == sidecar["figures"] and got["figures"]["unit"] == "persons"
     assert [t["table"] for t in got["release"]["tables"]] == [f"deid_{n}" for n in NAMES]
     assert [t["rows"] for t in got["release"]["tables"]] == [len(want[n]) for n in NAMES]

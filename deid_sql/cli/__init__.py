@@ -13,6 +13,7 @@ Modules:
   vocabulary, a command's --help
 - ``init.py``: ``init``
 - ``inspect.py``: ``validate``, ``evaluate``
+- ``ledger.py``: ``ledger``: what each recipient already holds, and the ledger's hash chain checked
 - ``main.py``: the root group: adds every command to ``registry.COMMANDS`` (module and one-line summary),
   imports a command only when it runs; ``main``
 - ``options.py``: shared options; ``release_plan`` (the CLI's one ``plan_of`` call), ``open_problem``,
@@ -27,7 +28,7 @@ Modules:
   tests/test_vocabulary.py)
 
 May import: ``adversary``, ``backends``, ``channels``, ``compiler``, ``dbt``, ``domains``, ``errors``,
-    ``evaluate``, ``interrupts``, ``invocation``, ``jobs``, ``nocensus``, ``policies``, ``policyfile``,
+    ``evaluate``, ``interrupts``, ``invocation``, ``jobs``, ``ledger``, ``nocensus``, ``policies``, ``policyfile``,
     ``problem``, ``progress``, ``registry``, ``release``, ``report``, ``search``, ``sets``, ``spec``,
     ``starter``, ``storage``.
 Imported by: nothing of deid_sql.

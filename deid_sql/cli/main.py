@@ -61,6 +61,8 @@ COMMANDS.add("check", "deid_sql.cli.policy:check",
                      "re-identifications per record) exceeds the drift limit, a QI's label shares moved, or the "
                      "batch's release fails an attribute criterion of the spec's [release] (min_l, max_confidence, "
                      "max_t…, judged as apply's gate would), 0 when not, 2 for bad input."))
+COMMANDS.add("ledger", "deid_sql.cli.ledger:ledger_",
+             summary="List what each recipient already holds (the ledger of linkable releases) and check its chain.")
 COMMANDS.add("report", "deid_sql.cli.report:report",
              summary="Write the report a privacy reviewer signs: one self-contained HTML page and its JSON twin.")
 COMMANDS.add("help", "deid_sql.cli.help:help_",

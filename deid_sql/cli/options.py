@@ -252,6 +252,11 @@ def echo_release(written: Any, err: bool = False) -> None:
          f"{f.expected_reidentifications:,.4g}, max {unit.risk} {f.max_record_risk:.4g}, risk {f.risk:.4g}"
          + (f", {f.suppressed:,} suppressed" if f.suppressed else "")
          + (f", {f.outside:,} outside the domain (released as the outside label)" if f.outside else ""))
+    union = getattr(f, "union", None)
+    if union is not None:  # what the recipient holds with this release (the ledger's earlier releases)
+        echo(f"  {union.words()}: k = {union.k:,}, expected re-identifications "
+             f"{union.expected_reidentifications:,.4g}, max {unit.risk} {union.max_record_risk:.4g}, "
+             f"risk {union.risk:.4g} ({union.persons:,} of these {f.unit} held before)")
     checks = "; ".join(f"{c.figure} {c.value:.6g} {'<=' if c.at_most else '>='} {c.limit:.6g}"
                        + (" (safe harbor)" if c.key.startswith("no_riskier_than") else "")
                        + ("" if c.passed else " FAILED") for c in verdict.checks)

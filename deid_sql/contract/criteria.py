@@ -13,6 +13,7 @@ for older specs, with a deprecation line (``sections.parse_columns_section`` tak
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,13 @@ from .attribute import ATTRIBUTE_KEYS, GLOBAL_KEYS, AttributeDeclared, Attribute
 from .roles import check_outside_label
 
 CRITERIA_KEYS = ("max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than")
-RELEASE_KEYS = {*CRITERIA_KEYS, *GLOBAL_KEYS, "sensitive", "allow_original_data", "outside_label"}
+# who receives the release and where their earlier releases are kept (METHODS decision 16): settings, not criteria
+LEDGER_KEYS = ("recipient", "ledger")
+RELEASE_KEYS = {*CRITERIA_KEYS, *GLOBAL_KEYS, *LEDGER_KEYS, "sensitive", "allow_original_data", "outside_label"}
+DEFAULT_RECIPIENT = "default"
+LEDGER_FILE = "deid-sql-ledger.duckdb"  # the default ledger, in the spec's folder
+# a recipient names a ledger's entries and may name a file or a table: letters, digits, '.', '_', '-'
+RECIPIENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # the starting set a refusal names, to copy into the spec and tune to the data-use agreement
 STARTING_SET = '[release] min_k = 5, max_record_risk = 0.2, no_riskier_than = "safe-harbor"'
 REFERENCES = ("safe-harbor",)
@@ -60,6 +67,8 @@ class ReleaseCriteria:
     # the global keys, overridden by its own [release.sensitive.COLUMN] table
     attribute: Mapping[str, AttributeLimits] = field(default_factory=dict)
     declared_attribute: AttributeDeclared = field(default_factory=AttributeDeclared)  # as written, unresolved
+    recipient: str = DEFAULT_RECIPIENT  # who receives the release: its ledger entries are judged together
+    ledger: Path | None = None  # the ledger file; None: LEDGER_FILE beside the spec
 
     def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
         """The limits as figure checks; ``reference_risk`` is Safe Harbor's risk when asked for."""
@@ -82,7 +91,8 @@ class ReleaseCriteria:
                 "max_expected_reidentifications": self.max_expected_reidentifications,
                 "max_record_risk": self.max_record_risk, "min_k": self.min_k,
                 "no_riskier_than": self.no_riskier_than, "allow_original_data": self.allow_original_data,
-                **({"attribute": {c: a.to_dict() for c, a in self.attribute.items()}} if self.attribute else {})}
+                **({"attribute": {c: a.to_dict() for c, a in self.attribute.items()}} if self.attribute else {}),
+                "recipient": self.recipient}
 
 
 def parse_release(raw: Any, problems: list[str], base: Path | None = None) -> ReleaseCriteria:
@@ -129,6 +139,22 @@ def parse_release(raw: Any, problems: list[str], base: Path | None = None) -> Re
             deprecated(f"{where} outside_label is a guard setting, not a criterion, and moves to [columns]: write "
                        f"[columns] outside_label = {label!r} (read from [release] for now)")
     attribute = parse_attribute(raw, base if base is not None else Path("."), problems)
+    if "recipient" in raw:
+        recipient = raw["recipient"]
+        if not isinstance(recipient, str) or not RECIPIENT.fullmatch(recipient):
+            problems.append(f"{where} recipient = {recipient!r} must be 1 to 64 letters, digits, '.', '_' or '-', "
+                            f"starting with a letter or digit (it names the recipient's entries in the ledger), "
+                            f"e.g. recipient = \"study-42\"")
+        else:
+            values["recipient"] = recipient
+    if "ledger" in raw:
+        ledger = raw["ledger"]
+        if not isinstance(ledger, str) or not ledger.strip() or "\0" in ledger:
+            problems.append(f"{where} ledger = {ledger!r} must be a file path (relative to the spec's folder), "
+                            f"e.g. ledger = \"ledgers/study-42.duckdb\"")
+        else:
+            path = Path(ledger).expanduser()
+            values["ledger"] = path if path.is_absolute() or base is None else base / path
     if not raw:
         problems.append(f"{where} is empty; give at least one of {', '.join(CRITERIA_KEYS)}, "
                         f"or remove the table")

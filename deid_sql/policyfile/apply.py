@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import engine_class
+from ..domains.recoding import Recoding
 from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..release.attribute import open_linked_values, source_query
@@ -25,7 +26,7 @@ from ..spec.file import TableRef
 from ..storage.names import check_output_name
 from ..storage.tableref import engine_inputs
 from .batch import Batch, Outside, batch_ref, engine_of, engine_tables, open_batch, spec_for_batch
-from .drift import DriftRefused, DriftReport, drift_report
+from .drift import DriftRefused, DriftReport, census_people, drift_report
 from .format import PolicyFile, one_table
 
 
@@ -110,7 +111,8 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
 
 
 def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | None,
-               accept_drift: str | None, whole_set: bool = False, reference: bool = True) -> ReleaseGate:
+               accept_drift: str | None, whole_set: bool = False, reference: bool = True,
+               recorded: bool = True) -> ReleaseGate:
     """The release gate of a batch (``build_gate``, as every release path): the spec's criteria
     and roles, the census people of the batch's released groups (from the drift check's census
     query), Safe Harbor on the batch itself, and the drift check's record.  With ``[person]`` the
@@ -125,6 +127,16 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
     new = drift.new
     names = [c.name for c in pf.columns]
 
+    policy_labels = [list(q.labels) for q in pf.plan().recoding.qis]
+
+    def census(recoding: Recoding) -> Census:
+        """The policy's groups from the drift check's census query; any other recoding (the union's
+        refinements, a derived row count kept exact) counted on the population where it is."""
+        labels = [list(q.labels) for q in recoding.qis]
+        mapping = people if labels == policy_labels else (
+            census_people(batch, recoding) if people is not None else None)
+        return Census.from_mapping(labels, mapping, new.population_total)
+
     def safe_harbor() -> float:
         from ..problem import Problem
 
@@ -133,7 +145,7 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
 
     released = ReleaseSource(
         spec=spec,
-        census=lambda recoding: Census.from_mapping([q.labels for q in recoding.qis], people, new.population_total),
+        census=census,
         record_risk=risk_model(spec, new.population_total),
         original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0,
         source=describe_table(spec, batch.ref, batch.records, {n: batch.columns[n] for n in names}),
@@ -151,7 +163,8 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
             batch.backend, spec, batch.release_query(roles=False),
             batch.columns.get(spec.person.column if spec.person else ""), plan.suppression is not None))
         if spec.tables else None)
-    return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set, reference=reference)
+    return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set, reference=reference,
+                      recorded=recorded)
 
 
 def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str | None, db: str | Path | None,

@@ -33,7 +33,7 @@ def attribute_figures(batch: Batch, drift: DriftReport, whole_set: bool = False)
     if not batch.spec.release.attribute:
         return ()
     call = f"deid_sql.policyfile.check_policy({str(batch.policy.path)!r}, {batch.describe()!r})"
-    gate = batch_gate(batch, drift, call, None, None, whole_set=whole_set, reference=False)
+    gate = batch_gate(batch, drift, call, None, None, whole_set=whole_set, reference=False, recorded=False)
     return gate.measure(batch.backend.execute, batch.release_query(roles=False)).attribute
 
 

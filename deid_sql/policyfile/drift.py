@@ -159,6 +159,19 @@ def _census(batch: Batch, rec: Recoding, labels: list[str]) -> tuple[exp.Select 
     return census, float(total.column("n")[0].as_py() or 0.0)
 
 
+def census_people(batch: Batch, rec: Recoding) -> dict[tuple[str, ...], float] | None:
+    """The census people of each label tuple ``rec`` makes of the spec's population (None with a
+    sample): a recoding other than the policy's, such as the common refinement of a person's label
+    regions across releases (``release.union``), counted where the population is."""
+    labels = [f"deid_l{i}" for i in range(len(rec.qis))]
+    query, _ = _census(batch, rec, labels)
+    if query is None:
+        return None
+    table = _execute(batch, query)
+    keys = zip(*(table.column(c).to_pylist() for c in labels))
+    return {tuple(map(str, k)): float(n or 0.0) for k, n in zip(keys, table.column("n").to_pylist())}
+
+
 def _execute(batch: Batch, query: exp.Expression):  # -> pa.Table
     try:
         with progress.watching(f"reading the batch {batch.describe()}", batch.backend.progress):

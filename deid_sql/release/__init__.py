@@ -35,10 +35,14 @@ Modules:
 - ``targets.py``: what a command will write (``Target``), checked before any data is read, in the words the
   write would use; a set's table names (``set_names``: ``PREFIX`` + release name, the record ``PREFIX`` +
   ``release``)
+- ``union.py``: a release judged with what its recipient already holds (METHODS decision 16): the persons'
+  label tuples of the rows written (``released_persons``), their combined labels with the earlier releases
+  in the ledger (``union_figures``: k, uniques, risks, g from the intersections of the label regions),
+  where a linkable release is recorded (``LedgerPlan``)
 - ``unit.py``: ``Unit``: what the figures count in words (records, or persons with ``[person]``), for the
   gate's refusals and the report's sentences; machine keys stay
 
 May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``invocation``,
-    ``loading``, ``policies``, ``problem``, ``progress``, ``spec``, ``sqltext``, ``storage``.
+    ``ledger``, ``loading``, ``policies``, ``problem``, ``progress``, ``spec``, ``sqltext``, ``storage``.
 Imported by: ``channels``, ``cli``, ``dbt``, ``jobs``, ``policyfile``, ``report``, ``sets``, ``starter``.
 """

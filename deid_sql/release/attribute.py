@@ -114,9 +114,18 @@ def measure_column(run: Run, relation: exp.Expression, qi_columns: Sequence[str]
     index = {labels: i for i, labels in enumerate(groups.labels)}
     labels = list(zip(*[table.column(f"q{i}").to_pylist() for i in range(len(qi_columns))])) if qi_columns \
         else [()] * table.num_rows
-    raw_values = table.column("v")
-    values = raw_values.to_pylist()
+    at = np.array([index.get(lab, -1) for lab in labels], dtype=np.int64)
     counts = np.asarray(table.column("f").to_numpy(zero_copy_only=False), dtype=np.float64)
+    return judge_values(limits, at, table.column("v"), counts, groups, qi_names, Unit.of(person), reference)
+
+
+def judge_values(limits: AttributeLimits, group: np.ndarray, raw_values: pa.ChunkedArray | pa.Array,
+                 counts: np.ndarray, groups: Groups, qi_names: Sequence[str], unit: Unit,
+                 reference: Callable[[], pa.Table] | None) -> AttributeFigures:
+    """Judge ``limits`` on f_G(v) given as (group index, value, persons) entries (a group index of -1 is
+    not released); ``reference``: the source's value counts, for t-closeness."""
+    column = limits.column
+    values = raw_values.to_pylist()
     ignored = _ignored(limits)
     q_counts: dict[Any, float] = {}
     if limits.max_t is not None:
@@ -128,9 +137,9 @@ def measure_column(run: Run, relation: exp.Expression, qi_columns: Sequence[str]
                     if not ignored(v)}
     universe = list(dict.fromkeys([*q_counts, *(v for v in values if not ignored(v))]))
     code, parents, size = _codes(limits, universe, raw_values.type)
-    rows = [(index[lab], code[v], f) for lab, v, f in zip(labels, values, counts) if lab in index and not ignored(v)]
+    rows = [(int(i), code[v], f) for i, v, f in zip(group.tolist(), values, counts) if i >= 0 and not ignored(v)]
     vc = fig.ValueCounts.of([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], groups.m, size)
-    return _judge(limits, vc, groups, qi_names, Unit.of(person), q_counts, code, parents, size)
+    return _judge(limits, vc, groups, qi_names, unit, q_counts, code, parents, size)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class ReleaseFigures:
     outside: int  # rows with a QI value outside the declared domain (shown as the outside label)
     unit: str = "rows"  # what records, groups and k count: "persons" with [person] (distinct released keys)
     attribute: tuple[AttributeFigures, ...] = ()  # per sensitive column with an attribute criterion
+    # the same release on its persons' combined labels with the earlier releases to its recipient (``union``)
+    union: UnionFigures | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -63,6 +65,9 @@ class ReleaseFigures:
             del out["unit"]
         if not self.attribute:
             del out["attribute"]
+        out.pop("union")
+        if self.union is not None:
+            out["union"] = self.union.to_dict()
         return out
 
     def value(self, figure: str) -> float:
@@ -95,6 +100,41 @@ class AttributeFigures:
     max_t: float | None  # when max_t is asked (its distance)
     max_presence: float | None  # with a census
     checks: tuple[AttributeCheck, ...]
+
+
+@dataclass(frozen=True)
+class UnionFigures:
+    """The figures of a release on its persons' combined labels, with the earlier releases used."""
+
+    recipient: str
+    earlier: tuple[str, ...]  # the earlier releases' ids, in order
+    persons: int  # persons of this release found in an earlier one
+    records: int
+    groups: int
+    k: int
+    sample_unique_records: int
+    risk_sum: float
+    risk: float
+    expected_reidentifications: float
+    max_record_risk: float
+    mean_record_risk: float
+    # the attribute criteria on the combined labels, per sensitive column judged
+    attribute: tuple[AttributeFigures, ...] = ()
+
+    def value(self, figure: str) -> float:
+        return float(getattr(self, figure))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipient": self.recipient, "earlier": list(self.earlier), "linked_persons": self.persons,
+                "records": self.records, "groups": self.groups, "k": self.k,
+                "sample_unique_records": self.sample_unique_records, "risk_sum": self.risk_sum, "risk": self.risk,
+                "expected_reidentifications": self.expected_reidentifications,
+                "max_record_risk": self.max_record_risk, "mean_record_risk": self.mean_record_risk,
+                **({"attribute": [asdict(a) for a in self.attribute]} if self.attribute else {})}
+
+    def words(self) -> str:
+        n = len(self.earlier)
+        return f"with the {n} earlier release{'' if n == 1 else 's'} to {self.recipient} ({', '.join(self.earlier)})"
 
 
 class Census:

@@ -28,6 +28,7 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
+from ..ledger.store import Entry, Ledger, Released
 from .attribute import (
     Groups,
     LinkedValues,
@@ -50,6 +51,7 @@ from .sidecar import (
     sidecar_table,
     utc_now,
 )
+from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_attribute, union_figures
 from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
@@ -84,10 +86,14 @@ class Verdict:
     accepted_risk: str | None = None
     allow_original_data: bool = False  # [release] allow_original_data = true
     unit: Unit = RECORDS  # what the figures count: the words of the failures (persons with [person])
+    union: str | None = None  # the earlier releases the union checks (figure "union.…") were judged with
 
     @property
     def failures(self) -> list[str]:
-        out = [c.text for c in self.checks if not c.passed]
+        out = [c.text for c in self.checks if not c.passed and not c.figure.startswith("union.")]
+        joined = [c.text for c in self.checks if not c.passed and c.figure.startswith("union.")]
+        if joined:  # what the recipient holds with this release: the earlier releases named once
+            out.append(f"{self.union}: {'; '.join(joined)}")
         if self.original_data and not self.allow_original_data:
             out.insert(0, f"the release tells apart every {self.unit.one} the source tells apart (the original data, "
                           f"whatever the policy text says); generalize more, or set [release] allow_original_data = "
@@ -167,7 +173,7 @@ class ReleaseSource:
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
-               whole_set: bool = False, reference: bool = True) -> ReleaseGate:
+               whole_set: bool = False, reference: bool = True, recorded: bool = True) -> ReleaseGate:
     """The gate of releasing ``plan`` from ``released``: the one builder of every release path
     (files, engine tables, views, compiled SQL, dbt models, reports, policy-file batches).
 
@@ -176,7 +182,9 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
     (``[[table]]``) is released as a whole set or not at all: only ``whole_set`` paths
     (``sets.release``, the report of a set) may build its gate.  ``reference=False``: a gate that only
     measures (``deid-sql check`` judges a batch's attribute criteria, writes nothing): Safe Harbor's
-    risk, the reference of ``no_riskier_than``, costs a load of the data and is not computed."""
+    risk, the reference of ``no_riskier_than``, costs a load of the data and is not computed.
+    ``recorded``: a release that can be linked is judged with what its recipient already holds and
+    recorded in their ledger (``release.union``); False for a gate that only measures (``check``)."""
     spec, recoding = released.spec, plan.recoding
     if spec.tables and not whole_set:
         names = ", ".join(repr(t.name) for t in spec.tables)
@@ -201,7 +209,10 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         accept_risk=override_reason(accept_risk), suppression=plan.suppression, extra=dict(released.extra),
         source_combinations=released.source_combinations, person=released.person,
         source_values=released.source_values,
-        linked=(lambda: opener(plan)) if linked and opener is not None else None)
+        linked=(lambda: opener(plan)) if linked and opener is not None else None,
+        ledger=LedgerPlan.of(spec, columns) if recorded else None,
+        census_of=released.census,
+        rows_counted=RowsCounted.of(spec, recoding, released.census))
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -244,6 +255,14 @@ class ReleaseGate:
     _values: dict[str, pa.Table] = field(default_factory=dict, repr=False)  # source_values, once per column
     _linked: dict[str, AttributeFigures] = field(default_factory=dict, repr=False)  # judged once per set
     _set_values: LinkedValues | None = field(default=None, repr=False)  # the linked tables, opened once
+    # a linkable release (a pseudonym column): where it is recorded, and the census of any recoding (the
+    # intersections of its persons' label regions with their earlier releases')
+    ledger: LedgerPlan | None = None
+    census_of: Callable[[Recoding], Census] | None = None
+    _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
+    _recorded: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
+    # a derived row count judged at its exact value (``_as_counted``), or None
+    rows_counted: RowsCounted | None = None
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -255,19 +274,57 @@ class ReleaseGate:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
         column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
-        table = count_groups(run, relation, self.qi_columns, self.flagged, self.person)
-        figures = measure(run, relation, self.qi_columns, self.census, self.record_risk, self.original_risk_sum,
+        relation, qi_columns, census, recoding = self._as_counted(relation)
+        table = count_groups(run, relation, qi_columns, self.flagged, self.person)
+        figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
+        if self.ledger is not None:
+            figures = self._with_union(run, relation, figures, qi_columns, census, recoding)
         attribute = self.spec.release.attribute
         if not attribute:
             return figures
-        groups = Groups.of(table, len(self.qi_columns), self.flagged, self.census)
+        groups = Groups.of(table, len(qi_columns), self.flagged, census)
         linked = set(linked_columns(self.spec))
         return replace(figures, attribute=tuple(
             self._over_set(column) if column in linked else
-            measure_column(run, relation, self.qi_columns, self.spec.qi_names, limits, groups, self.flagged,
+            measure_column(run, relation, qi_columns, self.spec.qi_names, limits, groups, self.flagged,
                            self.person, self._reference(column) if self.source_values is not None else None)
             for column, limits in attribute.items()))
+
+    def _as_counted(self, relation: exp.Expression) -> tuple[exp.Expression, list[str], Census, Recoding]:
+        """What a recipient can count, as counted (METHODS decision 16): while a person's rows stay linkable
+        (the person key released, pseudonymized or kept), a ``derived = "rows"`` QI is judged at each
+        person's number of rows in the release, whatever the policy shows of it (``rows_counted``)."""
+        counted = self.rows_counted
+        if counted is None:
+            return relation, list(self.qi_columns), self.census, self.recoding
+        return counted.relation(relation), counted.qi_columns, counted.census, counted.recoding
+
+    def _with_union(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
+                    figures: ReleaseFigures, qi_columns: Sequence[str], census: Census,
+                    recoding: Recoding) -> ReleaseFigures:
+        """``figures`` with the union's (``release.union``) when the recipient holds earlier releases;
+        the persons' label tuples are kept for the ledger entry ``record`` appends."""
+        assert self.ledger is not None
+        self._released = released_persons(run, relation, self.ledger.link, qi_columns,
+                                          FLAG if self.flagged else None, census)
+        self._recorded = recoding
+        if not self.ledger.path.is_file():
+            return figures
+        with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
+            earlier = _usable(ledger, self.ledger)
+            if not earlier:
+                return figures
+            union, groups = union_figures(
+                self._released, ledger_qis(recoding, self.spec.qi_names), recoding, earlier, ledger,
+                self.ledger.recipient, self.census_of if census.population else None, self.record_risk,
+                self.original_risk_sum, figures.suppressed, census.total)
+        linked = set(linked_columns(self.spec))
+        attribute = tuple(  # the attribute criteria on the combined labels (a linked table's column: by the set)
+            union_attribute(run, relation, self.ledger.link, FLAG if self.flagged else None, groups, limits,
+                            Unit.of(self.person), self._reference(column) if self.source_values is not None else None)
+            for column, limits in self.spec.release.attribute.items() if column not in linked)
+        return replace(figures, union=replace(union, attribute=attribute))
 
     def _over_set(self, column: str) -> AttributeFigures:
         """A column sensitive in a linked table, counted over the whole set where the data is and judged
@@ -278,11 +335,12 @@ class ReleaseGate:
             if self._set_values is None:
                 self._set_values = self.linked()
             values = self._set_values
-            table = count_groups(values.run, values.released, self.qi_columns, values.flag, values.key)
-            groups = Groups.of(table, len(self.qi_columns), values.flag, self.census)
-            counts = values.run(linked_value_query(values, self.qi_columns, column))
+            released, qi_columns, census, _ = self._as_counted(values.released)
+            table = count_groups(values.run, released, qi_columns, values.flag, values.key)
+            groups = Groups.of(table, len(qi_columns), values.flag, census)
+            counts = values.run(linked_value_query(values, qi_columns, column))
             self._linked[column] = measure_column(
-                values.run, values.released, self.qi_columns, self.spec.qi_names, self.spec.release.attribute[column],
+                values.run, released, qi_columns, self.spec.qi_names, self.spec.release.attribute[column],
                 groups, values.flag, values.key, lambda: values.run(linked_source_query(values, column)), counts)
         return self._linked[column]
 
@@ -321,8 +379,18 @@ class ReleaseGate:
             for column in figures.attribute:
                 checks.extend(Check(a.key, f"{a.column}.{a.figure}", a.value, a.limit, a.at_most, a.passed, a.text)
                               for a in column.checks)
+            union = figures.union
+            if union is not None:  # the same limits on what the recipient holds with this release
+                for c in criteria.criteria(self.reference_risk):
+                    value = union.value(c.figure)
+                    checks.append(Check(c.key, f"union.{c.figure}", value, c.limit, c.at_most, c.passes(value),
+                                        c.describe(value)))
+                for column in union.attribute:
+                    checks.extend(Check(a.key, f"union.{a.column}.{a.figure}", a.value, a.limit, a.at_most,
+                                        a.passed, a.text) for a in column.checks)
         return Verdict(tuple(checks), self.original_data(figures), criteria.declared, self.accept_risk,
-                       criteria.allow_original_data, Unit.of(self.person))
+                       criteria.allow_original_data, Unit.of(self.person),
+                       figures.union.words() if figures is not None and figures.union is not None else None)
 
     def judge(self, figures: ReleaseFigures) -> Verdict:
         """The verdict on measured figures; raises ``ReleaseRefused`` when it fails unaccepted."""
@@ -347,7 +415,7 @@ class ReleaseGate:
         """The sidecar: hashes, columns and roles, figures, criteria and verdict, how to reproduce."""
         spec_path = self.spec.path
         command = INVOCATION.get()
-        return {
+        record = {
             "format": FORMAT, "version": VERSION,
             "release": release,
             "created_at": utc_now(),
@@ -368,6 +436,69 @@ class ReleaseGate:
                      **verdict.to_dict()},
             **self.extra,
         }
+        if self.ledger is not None and self._released is not None:
+            record["ledger"] = self._append(record, release)
+        return record
+
+    def _append(self, record: dict[str, Any], release: dict[str, Any]) -> dict[str, Any]:
+        """Append this release to its recipient's ledger (the record's hash, the persons' labels) and
+        say where; a ledger that cannot be written stops the release (the caller writes nothing)."""
+        assert self.ledger is not None and self._released is not None
+        plan = self.ledger
+        spec_path = self.spec.path
+        shipped = release.get("path") if release.get("kind") == "set" else release.get("project")
+        if shipped and plan.path.is_relative_to(Path(shipped).resolve()):
+            raise OutputError(f"the ledger {plan.path} is inside the folder the release is written to ({shipped}), "
+                              f"which goes to its recipient with every earlier release's labels: point [release] "
+                              f"ledger outside it; nothing was written")
+        entry = Entry(seq=0, recipient=plan.recipient, release=_release_id(record), created_at=record["created_at"],
+                      key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
+                      policy=str(self.policy.get("text", "")), record_sha256=record_sha256(record),
+                      target=_target(release), persons=self._released.persons, rows=0, held=0,
+                      qis=ledger_qis(self._recorded or self.recoding, self.spec.qi_names), content_sha256="",
+                      previous="", hash="")
+        try:
+            with Ledger(plan.path) as ledger:
+                earlier = _usable(ledger, plan)
+                stored = ledger.append(entry, self._released)
+        except OSError as e:
+            raise OutputError(f"the ledger {plan.path} cannot be written ({e.strerror or e}); a release that can be "
+                              f"linked is recorded before it leaves, so nothing was written") from None
+        return {"path": str(plan.path), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
+                "earlier": len(earlier), "link": plan.link}
+
+
+def _usable(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
+    """The recipient's entries, after checking the chain (headers and person counts) and the key."""
+    ledger.check(content=False)
+    entries = ledger.entries(plan.recipient)
+    other = next((e for e in entries if e.key_fingerprint != plan.fingerprint), None)
+    if other is not None:
+        raise SpecError(f"ledger {plan.path} holds releases to {plan.recipient!r} made under another key (entry "
+                        f"{other.seq}, {other.release}); pseudonyms of different keys do not link, so the union "
+                        f"cannot be judged: give this recipient another name ([release] recipient) or use the key "
+                        f"of its earlier releases")
+    return entries
+
+
+def record_sha256(record: dict[str, Any]) -> str:
+    """The hash of a release's record as the ledger keeps it (without the ledger's own part)."""
+    import hashlib
+    import json
+
+    body = {k: v for k, v in record.items() if k != "ledger"}
+    return hashlib.sha256(json.dumps(_resolved(body), sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+def _release_id(record: dict[str, Any]) -> str:
+    """A release's id in the ledger: its time and the start of its record's hash."""
+    return f"{record['created_at']}/{record_sha256(record)[:12]}"
+
+
+def _target(release: dict[str, Any]) -> str:
+    kind = release.get("kind", "release")
+    where = release.get("path") or release.get("table") or release.get("view") or release.get("name") or ""
+    return f"{kind} {where}".strip()
 
 
 def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:

@@ -1,0 +1,176 @@
+"""Release-ledger benchmark (issue 41): what judging a release with its recipient's earlier ones adds to the gate.
+
+A recipient who keeps every release links them by the stable pseudonym, so the gate judges a new
+release to them twice: alone, and on its persons' combined labels with every earlier release in the
+ledger (``release/union.py``: one join of this release's persons with the ledger's, the combined
+labels grouped, g from the census of the intersections).  This script builds --persons persons (one
+row each; QIs age, sex and a five-digit ZIP against a census), records --months - 1 earlier monthly
+releases of the same persons to one recipient (the policies differ from month to month, so the
+combined labels are finer than any one release's), and times the gate's measure of
+the next month's release:
+
+- **alone**: the gate without a ledger (the same release, the pseudonym column kept);
+- **with the ledger**: the same gate reading the earlier releases and judging the union, plus the
+  persons' label tuples it keeps for the entry;
+
+each min of --runs, interleaved.  Writing the entry (``Ledger.append``, once per release) is timed
+apart.
+
+Target (issue 41): the union judgment adds <= 1.5x to a release's gate time at 1 M persons x 12
+monthly releases (the ratio printed is "with / alone"; the target is a ratio <= 2.5 — the gate's own
+time plus at most 1.5 times it).  The gate alone reads only the released label columns (one small
+GROUP BY), while the union must read every person's pseudonym, so the script also prints what the
+union adds to the whole release (its rows computed, pseudonyms included, and written, then judged).
+
+    python bench/ledger.py [--persons 1000000] [--months 12] [--runs 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from figures import figure
+
+from deid_sql import Problem
+from deid_sql.ledger.store import Entry, Ledger, key_fingerprint
+from deid_sql.release.gate import ReleaseSource, build_gate
+from deid_sql.release.output import measure_file
+from deid_sql.release.plan import plan_of
+from deid_sql.release.union import ledger_qis
+
+KEY = "bench-ledger-" + "7c2f9e41a8d3b6054e1f2a9c7d8b3e60"
+ZIPS = 400
+SPEC = """[source]
+path = "persons.parquet"
+[population]
+path = "census.parquet"
+count = "people"
+
+[[qi]]
+name = "age"
+kind = "integer"
+min = 0
+max = 99
+
+[[qi]]
+name = "sex"
+kind = "category"
+values = ["F", "M"]
+
+[[qi]]
+name = "zip"
+kind = "zip"
+
+[columns]
+pseudonymize = ["person_id"]
+secret_env = "DEID_BENCH_LEDGER_KEY"
+
+[release]
+min_k = 1
+recipient = "monthly"
+"""
+
+
+def build(folder: Path, persons: int, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    zips = np.array([f"{37000 + i:05d}" for i in range(ZIPS)])
+    ages = rng.integers(0, 90, persons)
+    pq.write_table(pa.table({"person_id": pa.array([f"p{i:08d}" for i in range(persons)]),
+                             "age": ages, "sex": rng.choice(["F", "M"], persons),
+                             "zip": zips[rng.integers(0, ZIPS, persons)]}), folder / "persons.parquet")
+    cells = [(a, s, z) for a in range(100) for s in ("F", "M") for z in zips]
+    people = rng.integers(5, 400, len(cells)) + 0
+    pq.write_table(pa.table({"age": [c[0] for c in cells], "sex": [c[1] for c in cells],
+                             "zip": [c[2] for c in cells], "people": people}), folder / "census.parquet")
+    spec = folder / "spec.toml"
+    spec.write_text(SPEC, encoding="utf-8")
+    return spec
+
+
+POLICIES = ("age:every=10|zip:digits=3", "age:every=5|sex:top|zip:digits=3", "age:every=20|zip:digits=4",
+            "age:cuts=18,30,45,65,90|zip:digits=3")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--persons", type=int, default=1_000_000)
+    ap.add_argument("--months", type=int, default=12)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="100,000 persons, 4 months, 2 runs")
+    args = ap.parse_args()
+    if args.quick:
+        args.persons, args.months, args.runs = 100_000, 4, 2
+    os.environ["DEID_BENCH_LEDGER_KEY"] = KEY
+    with tempfile.TemporaryDirectory(prefix="deid-bench-ledger-") as tmp:
+        folder = Path(tmp)
+        spec = build(folder, args.persons, args.seed)
+        with Problem.from_spec(spec, cache=False) as problem:
+            released = ReleaseSource.from_problem(problem)
+            # the earlier months: each its own policy, recorded as the gate would (persons and labels)
+            t0 = time.perf_counter()
+            appends = []
+            for month in range(args.months - 1):
+                plan = plan_of(problem, POLICIES[month % len(POLICIES)])
+                gate = build_gate(released, plan, "bench")
+                gate.ledger = None
+                gate.measure(problem.backend.execute, problem.query(plan, measuring=True))
+                assert gate.rows_counted is None
+                from deid_sql.release.union import released_persons
+
+                persons = released_persons(problem.backend.execute, problem.query(plan, measuring=True),
+                                           "person_id", gate.qi_columns, None, gate.census)
+                fingerprint = key_fingerprint(KEY.encode())
+                entry = Entry(seq=0, recipient="monthly", release=f"month-{month + 1}", created_at=f"m{month + 1}",
+                              key_fingerprint=fingerprint,
+                              spec=str(spec), spec_sha256=None, policy=plan.text, record_sha256="-", target="bench",
+                              persons=args.persons, rows=0, held=0,
+                              qis=ledger_qis(plan.recoding, problem.spec.qi_names),
+                              content_sha256="", previous="", hash="")
+                a0 = time.perf_counter()
+                with Ledger(folder / "deid-sql-ledger.duckdb") as ledger:
+                    ledger.append(entry, persons)
+                appends.append(time.perf_counter() - a0)
+            print(f"{args.persons:,} persons, {args.months - 1} earlier months recorded in "
+                  f"{time.perf_counter() - t0:.1f} s (append: min {min(appends):.2f} s)", file=sys.stderr)
+            plan = plan_of(problem, POLICIES[(args.months - 1) % len(POLICIES)])
+            # the gate of a file release measures the file written (release.output.measure_file)
+            path = folder / "month.parquet"
+            w0 = time.perf_counter()
+            pq.write_table(problem.backend.execute(problem.query(plan)), path)
+            written = time.perf_counter() - w0  # the release's own rows: pseudonyms computed, file written
+            alone, union = [], []
+            for _ in range(args.runs):
+                for with_ledger in (False, True):
+                    gate = build_gate(released, plan, "bench")
+                    if not with_ledger:
+                        gate.ledger = None
+                    s = time.perf_counter()
+                    figures = measure_file(gate, path, "parquet")
+                    (union if with_ledger else alone).append(time.perf_counter() - s)
+                    base, judged = (base, figures) if with_ledger else (figures, None)  # noqa: F821
+            assert judged.union is not None and len(judged.union.earlier) == args.months - 1
+            ratio = min(union) / min(alone)
+            whole = (min(union) - min(alone)) / (written + min(alone))
+            print(f"gate alone {min(alone):.2f} s (k = {base.k}); with {args.months - 1} earlier releases "
+                  f"{min(union):.2f} s (union k = {judged.union.k}); with / alone = {ratio:.2f} "
+                  f"(target <= 2.5: the union adds {ratio - 1:.2f}x, target <= 1.5x)")
+            figure("ledger gate alone", min(alone))
+            figure("ledger gate with union", min(union))
+            figure("ledger append", min(appends))
+            print(f"the release itself (its rows computed and written, then judged alone) "
+                  f"{written + min(alone):.2f} s; the union adds {whole:.2f}x of it")
+            figure("ledger union added ratio", ratio - 1, "x")
+            figure("ledger union added to the release", whole, "x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""``deid-sql ledger``: what each recipient already holds, and whether the ledger is whole."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import OutputError
+from .options import echo_json, handles_errors
+
+
+@click.command(name="ledger")
+@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--recipient", default=None, help="Show only this recipient's releases.")
+@click.option("--verify", is_flag=True,
+              help="Check the whole hash chain, every person's labels included; exit 1 when it is broken.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@handles_errors
+def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> None:
+    """List what each recipient already holds (the ledger of linkable releases) and check its chain.
+
+    For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest
+    persons sharing everything those releases told about them.  Every release that can be linked (it
+    carries a pseudonym) is recorded in the ledger, one file beside the spec unless [release] ledger
+    names another; a new release to the same recipient is judged with what they already hold.
+
+    Example: deid-sql ledger demo/demo.toml --verify
+    """
+    from ..ledger.store import Ledger, summarize
+    from ..release.union import ledger_path
+    from ..spec.file import Spec
+
+    loaded = Spec.read(spec)
+    path = ledger_path(loaded)
+    if not path.exists():  # nothing linkable was ever released from here
+        if recipient is not None:
+            raise OutputError(f"no ledger at {path}: no release to {recipient!r} has been recorded")
+        if as_json:
+            echo_json({"ledger": str(path), "verified": True if verify else None, "problems": [], "recipients": []})
+        else:
+            click.echo(f"ledger {path}: no release recorded (only releases that carry a pseudonym are)")
+        return
+    with Ledger(path, create=False) as ledger:
+        problems = ledger.verify() if verify else []
+        summaries = [s for s in summarize(ledger) if recipient is None or s.recipient == recipient]
+    if recipient is not None and not summaries:
+        raise OutputError(f"ledger {path} holds no release to {recipient!r}; its recipients are listed by "
+                          f"deid-sql ledger {spec}")
+    if as_json:
+        echo_json({"ledger": str(path), "verified": (not problems) if verify else None, "problems": problems,
+                   "recipients": [s.to_dict() for s in summaries]})
+    else:
+        click.echo(f"ledger {path}")
+        for s in summaries:
+            n = len(s.entries)
+            click.echo(f"\n{s.recipient}: {n} release{'' if n == 1 else 's'}, {s.persons} persons, union k = {s.k}")
+            for e in s.entries:
+                click.echo(f"  {e.seq:>4}  {e.created_at}  {e.persons:>8} persons  {e.target}  policy {e.policy}")
+        if verify:
+            click.echo("\nhash chain: " + ("whole" if not problems else "BROKEN"))
+            for line in problems:
+                click.echo(f"  {line}")
+    if problems:
+        sys.exit(1)

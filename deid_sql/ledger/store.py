@@ -1,0 +1,477 @@
+"""The ledger file: every linkable release each recipient received, chained by hash (METHODS decision 16).
+
+Pseudonyms are stable (the same HMAC in every batch, table and engine), so a recipient who keeps
+last month's release links every person to this month's.  The ledger remembers, per recipient,
+what each release told them: per released person (pseudonym) the label tuple, and per QI the
+partition of its domain the labels stand for (so the census can count the people in the
+intersection of a person's regions).  It holds pseudonyms and labels only, never a key or a raw
+value.
+
+One DuckDB file (owner-only), three tables: ``ledger_entries`` (one row per release: who, when,
+spec, policy, the record's hash, the key's fingerprint, the QIs' partitions, the persons' hash,
+the previous entry's hash and its own), ``ledger_tuples`` (per entry, its distinct label tuples
+as group ids per QI) and ``ledger_persons`` (per entry, each person's pseudonym and tuple).  An
+entry's hash covers its fields, the previous entry's hash and the hash of its persons and
+tuples, so a removed, reordered or edited entry, or an edited person, breaks the chain
+(``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from ..errors import OutputError, SpecError
+from .combine import dense_keys, per_person, persons_of
+
+FORMAT = 1
+FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
+GENESIS = "0" * 64  # the previous hash of a ledger's first entry
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS L.ledger_entries (seq BIGINT PRIMARY KEY, body VARCHAR NOT NULL, "
+    "recipient VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, previous VARCHAR NOT NULL, "
+    "hash VARCHAR NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS L.ledger_tuples (seq BIGINT NOT NULL, label INTEGER NOT NULL, "
+    "groups INTEGER[] NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS L.ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
+    "label INTEGER NOT NULL)",
+    # derived, rewritten with each entry: per recipient, each person's combined label (their label in each of
+    # the recipient's entries), so a release is judged with one join however many releases came before
+    "CREATE TABLE IF NOT EXISTS L.ledger_state (recipient VARCHAR NOT NULL, pseudonym VARCHAR NOT NULL, "
+    "combined BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS L.ledger_combined (recipient VARCHAR NOT NULL, combined BIGINT NOT NULL, "
+    "labels BIGINT[] NOT NULL)",
+)
+# the persons and tuples of one entry as one canonical text, hashed where the data is
+_CONTENT_HASH = (
+    "SELECT sha256(coalesce(string_agg(p.pseudonym || ' ' || array_to_string(t.groups, ','), chr(10) "
+    "ORDER BY p.pseudonym, p.label), '')) FROM L.ledger_persons p JOIN L.ledger_tuples t "
+    "ON t.seq = p.seq AND t.label = p.label WHERE p.seq = ?"
+)
+
+
+def key_fingerprint(secret: bytes) -> str:
+    """HMAC-SHA-256 of a fixed label under the key: tells keys apart, never reveals one."""
+    return hmac.new(secret, FINGERPRINT_LABEL, hashlib.sha256).hexdigest()[:32]
+
+
+def domain_sha256(texts: Sequence[str]) -> str:
+    """A QI domain's identity: its values' texts in order."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerQI:
+    """One QI as a release generalized it: its name, its domain's identity, its labels, and the
+    partition of the domain's positions they stand for (``runs``: start, stop, group)."""
+
+    name: str
+    domain: str  # domain_sha256
+    labels: tuple[str, ...]
+    runs: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def of(cls, name: str, domain: str, group_of: np.ndarray, labels: Sequence[str]) -> LedgerQI:
+        gid = np.asarray(group_of, dtype=np.int64)
+        if not gid.size:
+            return cls(name, domain, tuple(labels), ())
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        stops = np.r_[starts[1:], gid.size]
+        return cls(name, domain, tuple(labels),
+                   tuple((int(a), int(b), int(gid[a])) for a, b in zip(starts, stops)))
+
+    def group_of(self) -> np.ndarray:
+        """The group id of each domain position."""
+        size = self.runs[-1][1] if self.runs else 0
+        out = np.empty(size, dtype=np.int64)
+        for start, stop, group in self.runs:
+            out[start:stop] = group
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "domain": self.domain, "labels": list(self.labels),
+                "runs": [list(r) for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LedgerQI:
+        return cls(raw["name"], raw["domain"], tuple(raw["labels"]), tuple(tuple(r) for r in raw["runs"]))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One release to one recipient, as the ledger keeps it."""
+
+    seq: int
+    recipient: str
+    release: str  # the release's id
+    created_at: str
+    key_fingerprint: str
+    spec: str  # the spec's path
+    spec_sha256: str | None
+    policy: str  # the policy as given
+    record_sha256: str  # the hash of the release's record (its sidecar, without the ledger part)
+    target: str  # where it was released (a file, a table, a view, a folder), in words
+    persons: int
+    rows: int  # (person, label tuple) pairs stored: one per person unless a person shows several tuples
+    held: int  # the persons the recipient holds with this release (in any of their releases)
+    qis: tuple[LedgerQI, ...]
+    content_sha256: str  # the hash of its persons and tuples
+    previous: str
+    hash: str
+
+    def body(self) -> dict[str, Any]:
+        """Every field the hash covers but the chain's own."""
+        out = asdict(self)
+        for key in ("seq", "previous", "hash"):
+            del out[key]
+        out["qis"] = [q.to_dict() for q in self.qis]
+        out["format"] = FORMAT
+        return out
+
+    @staticmethod
+    def chain_hash(seq: int, body: dict[str, Any], previous: str) -> str:
+        text = json.dumps({"seq": seq, "previous": previous, "body": body}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def from_row(cls, seq: int, body: str, previous: str, hash_: str) -> Entry:
+        raw = json.loads(body)
+        raw.pop("format", None)
+        raw["qis"] = tuple(LedgerQI.from_dict(q) for q in raw["qis"])
+        return cls(seq=int(seq), previous=previous, hash=hash_, **raw)
+
+
+@dataclass(frozen=True)
+class Released:
+    """What one release shows a recipient: per person, the label tuple (group ids per QI, -1 for a
+    label outside the policy's).  A person may show several tuples (rows that differ); each is kept."""
+
+    pseudonyms: pa.Array  # string, one per (person, tuple)
+    groups: np.ndarray  # (n, QIs) int64
+
+    @property
+    def persons(self) -> int:
+        return len(set(self.pseudonyms.to_pylist())) if len(self.pseudonyms) else 0
+
+
+class Ledger:
+    """A ledger file, opened for reading (``create=False``: it must exist) or for appending."""
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise SpecError(f"no ledger at {self.path}: no linkable release has been recorded there yet")
+        fresh = not self.path.exists()
+        if fresh:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # owner-only from the first byte (the file and its write-ahead log): pseudonyms and labels of
+        # every person released.  The mask is the process's, set only while DuckDB creates the files.
+        mask = os.umask(0o077)
+        try:
+            # an in-memory session with the file attached: read-only for a reader (no lock held against a
+            # writer, nothing checkpointed on close), read-write for appending
+            self.con = duckdb.connect()
+            path = exp.Literal.string(str(self.path)).sql("duckdb")  # a quoted literal, never spliced text
+            self.con.execute(f"ATTACH {path} AS L{' (READ_ONLY)' if not create else ''}")
+        except duckdb.Error as e:
+            raise SpecError(f"ledger {self.path} cannot be opened ({str(e).splitlines()[0]}); is it a deid-sql "
+                            f"ledger? Point [release] ledger at another file") from None
+        finally:
+            os.umask(mask)
+        if create:
+            for statement in _SCHEMA:  # (a no-op on a ledger)
+                self.con.execute(statement)
+        elif self._missing():
+            self.con.close()
+            raise SpecError(f"{self.path} is not a deid-sql ledger (it holds no ledger_entries table); point "
+                            f"[release] ledger at the ledger file, or at a new file")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _missing(self) -> bool:
+        """Whether the file holds no ledger tables (an empty or foreign DuckDB file opened for reading)."""
+        return not self.con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'L' AND "
+                                    "table_name = 'ledger_entries'").fetchall()[0][0]
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+    def entries(self, recipient: str | None = None) -> list[Entry]:
+        """Every entry (of ``recipient``), in order."""
+        where, params = ("WHERE recipient = ?", [recipient]) if recipient is not None else ("", [])
+        rows = self.con.execute(f"SELECT seq, body, previous, hash FROM L.ledger_entries {where} ORDER BY seq",
+                                params).fetchall()
+        return [Entry.from_row(*row) for row in rows]
+
+    def tuples(self, seq: int) -> dict[int, np.ndarray]:
+        """Entry ``seq``'s label tuples: label id -> group ids per QI."""
+        rows = self.con.execute("SELECT label, groups FROM L.ledger_tuples WHERE seq = ?", [seq]).fetchall()
+        return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
+
+    def state_of(self, recipient: str, pseudonyms: pa.Array) -> np.ndarray:
+        """The combined label of each of ``pseudonyms`` (distinct) in ``recipient``'s state (−1: never
+        released to them)."""
+        out = np.full(len(pseudonyms), -1, dtype=np.int64)
+        if not len(pseudonyms):
+            return out
+        current = pa.table({"pseudonym": pseudonyms.cast(pa.string()),
+                            "idx": pa.array(np.arange(len(pseudonyms), dtype=np.int64))})
+        name = f"deid_current_{secrets.token_hex(4)}"
+        self.con.register(name, current)
+        try:
+            # the view's name is ours (a fixed prefix and random hex), never a user's
+            found = self.con.sql(
+                f"SELECT c.idx AS idx, s.combined AS combined FROM {name} c JOIN L.ledger_state s "
+                f"ON s.pseudonym = c.pseudonym WHERE s.recipient = $r", params={"r": recipient}).to_arrow_table()
+        finally:
+            self.con.unregister(name)
+        idx = np.asarray(found.column("idx").to_numpy(zero_copy_only=False), dtype=np.int64)
+        out[idx] = np.asarray(found.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+        return out
+
+    def combined(self, recipient: str, entries: int) -> np.ndarray:
+        """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""
+        table = self.con.sql("SELECT combined, labels FROM L.ledger_combined WHERE recipient = $r",
+                             params={"r": recipient}).to_arrow_table()
+        out = np.full((table.num_rows, entries), -1, dtype=np.int64)
+        if table.num_rows:
+            ids = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+            flat = pc.list_flatten(table.column("labels").combine_chunks())
+            out = np.full((int(ids.max()) + 1, entries), -1, dtype=np.int64)
+            out[ids] = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.int64).reshape(len(ids), entries)
+        return out
+
+    # -- appending ----------------------------------------------------------------------------------
+    def append(self, entry: Entry, released: Released) -> Entry:
+        """Append ``entry`` (its seq, previous and hashes are filled in here) with its persons, in one
+        transaction; returns the entry as stored."""
+        pseudonyms = released.pseudonyms.cast(pa.string())
+        groups = np.asarray(released.groups, dtype=np.int64).reshape(len(pseudonyms), len(entry.qis))
+        uniq, label = (np.unique(groups, axis=0, return_inverse=True) if len(groups)
+                       else (np.zeros((0, groups.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)))
+        label = np.asarray(label, dtype=np.int32).reshape(-1)
+        with self._transaction():
+            last = self.con.execute("SELECT seq, hash FROM L.ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
+            seq, previous = (int(last[0][0]) + 1, str(last[0][1])) if last else (1, GENESIS)
+            tuples = pa.table({"seq": pa.array(np.full(len(uniq), seq, dtype=np.int64)),
+                               "label": pa.array(np.arange(len(uniq), dtype=np.int32)),
+                               "groups": pa.array([list(map(int, row)) for row in uniq], pa.list_(pa.int32()))})
+            persons = pa.table({"seq": pa.array(np.full(len(pseudonyms), seq, dtype=np.int64)),
+                                "pseudonym": pseudonyms, "label": pa.array(label, pa.int32())})
+            self._insert("L.ledger_tuples", tuples)
+            self._insert("L.ledger_persons", persons)
+            content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+            held = self._update_state(entry.recipient, pseudonyms, label, len(uniq))
+            stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
+                              "rows": len(pseudonyms), "held": held, "content_sha256": content, "hash": ""})
+            body = stored.body()
+            digest = Entry.chain_hash(seq, body, previous)
+            self.con.execute("INSERT INTO L.ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
+                             [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
+                              stored.key_fingerprint, previous, digest])
+        return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
+
+    def _update_state(self, recipient: str, pseudonyms: pa.Array, label: np.ndarray, tuples: int) -> int:
+        """Fold a new entry's persons (one row per (person, tuple label)) into ``recipient``'s state;
+        returns the persons the recipient now holds."""
+        previous = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
+                                params={"r": recipient}).to_arrow_table()
+        before = self.con.sql("SELECT count(*) FROM L.ledger_entries WHERE recipient = $r",
+                              params={"r": recipient}).fetchall()[0][0]
+        matrix = self.combined(recipient, before)
+        names, combined, rows = fold(previous.column("pseudonym").combine_chunks().cast(pa.string()),
+                                     np.asarray(previous.column("combined").to_numpy(zero_copy_only=False),
+                                                dtype=np.int64), matrix, pseudonyms, label, tuples)
+        self.con.execute("DELETE FROM L.ledger_state WHERE recipient = ?", [recipient])
+        self.con.execute("DELETE FROM L.ledger_combined WHERE recipient = ?", [recipient])
+        self._insert("L.ledger_state", pa.table({"recipient": pa.array([recipient] * len(names), pa.string()),
+                                                 "pseudonym": names, "combined": pa.array(combined, pa.int64())}))
+        self._insert("L.ledger_combined", pa.table({
+            "recipient": pa.array([recipient] * len(rows), pa.string()),
+            "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
+            "labels": pa.array(rows.tolist(), pa.list_(pa.int64()))}))
+        return len(names)
+
+    def _insert(self, table: str, rows: pa.Table) -> None:
+        name = f"deid_rows_{secrets.token_hex(4)}"
+        self.con.register(name, rows)
+        try:
+            self.con.execute(f"INSERT INTO {table} SELECT * FROM {name}")  # both names are ours
+        finally:
+            self.con.unregister(name)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # -- checking -------------------------------------------------------------------------------
+    def verify(self, content: bool = True) -> list[str]:
+        """Every break of the chain, one line each (empty: the ledger is whole).  ``content=False``
+        checks the entries and the number of persons each holds, not the hash of every person (the
+        check a release makes before it is judged; ``deid-sql ledger --verify`` makes the full one)."""
+        problems = []
+        previous, expected_seq = GENESIS, 1
+        rows = self.con.execute("SELECT seq, body, recipient, key_fingerprint, previous, hash "
+                                "FROM L.ledger_entries ORDER BY seq").fetchall()
+        counts = dict(self.con.execute("SELECT seq, count(*) FROM L.ledger_persons GROUP BY seq").fetchall())
+        for seq, body, recipient, fingerprint, prev, digest in rows:
+            where = f"entry {seq}"
+            if seq != expected_seq:
+                problems.append(f"{where}: expected entry {expected_seq} here (an entry was removed)")
+            try:
+                raw = json.loads(body)
+            except json.JSONDecodeError:
+                problems.append(f"{where}: its record is not readable")
+                previous, expected_seq = digest, seq + 1
+                continue
+            if prev != previous:
+                problems.append(f"{where}: it does not follow the entry before it (removed, reordered or edited)")
+            if Entry.chain_hash(seq, raw, prev) != digest:
+                problems.append(f"{where}: its fields were edited after it was written")
+            if raw.get("recipient") != recipient or raw.get("key_fingerprint") != fingerprint:
+                problems.append(f"{where}: its recipient or key column was edited")
+            if content:
+                digest_now = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+                if digest_now != raw.get("content_sha256"):
+                    problems.append(f"{where}: its persons or labels were edited after it was written")
+            elif counts.get(seq, 0) != raw.get("rows"):
+                problems.append(f"{where}: it holds {counts.get(seq, 0)} persons' labels, not the "
+                                f"{raw.get('rows')} it was written with")
+            previous, expected_seq = digest, seq + 1
+        if content:
+            problems.extend(self._verify_state())
+        orphans = self.con.execute("SELECT DISTINCT seq FROM L.ledger_persons WHERE seq NOT IN "
+                                   "(SELECT seq FROM L.ledger_entries) ORDER BY seq").fetchall()
+        problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
+        return problems
+
+    def _verify_state(self) -> list[str]:
+        """The recipients' states replayed from their entries' persons and compared with what is stored."""
+        problems = []
+        for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
+            names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+            matrix = np.zeros((0, 0), dtype=np.int64)
+            for entry in self.entries(recipient):
+                rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
+                                    params={"s": entry.seq}).to_arrow_table()
+                tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
+                                      params={"s": entry.seq}).fetchall()[0][0]
+                names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
+                                               np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
+                                                          dtype=np.int64), int(tuples))
+            stored = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
+                                  params={"r": recipient}).to_arrow_table()
+            held = self.combined(recipient, matrix.shape[1])
+            mine = dict(zip(names.to_pylist(), (tuple(r) for r in matrix[combined].tolist())))
+            ids = np.asarray(stored.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+            theirs = dict(zip(stored.column("pseudonym").to_pylist(),
+                              (tuple(r) for r in held[ids].tolist()) if len(ids) and len(held) else []))
+            if mine != theirs:
+                problems.append(f"recipient {recipient!r}: what the ledger says they hold does not follow from "
+                                f"their entries (its state was edited)")
+        return problems
+
+    def check(self, content: bool = True) -> None:
+        """Raise ``OutputError`` when the chain is broken: nothing is judged against a ledger that lies."""
+        problems = self.verify(content)
+        if problems:
+            raise OutputError(f"ledger {self.path} fails its hash chain ({problems[0]}"
+                              f"{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''}); an earlier "
+                              f"release may be missing from what its recipient holds, so nothing is released "
+                              f"against it: restore the ledger from a backup, or check it with deid-sql ledger "
+                              f"SPEC --verify")
+
+
+@dataclass(frozen=True)
+class RecipientSummary:
+    """What one recipient holds: their releases, the persons in any of them, and the union's k (the
+    fewest persons sharing one combined label over all of them)."""
+
+    recipient: str
+    entries: tuple[Entry, ...]
+    persons: int
+    k: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipient": self.recipient, "persons": self.persons, "union_k": self.k,
+                "releases": [{"entry": e.seq, "release": e.release, "created_at": e.created_at, "target": e.target,
+                              "persons": e.persons, "policy": e.policy, "spec": e.spec, "key": e.key_fingerprint,
+                              "hash": e.hash} for e in self.entries]}
+
+
+def summarize(ledger: Ledger) -> list[RecipientSummary]:
+    """Every recipient of ``ledger``, in name order, with the union's k over all their releases."""
+    out = []
+    for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries ORDER BY recipient"
+                                           ).fetchall():
+        entries = tuple(ledger.entries(recipient))
+        # per person the combined label: its label (or a set's key) in each entry, absent as -1
+        rows = ledger.con.sql(
+            "SELECT p.pseudonym, list(p.seq || ':' || p.label ORDER BY p.seq, p.label) AS labels "
+            "FROM L.ledger_persons p JOIN L.ledger_entries e ON e.seq = p.seq WHERE e.recipient = $r "
+            "GROUP BY p.pseudonym", params={"r": recipient}).fetchall()
+        combined: dict[tuple[str, ...], int] = {}
+        for _, labels in rows:
+            key = tuple(labels)
+            combined[key] = combined.get(key, 0) + 1
+        out.append(RecipientSummary(recipient, entries, len(rows), min(combined.values(), default=0)))
+    return out
+
+
+def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: pa.Array, label: np.ndarray,
+         tuples: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """A recipient's state after one more release: every person they hold (``names``, each with a
+    combined label, a row of ``matrix``) and the release's (pseudonym, tuple label) rows.  A person
+    shown under several tuples gets the label of that set (``tuples`` + its rank among the sets)."""
+    new_names, row_person = persons_of(pseudonyms.cast(pa.string()))
+    mine, _, sets = per_person(row_person, np.asarray(label, dtype=np.int64), len(new_names), first_set=tuples)
+    if sets:  # number the sets in a fixed order (their members), whatever the rows' order
+        rank = {s: i for i, s in enumerate(sorted(sets))}
+        remap = {tuples + i: tuples + rank[s] for i, s in enumerate(sets)}
+        mine = np.array([remap.get(int(v), int(v)) for v in mine], dtype=np.int64)
+    at = np.asarray(pc.index_in(new_names, value_set=names).fill_null(-1).to_numpy(zero_copy_only=False),
+                    dtype=np.int64) if len(names) else np.full(len(new_names), -1, dtype=np.int64)
+    fresh = at < 0
+    all_names = pa.concat_arrays([names.cast(pa.string()), new_names.filter(pa.array(fresh)).cast(pa.string())]) \
+        if len(names) else new_names.cast(pa.string())
+    old = np.concatenate([combined, np.full(int(fresh.sum()), -1, dtype=np.int64)])
+    now = np.full(len(all_names), -1, dtype=np.int64)
+    now[at[~fresh]] = mine[~fresh]
+    now[len(names):] = mine[fresh]
+    key = dense_keys(np.column_stack([old, now]))
+    width = matrix.shape[1]
+    rows = np.full((int(key.max()) + 1 if key.size else 0, width + 1), -1, dtype=np.int64)
+    if key.size:
+        rep = np.full(rows.shape[0], -1, dtype=np.int64)
+        rep[key[::-1]] = np.arange(key.size)[::-1]
+        before = old[rep]
+        if width:
+            rows[before >= 0, :width] = matrix[before[before >= 0]]
+        rows[:, width] = now[rep]
+    return all_names, key, rows
