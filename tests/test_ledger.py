@@ -331,3 +331,22 @@ def test_the_attribute_criteria_judge_the_combined_labels(tmp_path: Path, run: C
     (dx,) = record["figures"]["union"]["attribute"]
     assert dx["column"] == "dx" and dx["max_confidence"] == 1.0
     assert record["figures"]["attribute"][0]["max_confidence"] < 0.8  # alone, B passes
+
+
+def test_the_report_shows_what_the_recipient_already_holds(tmp_path: Path, run: Callable[..., Result]) -> None:
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    release(run, spec, A, "a2.parquet")
+    # a report of the second release judges it with what the recipient held then: A, not itself
+    run("report", spec, "--from-release", tmp_path / "a2.parquet.release.json", "--out", tmp_path / "a2.html")
+    report = json.loads((tmp_path / "a2.json").read_text(encoding="utf-8"))
+    union = report["risk"]["union"]
+    first = json.loads((tmp_path / "a.parquet.release.json").read_text(encoding="utf-8"))
+    assert union["earlier"] == [f"{first['created_at']}/{union['earlier'][0].split('/')[1]}"] and union["k"] == 10
+    assert 'id="union-heading"' in (tmp_path / "a2.html").read_text(encoding="utf-8")
+    # a report of B before it is released: the union's k, and a caution that says it
+    run("report", spec, "--policy", B, "--out", tmp_path / "b.html", expect=None)
+    report = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+    assert report["risk"]["union"]["k"] == 1 and len(report["risk"]["union"]["earlier"]) == 2
+    caution = next(c for c in report["summary"]["cautions"] if c["kind"] == "union")
+    assert "the smallest group is 1 (this release alone: 10)" in caution["text"]

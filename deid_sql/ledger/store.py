@@ -371,20 +371,29 @@ class Ledger:
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
         return problems
 
+    def replayed(self, recipient: str, before: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+        """``recipient``'s state as it was before entry ``before`` (their entries up to it folded in
+        again): the persons held, each one's combined label, and the combined labels' rows.  What a
+        report of an earlier release judges it with; a release itself reads the stored state."""
+        names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        matrix = np.zeros((0, 0), dtype=np.int64)
+        for entry in self.entries(recipient):
+            if entry.seq >= before:
+                break
+            rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
+                                params={"s": entry.seq}).to_arrow_table()
+            tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
+                                  params={"s": entry.seq}).fetchall()[0][0]
+            names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
+                                           np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
+                                                      dtype=np.int64), int(tuples))
+        return names, combined, matrix
+
     def _verify_state(self) -> list[str]:
         """The recipients' states replayed from their entries' persons and compared with what is stored."""
         problems = []
         for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
-            names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
-            matrix = np.zeros((0, 0), dtype=np.int64)
-            for entry in self.entries(recipient):
-                rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
-                                    params={"s": entry.seq}).to_arrow_table()
-                tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
-                                      params={"s": entry.seq}).fetchall()[0][0]
-                names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
-                                               np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
-                                                          dtype=np.int64), int(tuples))
+            names, combined, matrix = self.replayed(recipient, 1 << 62)
             stored = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
                                   params={"r": recipient}).to_arrow_table()
             held = self.combined(recipient, matrix.shape[1])

@@ -263,6 +263,8 @@ class ReleaseGate:
     _recorded: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
     # a derived row count judged at its exact value (``_as_counted``), or None
     rows_counted: RowsCounted | None = None
+    # judge with what the recipient held before this ledger entry (a report of a release made earlier)
+    before: int | None = None
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -312,13 +314,13 @@ class ReleaseGate:
         if not self.ledger.path.is_file():
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
-            earlier = _usable(ledger, self.ledger)
+            earlier = [e for e in _usable(ledger, self.ledger) if self.before is None or e.seq < self.before]
             if not earlier:
                 return figures
             union, groups = union_figures(
                 self._released, ledger_qis(recoding, self.spec.qi_names), recoding, earlier, ledger,
                 self.ledger.recipient, self.census_of if census.population else None, self.record_risk,
-                self.original_risk_sum, figures.suppressed, census.total)
+                self.original_risk_sum, figures.suppressed, census.total, self.before)
         linked = set(linked_columns(self.spec))
         attribute = tuple(  # the attribute criteria on the combined labels (a linked table's column: by the set)
             union_attribute(run, relation, self.ledger.link, FLAG if self.flagged else None, groups, limits,
