@@ -350,3 +350,21 @@ def test_the_report_shows_what_the_recipient_already_holds(tmp_path: Path, run: 
     assert report["risk"]["union"]["k"] == 1 and len(report["risk"]["union"]["earlier"]) == 2
     caution = next(c for c in report["summary"]["cautions"] if c["kind"] == "union")
     assert "the smallest group is 1 (this release alone: 10)" in caution["text"]
+
+
+def test_a_ledger_in_use_by_another_run_is_one_line(tmp_path: Path, run: Callable[..., Result]) -> None:
+    import subprocess
+    import sys
+
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(60)", str(tmp_path / "deid-sql-ledger.duckdb")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        busy = release(run, spec, A, "a2.parquet", 2)
+        assert "is in use by another run" in busy.stderr and "a2.parquet" not in os.listdir(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -189,7 +189,11 @@ class Ledger:
             path = exp.Literal.string(str(self.path)).sql("duckdb")  # a quoted literal, never spliced text
             self.con.execute(f"ATTACH {path} AS L{' (READ_ONLY)' if not create else ''}")
         except duckdb.Error as e:
-            raise SpecError(f"ledger {self.path} cannot be opened ({str(e).splitlines()[0]}); is it a deid-sql "
+            first = str(e).splitlines()[0]
+            if "lock" in first.lower():  # another process has the file open for writing
+                raise OutputError(f"ledger {self.path} is in use by another run (another release to a recipient "
+                                  f"of this ledger is being recorded); run again when it has finished") from None
+            raise SpecError(f"ledger {self.path} cannot be opened ({first}); is it a deid-sql "
                             f"ledger? Point [release] ledger at another file") from None
         finally:
             os.umask(mask)
