@@ -14,6 +14,10 @@ as group ids per QI) and ``ledger_persons`` (per entry, each person's pseudonym 
 entry's hash covers its fields, the previous entry's hash and the hash of its persons and
 tuples, so a removed, reordered or edited entry, or an edited person, breaks the chain
 (``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
+
+The file is DuckDB whatever engine a release runs on: an embedded store deid-sql owns, read and
+written in-process (the one module above ``backends/`` that opens DuckDB itself; no release SQL runs
+here).
 """
 
 from __future__ import annotations
