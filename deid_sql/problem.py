@@ -355,7 +355,8 @@ class Problem:
             self.refuse_persistent()
         self.check_pseudonym_types()
         return apply_roles(query, column_roles, [q.column for q in self.spec.qis], self.backend,
-                           self.source_label, copy=False, keys=keys)  # the query was built here
+                           self.source_label, copy=False, keys=keys,  # the query was built here
+                           blank_suppressed=not measuring)  # the gate counts suppressed persons by their key
 
     @property
     def source_rows(self) -> int:

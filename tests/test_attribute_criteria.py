@@ -126,3 +126,22 @@ def test_what_needs_the_data_is_one_line_exit_2_nothing_written(tmp_path: Path, 
     line = refused(run, spec, tmp_path)
     assert message in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_criterion_judged_on_no_group_writes_strict_json_and_a_report(tmp_path: Path, run) -> None:
+    """Every value ignored: no group holds a counted value, ℓ is vacuous (infinite).  The sidecar and the
+    report's JSON twin write it as null (JSON has no Infinity), and the report is written."""
+    import json
+
+    spec = write_problem(tmp_path, 'min_l = 2\n[release.sensitive.diagnosis]\n'
+                                   'ignore_values = ["B20", "E11", "I10", "J45", "K21", "Z99"]')
+    out = tmp_path / "r.parquet"
+    run("materialize", spec, "--policy", POLICY, "--out", out)
+    text = sidecar_path(out).read_text(encoding="utf-8")
+    record = json.loads(text, parse_constant=lambda c: pytest.fail(f"the sidecar holds {c}"))
+    (figures,) = record["figures"]["attribute"]
+    assert figures["column"] == "diagnosis" and checks(record)["min_l"]["value"] is None
+    assert checks(record)["min_l"]["passed"]
+    run("report", spec, "--from-release", sidecar_path(out), "--out", tmp_path / "report.html")
+    json.loads((tmp_path / "report.json").read_text(encoding="utf-8"),
+               parse_constant=lambda c: pytest.fail(f"the report's JSON holds {c}"))

@@ -331,3 +331,40 @@ def test_the_attribute_criteria_judge_the_combined_labels(tmp_path: Path, run: C
     (dx,) = record["figures"]["union"]["attribute"]
     assert dx["column"] == "dx" and dx["max_confidence"] == 1.0
     assert record["figures"]["attribute"][0]["max_confidence"] < 0.8  # alone, B passes
+
+
+def test_the_report_shows_what_the_recipient_already_holds(tmp_path: Path, run: Callable[..., Result]) -> None:
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    release(run, spec, A, "a2.parquet")
+    # a report of the second release judges it with what the recipient held then: A, not itself
+    run("report", spec, "--from-release", tmp_path / "a2.parquet.release.json", "--out", tmp_path / "a2.html")
+    report = json.loads((tmp_path / "a2.json").read_text(encoding="utf-8"))
+    union = report["risk"]["union"]
+    first = json.loads((tmp_path / "a.parquet.release.json").read_text(encoding="utf-8"))
+    assert union["earlier"] == [f"{first['created_at']}/{union['earlier'][0].split('/')[1]}"] and union["k"] == 10
+    assert 'id="union-heading"' in (tmp_path / "a2.html").read_text(encoding="utf-8")
+    # a report of B before it is released: the union's k, and a caution that says it
+    run("report", spec, "--policy", B, "--out", tmp_path / "b.html", expect=None)
+    report = json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))
+    assert report["risk"]["union"]["k"] == 1 and len(report["risk"]["union"]["earlier"]) == 2
+    caution = next(c for c in report["summary"]["cautions"] if c["kind"] == "union")
+    assert "the smallest group is 1 (this release alone: 10)" in caution["text"]
+
+
+def test_a_ledger_in_use_by_another_run_is_one_line(tmp_path: Path, run: Callable[..., Result]) -> None:
+    import subprocess
+    import sys
+
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(60)", str(tmp_path / "deid-sql-ledger.duckdb")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        busy = release(run, spec, A, "a2.parquet", 2)
+        assert "is in use by another run" in busy.stderr and "a2.parquet" not in os.listdir(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()

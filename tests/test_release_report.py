@@ -37,7 +37,7 @@ KEYS = {
     "unit": {"one", "many", "risk"},
     "policy.sample": {"source", "columns", "rows"},
     "risk": {"figures", "before_suppression", "at_risk", "record_risk_histogram", "group_sizes", "model",
-             "no_census", "attribute", "comparison", "gate"},
+             "no_census", "attribute", "union", "comparison", "gate"},
     "risk.figures": {"records", "groups", "expected_reidentifications", "mean_record_risk", "max_record_risk", "k",
                      "sample_uniques", "suppressed", "risk"},
     "risk.record_risk_histogram": {"edges", "counts"},

@@ -257,7 +257,10 @@ def test_roles_in_the_written_file(project, run, secret) -> None:
     assert got.column_names == ["patient_id", "age", "sex", "race", "zip", "diagnosis", "visit_type",
                                 "deid_suppressed"]
     want = Counter((pseudonym(KEY, r["patient_id"]), r["diagnosis"], r["visit_type"]) for r in table.to_pylist())
-    assert Counter(zip(*(got.column(c).to_pylist() for c in ("patient_id", "diagnosis", "visit_type")))) == want
+    rows = list(zip(*(got.column(c).to_pylist() for c in ("patient_id", "diagnosis", "visit_type", "deid_suppressed"))))
+    shown = Counter(r[:3] for r in rows if not r[3])
+    assert all(r[0] is None for r in rows if r[3]) and any(r[3] for r in rows)  # suppressed rows: no pseudonym
+    assert not shown - want and sum(shown.values()) + sum(1 for r in rows if r[3]) == sum(want.values())
     side = json.loads((project.dir / "out.parquet.release.json").read_text())
     assert [(c["name"], c["role"]) for c in side["columns"]] == [
         ("patient_id", "pseudonymize"), ("age", "qi"), ("sex", "qi"), ("race", "qi"), ("zip", "qi"),

@@ -218,7 +218,8 @@ def check_outside_label(label: Any, where: str, problems: list[str]) -> bool:
 
 
 def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str], backend: Pseudonymizer,
-                where: str = "source", copy: bool = True, keys: KeyHolder | None = None) -> exp.Select:
+                where: str = "source", copy: bool = True, keys: KeyHolder | None = None,
+                blank_suppressed: bool = True) -> exp.Select:
     """The outermost projections of a generalizing query with the roles applied: dropped
     columns removed, pseudonymized ones replaced by the backend's HMAC (same name), QIs and
     ``deid_suppressed`` untouched.  Raises ``SpecError`` for a column without a role.
@@ -227,6 +228,11 @@ def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str
     anonymize and batch release queries); it is not changed — a new select is returned — unless
     ``copy=False`` (a caller that built it for this call: a large domain's copy costs seconds).
     ``keys``: who computes the pseudonyms (``contract.keys``; default the backend, pads in the SQL).
+
+    A row the release suppresses (``deid_suppressed`` true) carries no pseudonym (NULL): its QIs are
+    blanked, and a pseudonym would still link it to the person's earlier releases and let anyone count
+    the person's rows (METHODS decision 16).  ``blank_suppressed=False`` keeps them, for the query the
+    gate counts persons on and never releases (``Problem.query(measuring=True)``).
     """
     names = [p.alias_or_name for p in select.expressions]
     qis = set(qi_columns)
@@ -234,6 +240,8 @@ def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str
     out = select.copy() if copy else select
     key: bytes | None = None
     projections: list[exp.Expression] = []
+    flagged = next((p.this if isinstance(p, exp.Alias) else p for n, p in zip(names, out.expressions) if n == FLAG),
+                   None) if blank_suppressed else None
     for name, projection in zip(names, out.expressions):
         if name == FLAG or name in qis:
             projections.append(projection)
@@ -247,6 +255,9 @@ def apply_roles(select: exp.Select, roles: ColumnRoles, qi_columns: Sequence[str
             value = projection.this if isinstance(projection, exp.Alias) else projection
             hashed = (keys.pseudonym(value.copy(), key, roles.pseudonym) if keys is not None
                       else backend.pseudonymize(value.copy(), key, roles.pseudonym))
+            if flagged is not None:
+                suppressed = exp.func("coalesce", exp.cast(flagged.copy(), "BOOLEAN"), exp.false())
+                hashed = exp.Case().when(suppressed, exp.null()).else_(hashed)
             projections.append(exp.alias_(hashed,
                                           exp.to_identifier(name, quoted=True)))
             continue

@@ -14,6 +14,10 @@ as group ids per QI) and ``ledger_persons`` (per entry, each person's pseudonym 
 entry's hash covers its fields, the previous entry's hash and the hash of its persons and
 tuples, so a removed, reordered or edited entry, or an edited person, breaks the chain
 (``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
+
+The file is DuckDB whatever engine a release runs on: an embedded store deid-sql owns, read and
+written in-process (the one module above ``backends/`` that opens DuckDB itself; no release SQL runs
+here).
 """
 
 from __future__ import annotations
@@ -189,7 +193,11 @@ class Ledger:
             path = exp.Literal.string(str(self.path)).sql("duckdb")  # a quoted literal, never spliced text
             self.con.execute(f"ATTACH {path} AS L{' (READ_ONLY)' if not create else ''}")
         except duckdb.Error as e:
-            raise SpecError(f"ledger {self.path} cannot be opened ({str(e).splitlines()[0]}); is it a deid-sql "
+            first = str(e).splitlines()[0]
+            if "lock" in first.lower():  # another process has the file open for writing
+                raise OutputError(f"ledger {self.path} is in use by another run (another release to a recipient "
+                                  f"of this ledger is being recorded); run again when it has finished") from None
+            raise SpecError(f"ledger {self.path} cannot be opened ({first}); is it a deid-sql "
                             f"ledger? Point [release] ledger at another file") from None
         finally:
             os.umask(mask)
@@ -371,20 +379,29 @@ class Ledger:
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
         return problems
 
+    def replayed(self, recipient: str, before: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+        """``recipient``'s state as it was before entry ``before`` (their entries up to it folded in
+        again): the persons held, each one's combined label, and the combined labels' rows.  What a
+        report of an earlier release judges it with; a release itself reads the stored state."""
+        names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        matrix = np.zeros((0, 0), dtype=np.int64)
+        for entry in self.entries(recipient):
+            if entry.seq >= before:
+                break
+            rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
+                                params={"s": entry.seq}).to_arrow_table()
+            tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
+                                  params={"s": entry.seq}).fetchall()[0][0]
+            names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
+                                           np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
+                                                      dtype=np.int64), int(tuples))
+        return names, combined, matrix
+
     def _verify_state(self) -> list[str]:
         """The recipients' states replayed from their entries' persons and compared with what is stored."""
         problems = []
         for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
-            names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
-            matrix = np.zeros((0, 0), dtype=np.int64)
-            for entry in self.entries(recipient):
-                rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
-                                    params={"s": entry.seq}).to_arrow_table()
-                tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
-                                      params={"s": entry.seq}).fetchall()[0][0]
-                names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
-                                               np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
-                                                          dtype=np.int64), int(tuples))
+            names, combined, matrix = self.replayed(recipient, 1 << 62)
             stored = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
                                   params={"r": recipient}).to_arrow_table()
             held = self.combined(recipient, matrix.shape[1])

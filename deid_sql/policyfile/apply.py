@@ -162,7 +162,8 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
         linked=(lambda plan: open_linked_values(  # a set's batches: the linked batches' sensitive values
             batch.backend, spec, batch.release_query(roles=False),
             batch.columns.get(spec.person.column if spec.person else ""), plan.suppression is not None))
-        if spec.tables else None)
+        if spec.tables else None,
+        persons=int(new.records) if spec.person is not None else None)
     return build_gate(released, pf.plan(), call, accept_risk, whole_set=whole_set, reference=reference,
                       recorded=recorded)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
@@ -144,6 +145,8 @@ class ReleaseSource:
     # a set (``[[table]]``): the person source's raw release of a plan and the linked tables, where the
     # data is, to count their sensitive values per person (``release.attribute.LinkedValues``)
     linked: Callable[[ReleasePlan], LinkedValues] | None = None
+    # the source's persons ([person]): the written rows of suppressed persons carry no key to count them by
+    persons: int | None = None
 
     @classmethod
     def from_problem(cls, problem: Problem) -> ReleaseSource:
@@ -169,7 +172,8 @@ class ReleaseSource:
             source_combinations=len(problem.sample),
             person=key,
             source_values=lambda column: problem.backend.execute(source_query(problem.source.copy(), column, key)),
-            linked=linked if spec.tables else None)
+            linked=linked if spec.tables else None,
+            persons=problem.sample.total if key is not None else None)
 
 
 def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_risk: str | None = None,
@@ -212,7 +216,8 @@ def build_gate(released: ReleaseSource, plan: ReleasePlan, call: str, accept_ris
         linked=(lambda: opener(plan)) if linked and opener is not None else None,
         ledger=LedgerPlan.of(spec, columns) if recorded else None,
         census_of=released.census,
-        rows_counted=RowsCounted.of(spec, recoding, released.census))
+        rows_counted=RowsCounted.of(spec, recoding, released.census),
+        source_persons=released.persons)
 
 
 def safe_harbor_risk(problem: Problem) -> float:
@@ -263,6 +268,9 @@ class ReleaseGate:
     _recorded: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
     # a derived row count judged at its exact value (``_as_counted``), or None
     rows_counted: RowsCounted | None = None
+    # judge with what the recipient held before this ledger entry (a report of a release made earlier)
+    before: int | None = None
+    source_persons: int | None = None  # ReleaseSource.persons
 
     # -- measuring and judging -----------------------------------------------------------
     @property
@@ -275,7 +283,7 @@ class ReleaseGate:
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
         column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
         relation, qi_columns, census, recoding = self._as_counted(relation)
-        table = count_groups(run, relation, qi_columns, self.flagged, self.person)
+        table = self._suppressed_persons(count_groups(run, relation, qi_columns, self.flagged, self.person))
         figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
         if self.ledger is not None:
@@ -290,6 +298,20 @@ class ReleaseGate:
             measure_column(run, relation, qi_columns, self.spec.qi_names, limits, groups, self.flagged,
                            self.person, self._reference(column) if self.source_values is not None else None)
             for column, limits in attribute.items()))
+
+    def _suppressed_persons(self, table: pa.Table) -> pa.Table:
+        """The persons of the suppressed group where the rows written cannot tell them apart: a suppressed
+        person's rows carry no pseudonym (``contract.roles.apply_roles``), so the group counts as the
+        source's persons less those released in the other groups (every row of a person is written)."""
+        if self.person is None or not self.flagged or self.source_persons is None or not table.num_rows:
+            return table
+        flags = np.asarray(table.column("f").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
+        if not flags.any() or m[flags].sum() > 0:
+            return table  # no suppressed row, or their keys were counted (the query the gate measures)
+        m = m.copy()
+        m[np.flatnonzero(flags)[0]] = max(self.source_persons - int(m[~flags].sum()), 0)
+        return table.set_column(table.schema.get_field_index("m"), "m", pa.array(m, table.schema.field("m").type))
 
     def _as_counted(self, relation: exp.Expression) -> tuple[exp.Expression, list[str], Census, Recoding]:
         """What a recipient can count, as counted (METHODS decision 16): while a person's rows stay linkable
@@ -312,13 +334,13 @@ class ReleaseGate:
         if not self.ledger.path.is_file():
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
-            earlier = _usable(ledger, self.ledger)
+            earlier = [e for e in _usable(ledger, self.ledger) if self.before is None or e.seq < self.before]
             if not earlier:
                 return figures
             union, groups = union_figures(
                 self._released, ledger_qis(recoding, self.spec.qi_names), recoding, earlier, ledger,
                 self.ledger.recipient, self.census_of if census.population else None, self.record_risk,
-                self.original_risk_sum, figures.suppressed, census.total)
+                self.original_risk_sum, figures.suppressed, census.total, self.before)
         linked = set(linked_columns(self.spec))
         attribute = tuple(  # the attribute criteria on the combined labels (a linked table's column: by the set)
             union_attribute(run, relation, self.ledger.link, FLAG if self.flagged else None, groups, limits,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,22 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def json_safe(value: Any, nan: bool = True) -> Any:
+    """``value`` with every infinite float as None (JSON has no infinity: a criterion judged on no group,
+    ``min_l`` with every value ignored, is vacuous, and its figure is written null); NaN as None too
+    unless ``nan=False`` keeps it (for a writer that refuses it)."""
+    if isinstance(value, float) and not math.isfinite(value) and (nan or not math.isnan(value)):
+        return None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v, nan) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v, nan) for v in value]
+    return value
+
+
 def to_json(record: Mapping[str, Any]) -> str:
-    return json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n"
+    """The record as strict JSON (no Infinity or NaN: ``json_safe``)."""
+    return json.dumps(json_safe(record), indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n"
 
 
 def as_table(record: Mapping[str, Any]) -> pa.Table:

@@ -174,9 +174,10 @@ def ledger_qis(recoding: Recoding, qi_names: Sequence[str]) -> tuple[LedgerQI, .
 def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding, earlier: Sequence[Entry],
                   ledger: Ledger, recipient: str, census_of: Callable[[Recoding], Census] | None,
                   record_risk: RecordRisk, original_risk_sum: float, suppressed: int,
-                  census_total: float) -> tuple[UnionFigures, UnionGroups]:
+                  census_total: float, before: int | None = None) -> tuple[UnionFigures, UnionGroups]:
     """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``),
-    and the groups of combined labels (for the attribute criteria)."""
+    and the groups of combined labels (for the attribute criteria).  ``before``: judge with what the
+    recipient held before that entry (a report of an earlier release), replayed from the entries."""
     names, person_of_row = persons_of(current.pseudonyms)
     n = len(names)
     row_key = dense_keys(current.groups)
@@ -189,8 +190,14 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
 
     # what the recipient holds of each person: one join with their state, however many releases came before
     tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
-    held = ledger.state_of(recipient, names)
-    matrix = ledger.combined(recipient, len(earlier))
+    if before is None:  # the stored state: one join
+        held = ledger.state_of(recipient, names)
+        matrix = ledger.combined(recipient, len(earlier))
+    else:
+        state_names, state_ids, matrix = ledger.replayed(recipient, before)
+        at = (np.asarray(pc.index_in(names, value_set=state_names).fill_null(-1).to_numpy(zero_copy_only=False),
+                         dtype=np.int64) if len(state_names) else np.full(n, -1, dtype=np.int64))
+        held = np.where(at >= 0, state_ids[np.maximum(at, 0)] if len(state_ids) else -1, -1)
     labels = np.full((n, len(earlier)), -1, dtype=np.int64)
     known = held >= 0
     if known.any() and len(earlier):

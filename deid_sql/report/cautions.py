@@ -28,14 +28,20 @@ NAMES = {"pitman": "Pitman", "zayatz": "Zayatz", "snb": "SNB", "dankar": "Dankar
 
 def cautions(figures: dict[str, Any], at_risk: int, model: dict[str, Any],
              no_census: dict[str, Any] | None, unit: Unit = RECORDS,
-             unjudged: Sequence[str] = ()) -> list[dict[str, str]]:
+             unjudged: Sequence[str] = (), union: dict[str, Any] | None = None) -> list[dict[str, str]]:
     """Every caution of one release (``kind`` and ``text`` each), in the order above.
 
     ``figures`` are the release's (the gate's, after suppression), ``at_risk`` its records with a
     record risk of ``HIGH_RISK`` or more, ``model`` the report's ``risk.model`` and ``no_census``
     the report's ``risk.no_census`` (None with a census); ``unit`` the words of what the figures
-    count (persons with ``[person]``); ``unjudged`` the sensitive columns no attribute criterion judges."""
+    count (persons with ``[person]``); ``unjudged`` the sensitive columns no attribute criterion judges;
+    ``union`` the release's figures with what its recipient already holds (``release.union``)."""
     out: list[dict[str, str]] = []
+    if union is not None and union["k"] < figures["k"]:
+        out.append({"kind": "union", "text": f"{union['words'][0].upper()}{union['words'][1:]}, the recipient can "
+                                             f"link {unit.count(union['linked_persons'])} by their pseudonym: on "
+                                             f"everything they then hold, the smallest group is {union['k']:,} "
+                                             f"(this release alone: {figures['k']:,})."})
     released = figures["records"] - figures["suppressed"]
     if released > 0 and figures["k"] == 1:
         out.append({"kind": "k1", "text": f"k = 1: the smallest released group holds a single {unit.one}, so the "

@@ -135,6 +135,9 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         accept_risk = (sidecar.get("gate") or {}).get("accepted_risk")
     call = f"build_report(Problem.from_spec({str(spec.path)!r}), {plan.repr_call()})"
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk, whole_set=whole_set)
+    recorded = (sidecar or {}).get("ledger")
+    if isinstance(recorded, dict) and isinstance(recorded.get("entry"), int):
+        gate.before = recorded["entry"]  # a release made earlier: judged with what its recipient held then
     figures = gate.measure(problem.backend.execute, problem.query(plan, measuring=True))
     verdict = gate.verdict(figures)
     if sample_rows > 0 and not verdict.passed and accept_risk is None:
@@ -179,8 +182,9 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
     no_census = _no_census(problem, recoding, groups)
     at_risk = groups.at_risk()
     sensitive = sensitive_columns([spec.columns.sensitive, *(t.roles.sensitive for t in spec.tables)])
+    union = figures.union.to_dict() | {"words": figures.union.words()} if figures.union is not None else None
     warnings = cautions(figure_dict, at_risk, model, no_census, unit,
-                        unjudged(sensitive, list(spec.release.attribute)))
+                        unjudged(sensitive, list(spec.release.attribute)), union)
     attribute = attribute_section(problem.backend.execute, problem.query(plan, measuring=True), gate,
                                   spec.qi_names, figures.attribute, dict(spec.release.attribute))
     for a in attribute:  # the worst group is counted again here: a change in between would show two releases
@@ -247,6 +251,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
             "model": model,
             "no_census": no_census,
             "attribute": attribute,  # per sensitive column with an attribute criterion (attribute_section)
+            "union": union,  # with what the recipient already holds (the ledger): release.union
             "comparison": comparison,
             "gate": {"criteria": _criteria(gate), "checks": [
                 {"figure": c.figure, "value": float(c.value), "limit": float(c.limit), "at_most": c.at_most,

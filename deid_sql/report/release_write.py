@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputError
+from ..release.sidecar import json_safe
 from ..storage.atomic import replacing_together
 from .release_html import render_html
 
@@ -42,9 +43,10 @@ def check_report_target(html: Path, overwrite: bool, option: str = "--out") -> l
 
 
 def report_json(report: dict[str, Any]) -> str:
-    """The twin's text: the report dict as it was rendered (NaN and infinity refused, since JSON has
-    none and a reader would choke on them)."""
-    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """The twin's text: the report dict as it was rendered; an infinite figure (a criterion judged on
+    no group) is null, as in the sidecar (``release.sidecar.json_safe``), and NaN is refused, since JSON
+    has none and a reader would choke on it."""
+    return json.dumps(json_safe(report, nan=False), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def write_report(report: dict[str, Any], html: Path, overwrite: bool) -> list[Path]:
