@@ -170,7 +170,7 @@ class Released:
 
     @property
     def persons(self) -> int:
-        return len(set(self.pseudonyms.to_pylist())) if len(self.pseudonyms) else 0
+        return int(pc.count_distinct(self.pseudonyms).as_py()) if len(self.pseudonyms) else 0
 
 
 class Ledger:
