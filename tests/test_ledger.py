@@ -368,3 +368,15 @@ def test_a_ledger_in_use_by_another_run_is_one_line(tmp_path: Path, run: Callabl
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_anonymize_out_is_recorded_with_its_levels(tmp_path: Path, run: Callable[..., Result]) -> None:
+    spec = write(tmp_path)
+    run("anonymize", spec, "--out", tmp_path / "an.parquet")
+    with Ledger(tmp_path / "deid-sql-ledger.duckdb", create=False) as ledger:
+        (entry,) = ledger.entries("default")
+    record = json.loads((tmp_path / "an.parquet.release.json").read_text(encoding="utf-8"))
+    assert entry.policy == f"levels {record['policy']['levels']}" and record["ledger"]["entry"] == entry.seq
+    # the optimum hid age; the same recipient asking for ZIPs hidden and ages kept is judged on both
+    refused = release(run, spec, "age:bottom|zip:top", "b.parquet", 2)
+    assert "with the 1 earlier release to default" in refused.stderr

@@ -170,7 +170,7 @@ class Released:
 
     @property
     def persons(self) -> int:
-        return len(set(self.pseudonyms.to_pylist())) if len(self.pseudonyms) else 0
+        return int(pc.count_distinct(self.pseudonyms).as_py()) if len(self.pseudonyms) else 0
 
 
 class Ledger:
@@ -275,9 +275,11 @@ class Ledger:
         transaction; returns the entry as stored."""
         pseudonyms = released.pseudonyms.cast(pa.string())
         groups = np.asarray(released.groups, dtype=np.int64).reshape(len(pseudonyms), len(entry.qis))
-        uniq, label = (np.unique(groups, axis=0, return_inverse=True) if len(groups)
-                       else (np.zeros((0, groups.shape[1]), dtype=np.int64), np.zeros(0, dtype=np.int64)))
-        label = np.asarray(label, dtype=np.int32).reshape(-1)
+        label = dense_keys(groups) if len(groups) else np.zeros(0, dtype=np.int64)  # hashed, not sorted
+        first = np.full(int(label.max()) + 1 if label.size else 0, -1, dtype=np.int64)
+        first[label[::-1]] = np.arange(label.size)[::-1]
+        uniq = groups[first] if first.size else np.zeros((0, groups.shape[1]), dtype=np.int64)
+        label = label.astype(np.int32)
         with self._transaction():
             last = self.con.execute("SELECT seq, hash FROM L.ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
             seq, previous = (int(last[0][0]) + 1, str(last[0][1])) if last else (1, GENESIS)
@@ -317,7 +319,7 @@ class Ledger:
         self._insert("L.ledger_combined", pa.table({
             "recipient": pa.array([recipient] * len(rows), pa.string()),
             "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
-            "labels": pa.array(rows.tolist(), pa.list_(pa.int64()))}))
+            "labels": _lists(rows)}))
         return len(names)
 
     def _insert(self, table: str, rows: pa.Table) -> None:
@@ -459,6 +461,13 @@ def summarize(ledger: Ledger) -> list[RecipientSummary]:
             combined[key] = combined.get(key, 0) + 1
         out.append(RecipientSummary(recipient, entries, len(rows), min(combined.values(), default=0)))
     return out
+
+
+def _lists(rows: np.ndarray) -> pa.Array:
+    """The rows of an int64 matrix as an Arrow list array, without a Python list per row."""
+    width = rows.shape[1]
+    offsets = pa.array(np.arange(0, rows.shape[0] * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(rows, dtype=np.int64).ravel()))
 
 
 def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: pa.Array, label: np.ndarray,

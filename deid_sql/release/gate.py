@@ -475,7 +475,7 @@ class ReleaseGate:
                               f"ledger outside it; nothing was written")
         entry = Entry(seq=0, recipient=plan.recipient, release=_release_id(record), created_at=record["created_at"],
                       key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
-                      policy=str(self.policy.get("text", "")), record_sha256=record_sha256(record),
+                      policy=_policy_words(self.policy), record_sha256=record_sha256(record),
                       target=_target(release), persons=self._released.persons, rows=0, held=0,
                       qis=ledger_qis(self._recorded or self.recoding, self.spec.qi_names), content_sha256="",
                       previous="", hash="")
@@ -515,6 +515,15 @@ def record_sha256(record: dict[str, Any]) -> str:
 def _release_id(record: dict[str, Any]) -> str:
     """A release's id in the ledger: its time and the start of its record's hash."""
     return f"{record['created_at']}/{record_sha256(record)[:12]}"
+
+
+def _policy_words(policy: dict[str, Any]) -> str:
+    """A release's policy as the ledger lists it: the text given, else the hierarchy levels (anonymize's
+    optimum), else the readable form."""
+    for key in ("text", "levels", "readable"):
+        if policy.get(key):
+            return f"levels {policy[key]}" if key == "levels" else str(policy[key])
+    return ""
 
 
 def _target(release: dict[str, Any]) -> str:
