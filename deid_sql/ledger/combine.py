@@ -43,6 +43,15 @@ def dense_keys(rows: np.ndarray) -> np.ndarray:
     return dense(key)
 
 
+def first_of(key: np.ndarray, n: int) -> np.ndarray:
+    """The first position of each key 0..n−1 in ``key`` (−1 for a key that does not occur): the row that
+    stands for its group."""
+    out = np.full(n, -1, dtype=np.int64)
+    if key.size:
+        out[key[::-1]] = np.arange(key.size - 1, -1, -1)
+    return out
+
+
 def persons_of(pseudonyms: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """The distinct pseudonyms, and each row's index among them."""
     if not len(pseudonyms):

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..errors import OutputError, SpecError
-from .combine import dense_keys, per_person, persons_of
+from .combine import dense_keys, first_of, per_person, persons_of
 
 FORMAT = 1
 FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
@@ -275,10 +275,8 @@ class Ledger:
         transaction; returns the entry as stored."""
         pseudonyms = released.pseudonyms.cast(pa.string())
         groups = np.asarray(released.groups, dtype=np.int64).reshape(len(pseudonyms), len(entry.qis))
-        label = dense_keys(groups) if len(groups) else np.zeros(0, dtype=np.int64)  # hashed, not sorted
-        first = np.full(int(label.max()) + 1 if label.size else 0, -1, dtype=np.int64)
-        first[label[::-1]] = np.arange(label.size)[::-1]
-        uniq = groups[first] if first.size else np.zeros((0, groups.shape[1]), dtype=np.int64)
+        label = dense_keys(groups)  # hashed, not sorted
+        uniq = groups[first_of(label, int(label.max()) + 1 if label.size else 0)]
         label = label.astype(np.int32)
         with self._transaction():
             last = self.con.execute("SELECT seq, hash FROM L.ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
@@ -494,8 +492,7 @@ def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: 
     width = matrix.shape[1]
     rows = np.full((int(key.max()) + 1 if key.size else 0, width + 1), -1, dtype=np.int64)
     if key.size:
-        rep = np.full(rows.shape[0], -1, dtype=np.int64)
-        rep[key[::-1]] = np.arange(key.size)[::-1]
+        rep = first_of(key, rows.shape[0])
         before = old[rep]
         if width:
             rows[before >= 0, :width] = matrix[before[before >= 0]]

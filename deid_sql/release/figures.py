@@ -261,17 +261,26 @@ def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray,
     m_all = np.concatenate([m_kept, m[suppressed].astype(np.float64), m[outside].astype(np.float64)])
     g_all = np.concatenate([g_kept, np.maximum(census.total, m[suppressed].astype(np.float64)),
                             m[outside].astype(np.float64)])
-    records = int(m.sum())
+    return ReleaseFigures(
+        groups=int(m_kept.size), k=int(m_kept.min()) if m_kept.size else 0,
+        sample_unique_records=int((m_kept == 1).sum()), **risk_figures(record_risk, m_all, g_all, original_risk_sum),
+        suppressed=int(m[suppressed].sum()), outside=int(m[outside].sum()))
+
+
+def risk_figures(record_risk: RecordRisk, m_all: np.ndarray, g_all: np.ndarray,
+                 original_risk_sum: float) -> dict[str, Any]:
+    """The risk figures of every group of a release at once (kept, suppressed, outside: a dataset-level
+    model reads the whole histogram), from their sizes ``m_all`` and population sizes ``g_all``:
+    records, risk_sum, risk (over the original data's), expected re-identifications, the largest and
+    the mean record risk.  The one place they are computed, for a release alone and for its union."""
+    records = int(m_all.sum())
     r = group_risks(record_risk, m_all, g_all) if g_all.size else np.zeros(0)
     risk_sum = float((m_all * r).sum())
-    return ReleaseFigures(
-        records=records, groups=int(m_kept.size), k=int(m_kept.min()) if m_kept.size else 0,
-        sample_unique_records=int((m_kept == 1).sum()), risk_sum=risk_sum,
-        risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
-        expected_reidentifications=expected_reidentifications(record_risk, m_all, g_all, risk_sum),
-        max_record_risk=float(r.max()) if r.size else 0.0,
-        mean_record_risk=risk_sum / records if records else 0.0, suppressed=int(m[suppressed].sum()),
-        outside=int(m[outside].sum()))
+    return {"records": records, "risk_sum": risk_sum,
+            "risk": risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
+            "expected_reidentifications": expected_reidentifications(record_risk, m_all, g_all, risk_sum),
+            "max_record_risk": float(r.max()) if r.size else 0.0,
+            "mean_record_risk": risk_sum / records if records else 0.0}
 
 
 def cell_groups(recoding: Recoding, sample: Cells, census: Census) -> tuple[list[np.ndarray], np.ndarray,

@@ -13,6 +13,7 @@ figures and the limits go into the sidecar (``release.sidecar``) and are printed
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,7 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
-from ..ledger.store import Entry, Ledger, Released
+from ..ledger.store import Entry, Ledger, LedgerQI, Released
 from .attribute import (
     Groups,
     LinkedValues,
@@ -50,6 +51,7 @@ from .sidecar import (
     file_sha256,
     recoding_sha256,
     sidecar_table,
+    text_sha256,
     utc_now,
 )
 from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_attribute, union_figures
@@ -265,7 +267,7 @@ class ReleaseGate:
     ledger: LedgerPlan | None = None
     census_of: Callable[[Recoding], Census] | None = None
     _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
-    _recorded: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
+    _qis: tuple[LedgerQI, ...] = field(default=(), repr=False)  # the partitions their group ids are of
     # a derived row count judged at its exact value (``_as_counted``), or None
     rows_counted: RowsCounted | None = None
     # judge with what the recipient held before this ledger entry (a report of a release made earlier)
@@ -330,7 +332,7 @@ class ReleaseGate:
         assert self.ledger is not None
         self._released = released_persons(run, relation, self.ledger.link, qi_columns,
                                           FLAG if self.flagged else None, census)
-        self._recorded = recoding
+        self._qis = ledger_qis(recoding, self.spec.qi_names)
         if not self.ledger.path.is_file():
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
@@ -338,7 +340,7 @@ class ReleaseGate:
             if not earlier:
                 return figures
             union, groups = union_figures(
-                self._released, ledger_qis(recoding, self.spec.qi_names), recoding, earlier, ledger,
+                self._released, self._qis, recoding, earlier, ledger,
                 self.ledger.recipient, self.census_of if census.population else None, self.record_risk,
                 self.original_risk_sum, figures.suppressed, census.total, self.before)
         linked = set(linked_columns(self.spec))
@@ -473,12 +475,12 @@ class ReleaseGate:
             raise OutputError(f"the ledger {plan.path} is inside the folder the release is written to ({shipped}), "
                               f"which goes to its recipient with every earlier release's labels: point [release] "
                               f"ledger outside it; nothing was written")
-        entry = Entry(seq=0, recipient=plan.recipient, release=_release_id(record), created_at=record["created_at"],
-                      key_fingerprint=plan.fingerprint, spec=str(spec_path), spec_sha256=record["spec"]["sha256"],
-                      policy=_policy_words(self.policy), record_sha256=record_sha256(record),
-                      target=_target(release), persons=self._released.persons, rows=0, held=0,
-                      qis=ledger_qis(self._recorded or self.recoding, self.spec.qi_names), content_sha256="",
-                      previous="", hash="")
+        digest = record_sha256(record)
+        entry = Entry(seq=0, recipient=plan.recipient, release=f"{record['created_at']}/{digest[:12]}",
+                      created_at=record["created_at"], key_fingerprint=plan.fingerprint, spec=str(spec_path),
+                      spec_sha256=record["spec"]["sha256"], policy=_policy_words(self.policy),
+                      record_sha256=digest, target=_target(release), persons=self._released.persons, rows=0,
+                      held=0, qis=self._qis, content_sha256="", previous="", hash="")
         try:
             with Ledger(plan.path) as ledger:
                 earlier = _usable(ledger, plan)
@@ -504,17 +506,10 @@ def _usable(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
 
 
 def record_sha256(record: dict[str, Any]) -> str:
-    """The hash of a release's record as the ledger keeps it (without the ledger's own part)."""
-    import hashlib
-    import json
-
+    """The hash of a release's record as the ledger keeps it (without the ledger's own part); the start
+    of it, after the record's time, is the release's id in the ledger."""
     body = {k: v for k, v in record.items() if k != "ledger"}
-    return hashlib.sha256(json.dumps(_resolved(body), sort_keys=True, default=str).encode("utf-8")).hexdigest()
-
-
-def _release_id(record: dict[str, Any]) -> str:
-    """A release's id in the ledger: its time and the start of its record's hash."""
-    return f"{record['created_at']}/{record_sha256(record)[:12]}"
+    return text_sha256(json.dumps(_resolved(body), sort_keys=True, default=str))
 
 
 def _policy_words(policy: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -35,19 +35,17 @@ from sqlglot import exp
 from ..compiler.compile import col, ident
 from ..contract.criteria import LEDGER_FILE
 from ..domains.recoding import QIRecoding, Recoding
-from ..evaluate.riskmodel import RecordRisk, expected_reidentifications, group_risks
-from ..ledger.combine import dense_keys, per_person, persons_of
+from ..evaluate.riskmodel import RecordRisk
+from ..ledger.combine import dense_keys, first_of, per_person, persons_of
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
 from ..sqltext import person_key
 from .attribute import Groups, judge_values
-from .figures import AttributeFigures, Census, UnionFigures
+from .figures import AttributeFigures, Census, UnionFigures, risk_figures
 from .unit import Unit
 
 if TYPE_CHECKING:
     from ..contract.attribute import AttributeLimits
     from ..spec.file import Spec
-
-
 
 
 @dataclass(frozen=True)
@@ -83,10 +81,10 @@ class RowsCounted:
     person: str
     qi_columns: list[str]
     recoding: Recoding
-    census: Any  # figures.Census of ``recoding``
+    census: Census  # of ``recoding``
 
     @classmethod
-    def of(cls, spec: Spec, recoding: Recoding, census_of: Callable[[Recoding], Any]) -> RowsCounted | None:
+    def of(cls, spec: Spec, recoding: Recoding, census_of: Callable[[Recoding], Census]) -> RowsCounted | None:
         """None unless ``spec`` has a derived row count and releases the person key (rows linkable)."""
         person = spec.person
         rows = [i for i, q in enumerate(spec.qis) if q.derived == "rows"]
@@ -183,9 +181,7 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     row_key = dense_keys(current.groups)
     # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
     cur_key, mixed, _ = per_person(person_of_row, row_key, n)
-    first = np.full(n, -1, dtype=np.int64)
-    first[person_of_row[::-1]] = np.arange(len(row_key))[::-1]
-    cur_groups = current.groups[first] if n else current.groups[:0]
+    cur_groups = current.groups[first_of(person_of_row, n)]
     outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
 
     # what the recipient holds of each person: one join with their state, however many releases came before
@@ -209,26 +205,19 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     shown = ~outside
     group = dense_keys(np.column_stack([cur_key, np.where(known, held, -1)])[shown])
     m = np.bincount(group).astype(np.float64) if group.size else np.zeros(0)
+    rep = np.flatnonzero(shown)[first_of(group, m.size)]  # one person per group stands for it
     g = m.copy()
     if census_of is not None and m.size:
-        g = _population(census_of, recoding, qis, earlier, tuples, cur_groups[shown], labels[shown], mixed[shown],
-                        group, m)
+        g = _population(census_of, recoding, qis, earlier, tuples, cur_groups[rep], labels[rep], mixed[rep], m)
     m_out = np.ones(int(outside.sum()), dtype=np.float64)  # each outside person: the sample view, alone
     m_all = np.concatenate([m, np.full(1 if suppressed else 0, float(suppressed)), m_out])
     g_all = np.concatenate([g, np.full(1 if suppressed else 0, max(census_total, float(suppressed))), m_out])
-    r = group_risks(record_risk, m_all, g_all) if m_all.size else np.zeros(0)
-    risk_sum = float((m_all * r).sum())
-    records = int(m_all.sum())
     figures = UnionFigures(
-        recipient=recipient, earlier=tuple(e.release for e in earlier), persons=linked, records=records,
+        recipient=recipient, earlier=tuple(e.release for e in earlier), persons=linked,
         groups=int(m.size), k=int(m.min()) if m.size else 0, sample_unique_records=int((m == 1).sum()),
-        risk_sum=risk_sum, risk=risk_sum / original_risk_sum if original_risk_sum > 0 else 0.0,
-        expected_reidentifications=expected_reidentifications(record_risk, m_all, g_all, risk_sum),
-        max_record_risk=float(r.max()) if r.size else 0.0, mean_record_risk=risk_sum / records if records else 0.0)
+        **risk_figures(record_risk, m_all, g_all, original_risk_sum))
     group_of = np.full(n, -1, dtype=np.int64)
     group_of[np.flatnonzero(shown)] = group
-    rep = np.full(m.size, -1, dtype=np.int64)
-    rep[group[::-1]] = np.flatnonzero(shown)[::-1]
     words = _Words(recoding, qis, earlier, tuples, cur_groups, labels, rep)
     return figures, UnionGroups(names, group_of, Groups(words, m, g if census_of is not None else None))
 
@@ -274,21 +263,18 @@ class _Words(Sequence[tuple[str, ...]]):
 
 def _population(census_of: Callable[[Recoding], Census], recoding: Recoding, qis: Sequence[LedgerQI],
                 earlier: Sequence[Entry], tuples: Sequence[np.ndarray], cur_groups: np.ndarray, labels: np.ndarray,
-                mixed: np.ndarray, group: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """g per combined group: max(census people in the intersection of its persons' regions, m)."""
+                mixed: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """g per combined group: max(census people in the intersection of its persons' regions, m).
+    ``cur_groups``, ``labels`` and ``mixed`` are those of one person per group (a group's persons share
+    every label)."""
     g = m.copy()
-    # one person per group stands for it (a group's persons share every label)
-    rep = np.full(m.size, -1, dtype=np.int64)
-    rep[group[::-1]] = np.arange(group.size)[::-1]
     # per earlier entry, per current QI: the entry's QI index over the same domain (None: not comparable)
     same = [[next((i for i, eq in enumerate(e.qis) if eq.name == q.name and eq.domain == q.domain), None)
              for q in qis] for e in earlier]
-    present = labels[rep] >= 0
-    mixed_rep = mixed[rep]
-    patterns, pattern_of = np.unique(present, axis=0, return_inverse=True)
+    patterns, pattern_of = np.unique(labels >= 0, axis=0, return_inverse=True)
     pattern_of = pattern_of.reshape(-1)
     for p, pattern in enumerate(patterns):
-        members = np.flatnonzero((pattern_of == p) & ~mixed_rep)
+        members = np.flatnonzero((pattern_of == p) & ~mixed)
         if not members.size:
             continue
         entries = [i for i, here in enumerate(pattern) if here]
@@ -296,13 +282,13 @@ def _population(census_of: Callable[[Recoding], Census], recoding: Recoding, qis
         class_ids = []
         for j, q in enumerate(recoding.qis):
             parts = [q.group_of]
-            columns = [cur_groups[rep[members], j]]
+            columns = [cur_groups[members, j]]
             for i in entries:
                 at = same[i][j]
                 if at is None:
                     continue
                 parts.append(earlier[i].qis[at].group_of())
-                columns.append(tuples[i][labels[rep[members], i], at])
+                columns.append(tuples[i][labels[members, i], at])
             cells, refined = np.unique(np.column_stack(parts), axis=0, return_inverse=True)
             class_ids.append(_rows_in(cells, np.column_stack(columns)))
             refined_qis.append(QIRecoding(refined.reshape(-1), tuple(str(c) for c in range(len(cells)))))
