@@ -448,16 +448,11 @@ def summarize(ledger: Ledger) -> list[RecipientSummary]:
     for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries ORDER BY recipient"
                                            ).fetchall():
         entries = tuple(ledger.entries(recipient))
-        # per person the combined label: its label (or a set's key) in each entry, absent as -1
-        rows = ledger.con.sql(
-            "SELECT p.pseudonym, list(p.seq || ':' || p.label ORDER BY p.seq, p.label) AS labels "
-            "FROM L.ledger_persons p JOIN L.ledger_entries e ON e.seq = p.seq WHERE e.recipient = $r "
-            "GROUP BY p.pseudonym", params={"r": recipient}).fetchall()
-        combined: dict[tuple[str, ...], int] = {}
-        for _, labels in rows:
-            key = tuple(labels)
-            combined[key] = combined.get(key, 0) + 1
-        out.append(RecipientSummary(recipient, entries, len(rows), min(combined.values(), default=0)))
+        # the recipient's state holds each person's combined label: the union's groups are its ids
+        persons, k = ledger.con.sql(
+            "SELECT coalesce(sum(n), 0), coalesce(min(n), 0) FROM (SELECT count(*) AS n FROM L.ledger_state "
+            "WHERE recipient = $r GROUP BY combined)", params={"r": recipient}).fetchall()[0]
+        out.append(RecipientSummary(recipient, entries, int(persons), int(k)))
     return out
 
 
