@@ -67,6 +67,31 @@ class ValueCounts:
         total = self.totals()
         return self.persons / np.where(total > 0, total, 1.0)[self.group]
 
+    def dense_shares(self, per_entry: int = 4) -> np.ndarray | None:
+        """p_G(v) as a groups × values block (a group with no value a row of zeros), or None when
+        the block would hold more than ``per_entry`` cells per entry (the entries' own figures are
+        then cheaper).  With few groups — the groups a search still judges after k-anonymity, or a
+        generalized level — row operations on the block beat runs over the entries."""
+        cells = self.groups * self.values
+        if cells > per_entry * max(len(self.group), 1) + 256:
+            return None
+        block = np.zeros(cells)
+        block[self.group * self.values + self.value] = self.persons
+        block = block.reshape(self.groups, self.values)
+        total = block.sum(axis=1, keepdims=True)
+        return block / np.where(total > 0, total, 1.0)
+
+    def among(self, keep: np.ndarray | None) -> ValueCounts:
+        """The counts of the groups where ``keep`` (a boolean per group) is true, renumbered 0..
+        in their order; ``None`` keeps every group.  The full-domain models judge only the groups
+        no earlier model suppressed, which at fine levels are few of many (bench/attribute.py)."""
+        if keep is None:
+            return self
+        entries = keep[self.group]
+        renumber = np.cumsum(keep) - 1
+        return ValueCounts(renumber[self.group[entries]], self.value[entries], self.persons[entries],
+                           self.size[keep], self.values)
+
     def without(self, codes: Sequence[int]) -> ValueCounts:
         """The counts with ``codes`` left out (``ignore_values``: values that reveal nothing)."""
         if not len(codes):
@@ -155,10 +180,14 @@ def t_ordered(vc: ValueCounts, q: np.ndarray) -> np.ndarray:
     if values <= 1:
         return np.zeros(vc.groups)
     cq = np.cumsum(q)  # Q_i = Σ_{j≤i} q_j, non-decreasing
+    block = vc.dense_shares()
+    if block is not None:  # few groups: the definition itself, row by row
+        return np.abs(np.cumsum(block, axis=1) - cq).sum(axis=1) / (values - 1)
     ccq = np.concatenate(([0.0], np.cumsum(cq)))  # ccq[i] = Σ_{j<i} Q_j
     p = vc.shares()
     cp = np.cumsum(p)
-    starts = np.searchsorted(vc.group, np.arange(vc.groups))
+    held = np.bincount(vc.group, minlength=vc.groups)  # entries per group
+    starts = np.cumsum(held) - held  # each group's first entry (its entries are contiguous)
     cp = cp - np.concatenate(([0.0], cp))[starts][vc.group]  # cumulative p within each group
     # runs: [value_k, value_{k+1}) with P = cp_k; before a group's first value P = 0
     nxt = np.append(vc.value[1:], values)
@@ -166,7 +195,7 @@ def t_ordered(vc: ValueCounts, q: np.ndarray) -> np.ndarray:
     nxt = np.where(last, values, nxt)
     total = vc._sum(_run_sum(cp, vc.value, nxt, cq, ccq))
     first = np.full(vc.groups, values, dtype=np.int64)  # a group's first value: before it, P = 0
-    held = np.unique(vc.group)
+    held = held > 0
     first[held] = vc.value[starts[held]]
     total += _run_sum(np.zeros(vc.groups), np.zeros(vc.groups, dtype=np.int64), first, cq, ccq)
     return total / (values - 1)
@@ -193,6 +222,9 @@ def t_hierarchical(vc: ValueCounts, q: np.ndarray, parents: Sequence[np.ndarray]
     if height == 0:
         return np.zeros(vc.groups)
     groups = vc.groups
+    block = vc.dense_shares()
+    if block is not None:  # few groups: the same roll-up on the group × value block
+        return _t_hierarchical_dense(block - q, parents)
     node = vc.value.copy()
     grp = vc.group.copy()
     extra = vc.shares() - q[vc.value]  # touched nodes of level 0 with their extra
@@ -214,6 +246,24 @@ def t_hierarchical(vc: ValueCounts, q: np.ndarray, parents: Sequence[np.ndarray]
         node, grp = un, ug
         extra = pos - neg
         qnode = qup
+    return total
+
+
+def _t_hierarchical_dense(extra: np.ndarray, parents: Sequence[np.ndarray]) -> np.ndarray:
+    """``t_hierarchical`` on a group × value block of p(v) − q(v): at each level the children's
+    positive and negative extra are summed per parent (columns gathered parent by parent, one
+    ``reduceat``), every node costing h / H · min(positive, negative)."""
+    height = len(parents)
+    total = np.zeros(extra.shape[0])
+    for h, parent in enumerate(parents, start=1):
+        parent = np.asarray(parent, dtype=np.int64)
+        order = np.argsort(parent, kind="stable")
+        width = int(parent.max()) + 1
+        starts = np.searchsorted(parent[order], np.arange(width))
+        pos = np.add.reduceat(np.maximum(extra, 0.0)[:, order], starts, axis=1)
+        neg = np.add.reduceat(np.maximum(-extra, 0.0)[:, order], starts, axis=1)
+        total += h / height * np.minimum(pos, neg).sum(axis=1)
+        extra = pos - neg
     return total
 
 

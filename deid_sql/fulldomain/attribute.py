@@ -23,7 +23,7 @@ recursive (c,ℓ), t-closeness and δ-presence; confidence is the same case as p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -71,14 +71,18 @@ class AttributeModel(PrivacyModel):
         self.ignored = [i for i, v in enumerate(values) if v in self.ignore_values]
         self.predictive = BOTH if evaluator.max_suppressed == 0 else frozenset()
 
-    def counts(self, stats: GroupStats) -> figures.ValueCounts:
-        return stats.value_counts().without(self.ignored)
+    def counts(self, stats: GroupStats, keep: np.ndarray | None = None) -> figures.ValueCounts:
+        return stats.value_counts().among(keep).without(self.ignored)
 
-    def failing(self, stats: GroupStats) -> np.ndarray:
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        """Per group (or per group where ``keep``): does it fail the model?"""
         raise NotImplementedError
 
     def violating(self, stats: GroupStats) -> np.ndarray:
         return self.failing(stats)
+
+    def suppress(self, stats: GroupStats, mask: np.ndarray) -> np.ndarray:
+        return judge_released(stats, mask, self.failing)
 
 
 class EntropyLDiversity(AttributeModel):
@@ -90,8 +94,8 @@ class EntropyLDiversity(AttributeModel):
         self.l = _at_least_one(l, "min_entropy_l", "entropy ℓ-diversity: exp(entropy) of each group")
         super().__init__(column, ignore_values)
 
-    def failing(self, stats: GroupStats) -> np.ndarray:
-        return figures.entropy_l(self.counts(stats)) < self.l * (1 - _TOLERANCE)
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        return figures.entropy_l(self.counts(stats, keep)) < self.l * (1 - _TOLERANCE)
 
     def __repr__(self) -> str:
         return f"EntropyLDiversity({self.l:g}, {self.sensitive!r})"
@@ -111,8 +115,8 @@ class RecursiveCLDiversity(AttributeModel):
         self.c, self.l = float(c), int(l)
         super().__init__(column, ignore_values)
 
-    def failing(self, stats: GroupStats) -> np.ndarray:
-        return ~figures.recursive_cl(self.counts(stats), self.c, self.l)
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        return ~figures.recursive_cl(self.counts(stats, keep), self.c, self.l)
 
     def __repr__(self) -> str:
         return f"RecursiveCLDiversity({self.c:g}, {self.l}, {self.sensitive!r})"
@@ -127,8 +131,8 @@ class Confidence(AttributeModel):
         self.alpha = _share(alpha, "max_confidence", "the largest share of a group holding one value")
         super().__init__(column, ignore_values)
 
-    def failing(self, stats: GroupStats) -> np.ndarray:
-        return figures.confidence(self.counts(stats)) > self.alpha * (1 + _TOLERANCE)
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        return figures.confidence(self.counts(stats, keep)) > self.alpha * (1 + _TOLERANCE)
 
     def __repr__(self) -> str:
         return f"Confidence({self.alpha:g}, {self.sensitive!r})"
@@ -215,8 +219,8 @@ class TCloseness(AttributeModel):
             ids = up
         return parents
 
-    def counts(self, stats: GroupStats) -> figures.ValueCounts:
-        vc = stats.value_counts()
+    def counts(self, stats: GroupStats, keep: np.ndarray | None = None) -> figures.ValueCounts:
+        vc = stats.value_counts().among(keep)
         rank = self.rank[vc.value]
         keep = rank >= 0
         group, rank, persons = vc.group[keep], rank[keep], vc.persons[keep]
@@ -225,19 +229,34 @@ class TCloseness(AttributeModel):
             group, rank, persons = group[order], rank[order], persons[order]
         return figures.ValueCounts(group, rank, persons, vc.size, len(self.q))
 
-    def distances(self, stats: GroupStats) -> np.ndarray:
-        vc = self.counts(stats)
+    def distances(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        vc = self.counts(stats, keep)
         if self.distance == "equal":
             return figures.t_equal(vc, self.q)
         if self.distance == "ordered":
             return figures.t_ordered(vc, self.q)
         return figures.t_hierarchical(vc, self.q, self.parents)
 
-    def failing(self, stats: GroupStats) -> np.ndarray:
-        return self.distances(stats) > self.t * (1 + _TOLERANCE)
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        return self.distances(stats, keep) > self.t * (1 + _TOLERANCE)
 
     def __repr__(self) -> str:
         return f"TCloseness({self.t:g}, {self.sensitive!r}, {self.distance!r})"
+
+
+def judge_released(stats: GroupStats, mask: np.ndarray,
+                   failing: Callable[[GroupStats, np.ndarray | None], np.ndarray]) -> np.ndarray:
+    """``mask`` with the groups that ``failing`` finds among those not yet suppressed: a group an
+    earlier model (k-anonymity) suppressed is never judged again.  At fine levels most groups are
+    below k, so the figures are computed on a few of the (group, value) entries (bench/attribute.py)."""
+    if not mask.any():
+        return failing(stats, None)
+    keep = ~mask
+    if not keep.any():
+        return mask
+    out = mask.copy()
+    out[keep] = failing(stats, keep)
+    return out
 
 
 def _numeric_order(values: list[str | None]) -> list[str | None] | None:
@@ -263,8 +282,15 @@ class Presence(PrivacyModel):
                             "is drawn from), or leave out max_presence")
         self.predictive = BOTH if evaluator.max_suppressed == 0 else frozenset()
 
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        m = stats.m if keep is None else stats.m[keep]
+        return figures.presence(m, stats.census(keep)) > self.delta * (1 + _TOLERANCE)
+
     def violating(self, stats: GroupStats) -> np.ndarray:
-        return figures.presence(stats.m, stats.census()) > self.delta * (1 + _TOLERANCE)
+        return self.failing(stats)
+
+    def suppress(self, stats: GroupStats, mask: np.ndarray) -> np.ndarray:
+        return judge_released(stats, mask, self.failing)
 
     def __repr__(self) -> str:
         return f"Presence({self.delta:g})"

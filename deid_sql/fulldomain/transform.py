@@ -287,11 +287,15 @@ class GroupStats:
         keys = self.keys if select is None else self.keys[select]
         return self.evaluator.decode_matrix(keys)
 
-    def census(self) -> np.ndarray:
-        """g = max(population count, m) per group (= m without a population)."""
+    def census(self, select: np.ndarray | None = None) -> np.ndarray:
+        """g = max(population count, m) per group, or per selected group (= m without a population);
+        every group's is kept, a selection's is computed alone (δ-presence judges only the groups
+        k-anonymity kept)."""
+        if self._census is None and select is not None:
+            return self.evaluator.census(self, select)
         if self._census is None:
             self._census = self.evaluator.census(self)
-        return self._census
+        return self._census if select is None else self._census[select]
 
 
 class TransformEvaluator:
@@ -344,11 +348,11 @@ class TransformEvaluator:
             self.n_values = len(self.sensitive.values)
             if self.sensitive.per_person:
                 # a person may hold several values (or none): Σ f is not m, so each cell's persons ride
-                # along as one more code, after the values, and roll up with them
+                # on one of its rows as a second count above f, and roll up with it
                 self._persons_code = self.n_values
-                positions = np.concatenate([positions, problem.sample.positions.astype(positions.dtype)])
-                codes = np.concatenate([codes, np.full(len(problem.sample), self.n_values, dtype=np.int64)])
-                counts = np.concatenate([counts, problem.sample.counts.astype(np.int64)])
+                self._fbits = max(1, self.records.bit_length())
+                positions, codes, counts = _persons_on_rows(positions, codes, counts, problem.sample.positions,
+                                                            problem.sample.counts, self._persons_code, self._fbits)
         else:
             positions, counts = problem.sample.positions, problem.sample.counts
             codes = None
@@ -362,6 +366,8 @@ class TransformEvaluator:
         widths = [(max(n) - 1).bit_length() for n in self.space.n_groups]
         self.sbits = (self._span - 1).bit_length()
         self.cbits = max(1, self.records.bit_length())  # a count never exceeds N < 2^cbits
+        if self._persons_code is not None:
+            self.cbits *= 2  # persons << fbits | f: both sums stay below N, so one sum adds both
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
         self.masks = [(1 << w) - 1 for w in widths]
         self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
@@ -404,8 +410,8 @@ class TransformEvaluator:
         if done is not None:
             return done
         stats = self._groups(x)
-        holds = all(mdl.holds(stats) for mdl in self.models)
-        mask = stats.suppressed = self.suppress(stats)
+        mask, holds = self._suppress(stats)
+        stats.suppressed = mask
         suppressed = int(stats.m[mask].sum())
         bound = float(self.quality.bound(stats))
         # nothing suppressed: the value is the bound (QualityModel's contract), computed once
@@ -423,10 +429,22 @@ class TransformEvaluator:
         """Per group: is it suppressed?  Every privacy model in stage order adds the groups it
         suppresses to those already suppressed (group-level models first, then dataset-level
         ones).  The one suppression rule: ``apply`` judges by it, the release writes it."""
+        return self._suppress(stats)[0]
+
+    def _suppress(self, stats: GroupStats) -> tuple[np.ndarray, bool]:
+        """``suppress``, and whether every model holds with no suppression.  A group-level model
+        (stage 0) holds when it suppresses nothing, so they all hold when the mask after them is
+        empty; each judges only the groups the ones before it left (k-anonymity's small groups are
+        not judged again by an attribute model).  Dataset-level models are asked on their own."""
         mask = np.zeros(stats.m.size, dtype=bool)
-        for mdl in self.models:
+        groups_hold: bool | None = None
+        for mdl in self.models:  # sorted by stage
+            if mdl.stage > 0 and groups_hold is None:
+                groups_hold = not mask.any()
             mask = mdl.suppress(stats, mask)
-        return mask
+        if groups_hold is None:
+            groups_hold = not mask.any()
+        return mask, groups_hold and all(mdl.holds(stats) for mdl in self.models if mdl.stage > 0)
 
     def groups(self, x: Sequence[int] | str) -> GroupStats:
         """The equivalence classes of x (before suppression)."""
@@ -445,12 +463,14 @@ class TransformEvaluator:
         starts = _run_starts(gk)
         distinct = np.diff(np.append(starts, gk.size))
         codes = keys & ((1 << self.sbits) - 1)
-        if self._persons_code is not None:  # each group's last row (the highest code) holds its persons
-            m = counts[np.append(starts[1:], gk.size) - 1] if starts.size else counts[:0]
+        if self._persons_code is not None:  # the persons ride above f on the rows (_persons_on_rows)
+            f, persons = counts & ((1 << self._fbits) - 1), counts >> self._fbits
+            m = np.add.reduceat(persons, starts) if starts.size else persons[:0]
             values = codes != self._persons_code
-            distinct = distinct - 1
+            if not values.all():  # a group's persons-only row (its persons hold no value) is no value
+                distinct = np.add.reduceat(values.astype(np.int64), starts) if starts.size else distinct
             return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids,
-                              _values=(codes[values], counts[values]))
+                              _values=(codes[values], f[values]))
         m = np.add.reduceat(counts, starts) if starts.size else counts[:0]
         return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids, _values=(codes, counts))
 
@@ -552,13 +572,38 @@ class TransformEvaluator:
         """``decode`` as one QI × group matrix, in one shift and one mask."""
         return (keys[None, :] >> self._shift_column) & self._mask_column
 
-    def census(self, stats: GroupStats) -> np.ndarray:
-        """g = max(population count, m) of every group, from the problem's census (= m without
-        a population).  Groups are sorted by key, i.e. by their ids QI by QI, as
-        ``Problem.group_sizes`` needs."""
+    def census(self, stats: GroupStats, select: np.ndarray | None = None) -> np.ndarray:
+        """g = max(population count, m) of every group (or the selected ones), from the problem's
+        census (= m without a population).  Groups are sorted by key, i.e. by their ids QI by QI,
+        as ``Problem.group_sizes`` needs; a selection keeps that order."""
+        m = stats.m if select is None else stats.m[select]
         if self.problem.population is None:
-            return stats.m
-        return self.problem.group_sizes(self.space.recoding(stats.levels), stats.ids(), stats.m)
+            return m
+        return self.problem.group_sizes(self.space.recoding(stats.levels), stats.ids(select), m)
+
+
+def _persons_on_rows(positions: np.ndarray, codes: np.ndarray, counts: np.ndarray, cell_positions: np.ndarray,
+                     cell_persons: np.ndarray, persons_code: int, fbits: int) -> tuple[np.ndarray, ...]:
+    """The sensitive cells' rows with every QI cell's persons added to one of them, packed as
+    ``persons << fbits | f``; a cell whose persons hold no value gets a row of its own under
+    ``persons_code`` (f = 0).  Summing a group's rows then gives both f_G(v) per value and n_G, on
+    about as many rows as the sensitive cells: a row per cell for the persons alone nearly doubled
+    the tables the search sorts (bench/attribute.py, the EHR demo)."""
+    n = len(codes)
+    pos = np.concatenate([positions, cell_positions.astype(positions.dtype)])
+    code = np.concatenate([codes.astype(np.int64), np.full(len(cell_persons), persons_code, dtype=np.int64)])
+    f = np.concatenate([counts.astype(np.int64), np.zeros(len(cell_persons), dtype=np.int64)])
+    persons = np.concatenate([np.zeros(n, dtype=np.int64), cell_persons.astype(np.int64)])
+    order = np.lexsort((code,) + tuple(pos.T[::-1]))
+    pos, code, f, persons = pos[order], code[order], f[order], persons[order]
+    first = np.ones(len(code), dtype=bool)  # a cell's first row (its rows are contiguous, persons last)
+    if len(code) > 1:
+        first[1:] = np.any(pos[1:] != pos[:-1], axis=1)
+    moved = np.flatnonzero((code == persons_code) & ~first)  # a cell's persons after its last value row
+    persons[moved - 1] += persons[moved]
+    keep = np.ones(len(code), dtype=bool)
+    keep[moved] = False
+    return pos[keep], code[keep], (persons[keep] << fbits) | f[keep]
 
 
 def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:
