@@ -49,8 +49,11 @@ def test_l_diversity_and_confidence_equal_their_definitions(case: tuple[A.ValueC
 
 
 @settings(max_examples=200, deadline=None)
-@given(counts(), st.integers(0, 2**32 - 1))
-def test_t_distances_equal_their_definitions(case: tuple[A.ValueCounts, np.ndarray], seed: int) -> None:
+@given(counts(), st.integers(0, 2**32 - 1), st.sampled_from([None, True, False]))
+def test_t_distances_equal_their_definitions(case: tuple[A.ValueCounts, np.ndarray], seed: int,
+                                             block: bool | None) -> None:
+    """Each way of computing (on the group × value block, on the entries' runs, or the choice by
+    size) equals the definition."""
     vc, dense = case
     groups, values = dense.shape
     q = np.random.default_rng(seed).dirichlet(np.ones(values))
@@ -59,11 +62,11 @@ def test_t_distances_equal_their_definitions(case: tuple[A.ValueCounts, np.ndarr
     assert np.allclose(A.t_equal(vc, q)[held], 0.5 * np.abs(p - q).sum(axis=1)[held])
     if values > 1:
         ordered = np.abs(np.cumsum(p - q, axis=1)).sum(axis=1) / (values - 1)
-        assert np.allclose(A.t_ordered(vc, q)[held], ordered[held])
+        assert np.allclose(A.t_ordered(vc, q, block)[held], ordered[held])
     # a two-level hierarchy over the codes: pairs, then the root (heights 1 and 2 of 2)
     pairs = np.arange(values) // 2
     root = np.zeros(int(pairs.max()) + 1, dtype=np.int64)
-    got = A.t_hierarchical(vc, q, [pairs, root])
+    got = A.t_hierarchical(vc, q, [pairs, root], block)
     for g in np.flatnonzero(held):
         extra = p[g] - q
         cost, rolled = 0.0, []
@@ -74,6 +77,21 @@ def test_t_distances_equal_their_definitions(case: tuple[A.ValueCounts, np.ndarr
         top = np.array(rolled)
         cost += 1.0 * min(top[top > 0].sum(), -top[top < 0].sum())
         assert math.isclose(got[g], cost, abs_tol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(counts(), st.lists(st.booleans(), min_size=5, max_size=5))
+def test_among_keeps_the_chosen_groups_in_order(case: tuple[A.ValueCounts, np.ndarray], chosen: list[bool]) -> None:
+    """``among`` (the groups an attribute model still judges) equals the counts of those rows alone."""
+    vc, dense = case
+    keep = np.array(chosen[:vc.groups])
+    sub = vc.among(keep)
+    rows = dense[keep]
+    g, v = np.nonzero(rows)
+    assert sub.groups == int(keep.sum())
+    assert np.array_equal(sub.group, g) and np.array_equal(sub.value, v)
+    assert np.array_equal(sub.persons, rows[g, v]) and np.array_equal(sub.size, vc.size[keep])
+    assert vc.among(None) is vc
 
 
 def test_persons_count_once_per_group_and_value() -> None:

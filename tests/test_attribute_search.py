@@ -132,6 +132,32 @@ def test_every_transformation_suppresses_what_the_definition_fails(small_path: P
             assert ev.apply(x).suppressed == expected, (kind, x)
 
 
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_values_counted_only_where_k_has_not_rejected(small_path: Path, kind: str) -> None:
+    """Beside k-anonymity, an attribute model is not asked once k alone suppressed past the limit
+    (the transformation is rejected whatever it says), so its value table is never built there;
+    every verdict, and every accepted transformation's figures, equal the whole rule's."""
+    with Problem.from_spec(small_path) as p:
+        space = TransformationSpace(p)
+        ev = TransformEvaluator(p, [KAnonymity(4), MODELS[kind]()], Loss(), 0.02, space=space)
+        tables = ev._value_tables.get("dx")
+        assert tables is not None
+        skipped = 0
+        for x in space:
+            out = ev.apply(x)
+            built = x in tables.cache.tables
+            stats = ev.groups(x)
+            whole = ev.suppress(stats)
+            suppressed = int(stats.m[whole].sum())
+            assert out.accepted == (suppressed <= ev.max_suppressed), (kind, x)
+            if out.accepted:
+                assert (out.suppressed, out.groups_kept) == (suppressed, int((~whole).sum())), (kind, x)
+            k_alone = int(stats.m[stats.m < 4].sum())
+            if k_alone > ev.max_suppressed:
+                skipped += not built
+        assert skipped > 0
+
+
 # -- predictive properties -------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_predictive_only_without_suppression_except_distinct_l(small_path: Path, kind: str) -> None:

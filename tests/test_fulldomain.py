@@ -34,7 +34,7 @@ from deid_sql.fulldomain import (
     TransformationSpace,
     TransformEvaluator,
 )
-from deid_sql.fulldomain import transform as transform_module
+from deid_sql.fulldomain import tables as tables_module
 
 from .problems import RACES, ZIPS, write_small_problem
 
@@ -382,12 +382,16 @@ def test_rollup_with_sensitive_values_and_small_cache(small: Problem, cache_rows
     assert rolled._cache.rows <= cache_rows
 
 
-def test_wide_keys_fall_back_to_row_grouping(small: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
-    """When the bit-packed keys would not fit, groups come from np.unique on rows."""
+@pytest.mark.parametrize("fits", ["neither", "the groups' alone"])
+def test_wide_keys_fall_back_to_row_grouping(small: Problem, monkeypatch: pytest.MonkeyPatch, fits: str) -> None:
+    """When the bit-packed keys would not fit, groups come from np.unique on rows; when only the
+    groups' keys fit (the sensitive code's bits do not), the values' groups are matched by their ids."""
     normal = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
-    monkeypatch.setattr(transform_module, "KEY_BITS", 3)
+    groups_bits = sum(m.bit_length() for m in normal.masks) + normal._tables.cbits
+    monkeypatch.setattr(tables_module, "KEY_BITS", 3 if fits == "neither" else groups_bits)
     wide = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
-    assert not wide.fixed and not wide.rollup
+    assert not wide._value_tables["dx"].fixed
+    assert wide.fixed == (fits != "neither") and wide.rollup == wide.fixed
     for x in random.Random(3).sample(list(wide.space), 20):
         a, b = normal.apply(x), wide.apply(x)
         assert (a.suppressed, a.groups, a.groups_kept, a.accepted, a.holds) == (

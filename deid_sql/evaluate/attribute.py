@@ -70,10 +70,11 @@ class ValueCounts:
     def dense_shares(self, per_entry: int = 4) -> np.ndarray | None:
         """p_G(v) as a groups × values block (a group with no value a row of zeros), or None when
         the block would hold more than ``per_entry`` cells per entry (the entries' own figures are
-        then cheaper).  With few groups — the groups a search still judges after k-anonymity, or a
-        generalized level — row operations on the block beat runs over the entries."""
+        then cheaper; a negative ``per_entry`` always builds it).  With few groups — the groups a
+        search still judges after k-anonymity, or a generalized level — row operations on the block
+        beat runs over the entries."""
         cells = self.groups * self.values
-        if cells > per_entry * max(len(self.group), 1) + 256:
+        if per_entry >= 0 and cells > per_entry * max(len(self.group), 1) + 256:
             return None
         block = np.zeros(cells)
         block[self.group * self.values + self.value] = self.persons
@@ -171,16 +172,18 @@ def t_equal(vc: ValueCounts, q: np.ndarray) -> np.ndarray:
     return 0.5 * (inside + q.sum())
 
 
-def t_ordered(vc: ValueCounts, q: np.ndarray) -> np.ndarray:
+def t_ordered(vc: ValueCounts, q: np.ndarray, dense: bool | None = None) -> np.ndarray:
     """t-closeness with ordered distance per group: Σ_i |Σ_{j≤i} (p_j − q_j)| / (V − 1), over the
-    column's order (value codes).  Between two of a group's values its cumulative p is constant, so
-    each run is summed from the prefix sums of q's cumulative, not value by value."""
+    column's order (value codes).  With few groups (``ValueCounts.dense_shares``; ``dense`` forces
+    either way) the definition row by row on the group × value block; else, as between two of a
+    group's values its cumulative p is constant, each run is summed from the prefix sums of q's
+    cumulative, not value by value."""
     q = np.asarray(q, dtype=np.float64)
     values = len(q)
     if values <= 1:
         return np.zeros(vc.groups)
     cq = np.cumsum(q)  # Q_i = Σ_{j≤i} q_j, non-decreasing
-    block = vc.dense_shares()
+    block = vc.dense_shares() if dense is None else vc.dense_shares(per_entry=-1) if dense else None
     if block is not None:  # few groups: the definition itself, row by row
         return np.abs(np.cumsum(block, axis=1) - cq).sum(axis=1) / (values - 1)
     ccq = np.concatenate(([0.0], np.cumsum(cq)))  # ccq[i] = Σ_{j<i} Q_j
@@ -209,7 +212,8 @@ def _run_sum(level: np.ndarray, a: np.ndarray, b: np.ndarray, cq: np.ndarray, cc
     return below + above
 
 
-def t_hierarchical(vc: ValueCounts, q: np.ndarray, parents: Sequence[np.ndarray]) -> np.ndarray:
+def t_hierarchical(vc: ValueCounts, q: np.ndarray, parents: Sequence[np.ndarray],
+                   dense: bool | None = None) -> np.ndarray:
     """t-closeness with hierarchical distance per group (Li et al. 2007 §4.2, as ARX): each leaf's
     extra p(v) − q(v) is rolled up the hierarchy; a node of height h costs h / H · min(its children's
     positive extra, their negative extra), and the distance is the sum over nodes.
@@ -222,8 +226,8 @@ def t_hierarchical(vc: ValueCounts, q: np.ndarray, parents: Sequence[np.ndarray]
     if height == 0:
         return np.zeros(vc.groups)
     groups = vc.groups
-    block = vc.dense_shares()
-    if block is not None:  # few groups: the same roll-up on the group × value block
+    block = vc.dense_shares() if dense is None else vc.dense_shares(per_entry=-1) if dense else None
+    if block is not None:  # few groups (``dense`` forces either way): the same roll-up on the block
         return _t_hierarchical_dense(block - q, parents)
     node = vc.value.copy()
     grp = vc.group.copy()

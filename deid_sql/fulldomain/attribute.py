@@ -66,13 +66,12 @@ class AttributeModel(PrivacyModel):
         self.predictive: frozenset[str] = BOTH
 
     def bind(self, evaluator: TransformEvaluator) -> None:
-        assert evaluator.sensitive is not None
-        values = evaluator.sensitive.values
+        values = evaluator.value_cells[self.sensitive].values
         self.ignored = [i for i, v in enumerate(values) if v in self.ignore_values]
         self.predictive = BOTH if evaluator.max_suppressed == 0 else frozenset()
 
     def counts(self, stats: GroupStats, keep: np.ndarray | None = None) -> figures.ValueCounts:
-        return stats.value_counts().among(keep).without(self.ignored)
+        return stats.value_counts(self.sensitive).among(keep).without(self.ignored)
 
     def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
         """Per group (or per group where ``keep``): does it fail the model?"""
@@ -166,8 +165,7 @@ class TCloseness(AttributeModel):
 
     def bind(self, evaluator: TransformEvaluator) -> None:
         super().bind(evaluator)
-        cells = evaluator.sensitive
-        assert cells is not None
+        cells = evaluator.value_cells[self.sensitive]
         values = list(cells.values)
         rank = self._ranks(values)  # code → position in the distance's order of the kept values
         self.rank = rank
@@ -220,7 +218,7 @@ class TCloseness(AttributeModel):
         return parents
 
     def counts(self, stats: GroupStats, keep: np.ndarray | None = None) -> figures.ValueCounts:
-        vc = stats.value_counts().among(keep)
+        vc = stats.value_counts(self.sensitive).among(keep)
         rank = self.rank[vc.value]
         keep = rank >= 0
         group, rank, persons = vc.group[keep], rank[keep], vc.persons[keep]

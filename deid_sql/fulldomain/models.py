@@ -117,19 +117,18 @@ class DistinctLDiversity(PrivacyModel):
         self.sensitive = column
 
     def bind(self, evaluator: TransformEvaluator) -> None:
-        assert evaluator.sensitive is not None
-        found = len(evaluator.sensitive.values)
-        self.ignored = [i for i, v in enumerate(evaluator.sensitive.values) if v in self.ignore_values]
+        values = evaluator.value_cells[self.sensitive].values
+        found = len(values)
+        self.ignored = [i for i, v in enumerate(values) if v in self.ignore_values]
         found -= len(self.ignored)
         if self.l > found:
             raise DeidError(f"l = {self.l} but sensitive column {self.sensitive!r} has only {found} distinct "
                             f"value(s); no class can be {self.l}-diverse — lower l")
 
     def violating(self, stats: GroupStats) -> np.ndarray:
-        assert stats.distinct is not None
         if self.ignored:
-            return distinct_l(stats.value_counts().without(self.ignored)) < self.l
-        return stats.distinct < self.l
+            return distinct_l(stats.value_counts(self.sensitive).without(self.ignored)) < self.l
+        return stats.distinct_of(self.sensitive) < self.l
 
     def __repr__(self) -> str:
         return f"DistinctLDiversity({self.l}, {self.sensitive!r})"

@@ -15,13 +15,12 @@ one ``GROUP BY`` at load), never on rows.
 Roll-up
 -------
 Every evaluated transformation leaves its *group table* in an LRU cache bounded by
-rows (``cache_rows``): one sorted int64 array with a row per distinct group (with an
-ℓ-diversity model: per distinct (group, sensitive value) pair).  A row packs, from the
-high bits down, the group id of every QI in a *fixed* bit field (wide enough for the
-QI's largest number of groups, so a field means the same at every level), the
-sensitive code, and the record count; sorting rows sorts groups, and a field is read
-with a shift and a mask.  Hierarchies are trees, so every group at level a lies in
-exactly one group at level b > a (``TransformationSpace.lift``).
+rows (``cache_rows``; ``tables.GroupTables``): one sorted int64 array with a row per distinct
+group.  A row packs, from the high bits down, the group id of every QI in a *fixed* bit
+field (wide enough for the QI's largest number of groups, so a field means the same at every
+level) and the record count; sorting rows sorts groups, and a field is read with a shift and a
+mask.  Hierarchies are trees, so every group at level a lies in exactly one group at level
+b > a (``TransformationSpace.lift``).
 
 To evaluate x, the cached *direct* specialization y of x (one QI one level lower) with
 the fewest rows is looked up; when none is cached, any cached y ≺ x (a vectorized
@@ -31,6 +30,11 @@ over y's rows), sort, and merge equal groups by summing their counts.  y's rows 
 usually far fewer than the cells, and the result is bit-identical to grouping the
 cells (the tests compare both).  This is what makes a bottom-up sweep fast: every
 transformation after the bottom is rolled up from the layer below.
+
+A sensitive column (ℓ-diversity, t-closeness, …) has tables of its own, a row per (group,
+value) with f_G(v) and the value's code between the fields and the count, cached and rolled up
+the same way.  They are built only when an attribute model asks, and it asks only about groups
+k-anonymity kept in a transformation it has not already rejected (``_suppress``).
 
 Roll-up needs the fields and the count to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
 package's one key limit (Adult's 9 QIs take 32 + 15 for counts up to 30,162); otherwise every
@@ -45,7 +49,6 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -55,9 +58,9 @@ import numpy as np
 from ..domains.recoding import QIRecoding, Recoding
 from ..errors import DeidError, PolicyError, SpecError
 from ..evaluate.attribute import ValueCounts
-from ..evaluate.groups import KEY_BITS
-from ..loading.sensitive import sensitive_cells
+from ..loading.sensitive import SensitiveCells, sensitive_cells
 from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
+from .tables import GroupTables, TableCache, Transformation, run_starts
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -97,9 +100,6 @@ class QualityModel(Protocol):
 
     def bound(self, stats: GroupStats) -> float: ...
 
-Transformation = tuple[int, ...]
-_LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ids kept at most (64 MB)
-_DENSE_PER_CELL = 8  # a table is grouped by a dense index when its possible groups are at most 8 per cell
 
 
 class TransformationSpace:
@@ -218,7 +218,10 @@ class Outcome:
     ``quality`` is the quality model's value with suppression (lower = better) and
     ``bound`` its value with generalization only, a lower bound of ``quality`` that
     never decreases along ≺ (seed 004, "Insufficient data quality").  ``holds`` tells
-    whether the privacy model holds with no suppression at all.
+    whether the privacy model holds with no suppression at all.  When x is not ``accepted``,
+    the models after the one whose suppression passed the limit were not asked, so
+    ``suppressed``, ``groups_kept`` and ``quality`` count what was suppressed up to it (at least
+    the limit's worth): a rejected x is never released, only compared by ``bound``.
     """
 
     levels: Transformation
@@ -240,34 +243,40 @@ class Outcome:
 class GroupStats:
     """The equivalence classes of one transformation, as privacy and quality models see them.
 
-    ``m[i]`` is group i's record count, ``distinct[i]`` its number of distinct sensitive
-    values (ℓ-diversity only), ``keys[i]`` its bit-packed key (groups sorted by it).
-    ``suppressed`` is filled in by the evaluator before quality models run.  With a sensitive
-    column, ``value_counts`` gives f_G(v) of every group as ``evaluate.attribute.ValueCounts``
-    (the attribute models of ``fulldomain/attribute.py``), read from the group table's rows.
+    ``m[i]`` is group i's record count (persons with ``[person]``), ``keys[i]`` its bit-packed key
+    (groups sorted by it).  ``suppressed`` is filled in by the evaluator before quality models run.
+    With a sensitive column, ``value_counts`` gives f_G(v) of every group as
+    ``evaluate.attribute.ValueCounts`` and ``distinct`` each group's number of values (the
+    attribute models), both read from the sensitive cells' table, built on the first ask.
     """
 
     levels: Transformation
     keys: np.ndarray
     m: np.ndarray
-    distinct: np.ndarray | None
     evaluator: TransformEvaluator = field(repr=False)
     suppressed: np.ndarray | None = None
     _ids: np.ndarray | None = field(default=None, repr=False)
     _census: np.ndarray | None = field(default=None, repr=False)
-    _values: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)  # per row: code, count
-    _counts: ValueCounts | None = field(default=None, repr=False)
+    _counts: dict[str, ValueCounts] = field(default_factory=dict, repr=False)
 
-    def value_counts(self) -> ValueCounts:
-        """f_G(v) per (group, sensitive value code) of the rows, sorted by group then code, as
-        the table holds them; n_G = m (one value per record, as ARX)."""
-        if self._counts is None:
-            assert self._values is not None and self.distinct is not None, "no sensitive column"
-            codes, counts = self._values
-            group = np.repeat(np.arange(self.m.size, dtype=np.int64), self.distinct)
-            self._counts = ValueCounts(group, codes, counts.astype(np.float64), self.m,
-                                       self.evaluator.n_values)
-        return self._counts
+    def value_counts(self, column: str) -> ValueCounts:
+        """f_G(v) per (group, value code) of sensitive ``column``, sorted by group then code; n_G = m."""
+        counts = self._counts.get(column)
+        if counts is None:
+            group, codes, f = self.evaluator.value_rows(self, column)
+            values = len(self.evaluator.value_cells[column].values)
+            counts = self._counts[column] = ValueCounts(group, codes, f.astype(np.float64), self.m, values)
+        return counts
+
+    def distinct_of(self, column: str) -> np.ndarray:
+        """Distinct values of sensitive ``column`` per group (distinct ℓ-diversity)."""
+        return np.bincount(self.value_counts(column).group, minlength=self.m.size)
+
+    @property
+    def distinct(self) -> np.ndarray | None:
+        """``distinct_of`` the one sensitive column the models read (None without one)."""
+        cells = self.evaluator.sensitive
+        return None if cells is None else self.distinct_of(cells.column)
 
     @property
     def records(self) -> int:
@@ -333,65 +342,49 @@ class TransformEvaluator:
         self.n_qis = len(self.space.names)
         self.marginals = [problem.sample.marginal(q, d.size).astype(np.float64)
                           for q, d in enumerate(self.space.domains)]
-        self.rollup = rollup
-
-        columns = {mdl.sensitive for mdl in self.models if mdl.sensitive is not None}
-        if len(columns) > 1:
-            raise DeidError(f"the privacy models name several sensitive columns ({', '.join(sorted(columns))}); "
-                            f"one sensitive column per evaluator is supported")
-        self.sensitive = None
-        self._persons_code: int | None = None  # the code whose rows carry each group's persons
-        if columns:
-            self.sensitive = sensitive_cells(problem, columns.pop())
-            positions, counts = self.sensitive.positions, self.sensitive.counts
-            codes = self.sensitive.codes.astype(np.int64)
-            self.n_values = len(self.sensitive.values)
-            if self.sensitive.per_person:
-                # a person may hold several values (or none): Σ f is not m, so each cell's persons ride
-                # on one of its rows as a second count above f, and roll up with it
-                self._persons_code = self.n_values
-                self._fbits = max(1, self.records.bit_length())
-                positions, codes, counts = _persons_on_rows(positions, codes, counts, problem.sample.positions,
-                                                            problem.sample.counts, self._persons_code, self._fbits)
-        else:
-            positions, counts = problem.sample.positions, problem.sample.counts
-            codes = None
-            self.n_values = 1
-        self._span = self.n_values + (self._persons_code is not None)  # codes a table row may hold
-        self._pos = [np.ascontiguousarray(positions[:, q], dtype=np.int64) for q in range(self.n_qis)]
-        self._codes = codes
-        self._counts = counts.astype(np.int64)
-
-        # a table row packs, high to low: the QIs' group ids, the sensitive code, the count
+        sample = problem.sample
+        # the groups (a count of records, or of persons with [person]) and, apart, per sensitive column
+        # the groups × its values (f_G(v): a person may hold several values, or none), built when asked
+        self._tables = GroupTables(self.space, sample.positions, None, sample.counts, 1, self.records,
+                                   rollup=rollup, cache_rows=cache_rows)
+        self.value_cells: dict[str, SensitiveCells] = {}
+        for mdl in self.models:
+            if mdl.sensitive is not None and mdl.sensitive not in self.value_cells:
+                own = getattr(mdl, "value_cells", None)  # a model that counts its own values (earlier releases)
+                self.value_cells[mdl.sensitive] = own(problem) if own is not None else sensitive_cells(
+                    problem, mdl.sensitive)
+        self._value_tables = {
+            column: GroupTables(self.space, cells.positions, cells.codes, cells.counts, len(cells.values),
+                                self.records, rollup=rollup, cache_rows=cache_rows)
+            for column, cells in self.value_cells.items()}
         widths = [(max(n) - 1).bit_length() for n in self.space.n_groups]
-        self.sbits = (self._span - 1).bit_length()
-        self.cbits = max(1, self.records.bit_length())  # a count never exceeds N < 2^cbits
-        if self._persons_code is not None:
-            self.cbits *= 2  # persons << fbits | f: both sums stay below N, so one sum adds both
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
         self.masks = [(1 << w) - 1 for w in widths]
         self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
         self._mask_column = np.asarray(self.masks, dtype=np.int64)[:, None]
-        self._qshift = [s + self.sbits + self.cbits for s in self.shifts]  # within a row
-        self.fixed = sum(widths) + self.sbits + self.cbits <= KEY_BITS
-        self.rollup = rollup and self.fixed
-        if self.fixed:
-            low = self._counts if codes is None else (codes << self.cbits) | self._counts
-            self._low = np.ascontiguousarray(low, dtype=np.int64)
-        self._level_rows: dict[tuple[int, int], np.ndarray] = {}
-        self._level_budget = _LEVEL_BUDGET
-        self._weights = self._counts.astype(np.float64)  # bincount sums float64: exact below 2^53
-        self._dense_limit = _DENSE_PER_CELL * max(1, self._counts.size)
+        self.fixed = self._tables.fixed
 
         for mdl in self.models:
             mdl.bind(self)
         self.quality.bind(self)
-        self._cache = _TableCache(self.n_qis, int(cache_rows))
         self._outcomes: dict[Transformation, Outcome] = {}
         self.evaluations = 0  # distinct transformations evaluated
-        self.rollups = 0  # of which grouped from a cached specialization
 
     # -- properties ---------------------------------------------------------------------
+    @property
+    def rollups(self) -> int:
+        """Group tables grouped from a cached specialization (the groups' and the values')."""
+        return self._tables.rollups + sum(tables.rollups for tables in self._value_tables.values())
+
+    @property
+    def rollup(self) -> bool:
+        """Are tables rolled up from cached specializations (False: every one from the cells)?"""
+        return self._tables.rollup
+
+    @property
+    def _cache(self) -> TableCache:
+        return self._tables.cache
+
     @property
     def predictive(self) -> frozenset[str]:
         """Predictive properties of acceptance that hold for every model together:
@@ -410,7 +403,7 @@ class TransformEvaluator:
         if done is not None:
             return done
         stats = self._groups(x)
-        mask, holds = self._suppress(stats)
+        mask, holds = self._suppress(stats, until_rejected=True)
         stats.suppressed = mask
         suppressed = int(stats.m[mask].sum())
         bound = float(self.quality.bound(stats))
@@ -431,17 +424,24 @@ class TransformEvaluator:
         ones).  The one suppression rule: ``apply`` judges by it, the release writes it."""
         return self._suppress(stats)[0]
 
-    def _suppress(self, stats: GroupStats) -> tuple[np.ndarray, bool]:
+    def _suppress(self, stats: GroupStats, until_rejected: bool = False) -> tuple[np.ndarray, bool]:
         """``suppress``, and whether every model holds with no suppression.  A group-level model
         (stage 0) holds when it suppresses nothing, so they all hold when the mask after them is
         empty; each judges only the groups the ones before it left (k-anonymity's small groups are
-        not judged again by an attribute model).  Dataset-level models are asked on their own."""
+        not judged again by an attribute model).  Dataset-level models are asked on their own.
+
+        ``until_rejected``: stop asking models once more records are suppressed than the limit
+        allows — a later model only suppresses more, so x is rejected whatever it says (ARX stops
+        there too).  An attribute model's table is then never built for a transformation that
+        k-anonymity alone rejects: most of a search's checks (bench/attribute.py)."""
         mask = np.zeros(stats.m.size, dtype=bool)
         groups_hold: bool | None = None
-        for mdl in self.models:  # sorted by stage
+        for i, mdl in enumerate(self.models):  # sorted by stage
             if mdl.stage > 0 and groups_hold is None:
                 groups_hold = not mask.any()
             mask = mdl.suppress(stats, mask)
+            if until_rejected and i + 1 < len(self.models) and stats.m[mask].sum() > self.max_suppressed:
+                return mask, False
         if groups_hold is None:
             groups_hold = not mask.any()
         return mask, groups_hold and all(mdl.holds(stats) for mdl in self.models if mdl.stage > 0)
@@ -451,117 +451,33 @@ class TransformEvaluator:
         return self._groups(self.space.check(x))
 
     def _groups(self, x: Transformation) -> GroupStats:
-        if self.fixed:
-            table = self._table(x)
-            keys, counts = table >> self.cbits, table & ((1 << self.cbits) - 1)
-            ids = None
+        keys, counts, ids = self._tables.rows(x)
+        return GroupStats(x, keys, counts.astype(np.float64), self, _ids=ids)
+
+    @property
+    def sensitive(self) -> SensitiveCells | None:
+        """The sensitive column's cells when the models read exactly one (else None)."""
+        return next(iter(self.value_cells.values())) if len(self.value_cells) == 1 else None
+
+    def value_rows(self, stats: GroupStats, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (group index, value code, f) rows of sensitive ``column`` in ``stats``' transformation,
+        sorted by group then code: its cells' table, its group keys found among the groups' (every
+        sensitive cell is in a QI cell, so every group it falls in is one of ``stats``')."""
+        tables = self._value_tables[column]
+        keys, counts, ids = tables.rows(stats.levels)
+        gk, codes = keys >> tables.sbits, keys & ((1 << tables.sbits) - 1)
+        if tables.fixed and self._tables.fixed:
+            return np.searchsorted(stats.keys, gk), codes, counts
+        # keys past KEY_BITS are ranks: match the groups by their ids instead
+        if ids is not None:  # the sensitive cells' groups are ranks too
+            ranks, own = gk, ids
         else:
-            keys, counts, ids = self._rows_unique(x)
-        if self._codes is None:
-            return GroupStats(x, keys, counts.astype(np.float64), None, self, _ids=ids)
-        gk = keys >> self.sbits
-        starts = _run_starts(gk)
-        distinct = np.diff(np.append(starts, gk.size))
-        codes = keys & ((1 << self.sbits) - 1)
-        if self._persons_code is not None:  # the persons ride above f on the rows (_persons_on_rows)
-            f, persons = counts & ((1 << self._fbits) - 1), counts >> self._fbits
-            m = np.add.reduceat(persons, starts) if starts.size else persons[:0]
-            values = codes != self._persons_code
-            if not values.all():  # a group's persons-only row (its persons hold no value) is no value
-                distinct = np.add.reduceat(values.astype(np.int64), starts) if starts.size else distinct
-            return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids,
-                              _values=(codes[values], f[values]))
-        m = np.add.reduceat(counts, starts) if starts.size else counts[:0]
-        return GroupStats(x, gk[starts], m.astype(np.float64), distinct, self, _ids=ids, _values=(codes, counts))
-
-    # -- group tables ---------------------------------------------------------------------
-    def _table(self, x: Transformation) -> np.ndarray:
-        """x's table: sorted distinct rows ``group key << (sbits + cbits) | code << cbits | count``."""
-        table = self._cache.get(x)
-        if table is not None:
-            return table
-        base = self._cache.specialization(x, self.space.specializations(x)) if self.rollup else None
-        if base is None:
-            table = self._from_cells(x)
-        else:
-            table = self._roll_up(base, self._cache.get(base), x)  # type: ignore[arg-type]
-            self.rollups += 1
-        self._cache.put(x, table)
-        return table
-
-    def _level(self, q: int, level: int) -> np.ndarray:
-        """Every cell's group id at ``level`` of QI q (kept while the cells × levels budget lasts,
-        else recomputed)."""
-        ids = self._level_rows.get((q, level))
-        if ids is None:
-            ids = self.space.group_of[q][level][self._pos[q]].astype(np.int64, copy=False)
-            if self._level_budget >= ids.size:
-                self._level_budget -= ids.size
-                self._level_rows[q, level] = ids
-        return ids
-
-    def _from_cells(self, x: Transformation) -> np.ndarray:
-        """x's table grouped from the cells.  When x's possible groups (the product of the QIs'
-        group counts at x's levels, times the sensitive values) are few against the cells, each
-        cell gets its group's mixed-radix index and one ``bincount`` sums the counts: no sort, and
-        the indexes come out in the table's order.  The path search (``search/paths.py``) checks
-        transformations whose specializations were never grouped, so about half its checks start
-        here; on Adult the dense index took a third of the sort's time (issue 32)."""
-        radix = [self.space.n_groups[q][x[q]] for q in range(self.n_qis)]
-        size = math.prod(radix) * self._span
-        if size <= self._dense_limit:
-            index = self._level(0, x[0]).copy()
-            for q in range(1, self.n_qis):
-                index *= radix[q]
-                index += self._level(q, x[q])
-            if self._codes is not None:
-                index *= self._span
-                index += self._codes
-            sums = np.bincount(index, weights=self._weights, minlength=size)
-            found = np.flatnonzero(sums > 0)  # a boolean's nonzero: several times a float's speed
-            rows = sums[found].astype(np.int64)
-            digits = np.unravel_index(found, radix + [self._span] if self._codes is not None else radix)
-            if self._codes is not None:
-                rows |= digits[-1] << self.cbits
-            for q in range(self.n_qis):
-                rows |= digits[q] << self._qshift[q]
-            return rows
-        rows = self._low.copy()
-        for q in range(self.n_qis):
-            rows |= self._level(q, x[q]) << self._qshift[q]
-        return self._merge(np.sort(rows))
-
-    def _roll_up(self, y: Transformation, table: np.ndarray, x: Transformation) -> np.ndarray:
-        rows = table.copy()
-        lifted = [q for q in range(self.n_qis) if x[q] != y[q]]
-        for q in lifted:
-            digit = (table >> self._qshift[q]) & self.masks[q]
-            rows += (self.space.lift(q, y[q], x[q])[digit] - digit) << self._qshift[q]
-        return self._merge(np.sort(rows))  # numpy's default sort beat timsort on these runs
-
-    def _merge(self, rows: np.ndarray) -> np.ndarray:
-        """Sorted rows -> one row per distinct key with the summed count."""
-        keys = rows >> self.cbits
-        starts = _run_starts(keys)
-        if starts.size == rows.size:
-            return rows
-        counts = np.add.reduceat(rows & ((1 << self.cbits) - 1), starts)
-        return (keys[starts] << self.cbits) | counts
-
-    def _rows_unique(self, x: Transformation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fallback when fixed keys would overflow int64 (no roll-up): the distinct rows of
-        (group ids…, sensitive code) by ``np.unique``, keyed by their rank; also returns the
-        group ids per QI of each group."""
-        cols = [self.space.group_of[q][x[q]][self._pos[q]] for q in range(self.n_qis)]
-        if self._codes is not None:
-            cols.append(self._codes)
-        matrix, inv = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
-        counts = np.bincount(inv.ravel(), weights=self._counts, minlength=matrix.shape[0]).astype(np.int64)
-        if self._codes is None:
-            return np.arange(matrix.shape[0], dtype=np.int64), counts, np.ascontiguousarray(matrix.T)
-        new_group = np.concatenate(([True], np.any(matrix[1:, :-1] != matrix[:-1, :-1], axis=1)))
-        group = np.cumsum(new_group) - 1
-        return (group << self.sbits) | matrix[:, -1], counts, np.ascontiguousarray(matrix[new_group, :-1].T)
+            starts = run_starts(gk)
+            ranks = np.repeat(np.arange(starts.size), np.diff(np.append(starts, gk.size)))
+            own = self.decode_matrix(gk[starts])
+        every = stats.id_matrix()
+        _, inverse = np.unique(np.concatenate([every.T, own.T]), axis=0, return_inverse=True)
+        return inverse.ravel()[every.shape[1]:][ranks], codes, counts
 
     # -- what models read through GroupStats ---------------------------------------------------
     def decode(self, keys: np.ndarray) -> list[np.ndarray]:
@@ -580,105 +496,3 @@ class TransformEvaluator:
         if self.problem.population is None:
             return m
         return self.problem.group_sizes(self.space.recoding(stats.levels), stats.ids(select), m)
-
-
-def _persons_on_rows(positions: np.ndarray, codes: np.ndarray, counts: np.ndarray, cell_positions: np.ndarray,
-                     cell_persons: np.ndarray, persons_code: int, fbits: int) -> tuple[np.ndarray, ...]:
-    """The sensitive cells' rows with every QI cell's persons added to one of them, packed as
-    ``persons << fbits | f``; a cell whose persons hold no value gets a row of its own under
-    ``persons_code`` (f = 0).  Summing a group's rows then gives both f_G(v) per value and n_G, on
-    about as many rows as the sensitive cells: a row per cell for the persons alone nearly doubled
-    the tables the search sorts (bench/attribute.py, the EHR demo)."""
-    n = len(codes)
-    pos = np.concatenate([positions, cell_positions.astype(positions.dtype)])
-    code = np.concatenate([codes.astype(np.int64), np.full(len(cell_persons), persons_code, dtype=np.int64)])
-    f = np.concatenate([counts.astype(np.int64), np.zeros(len(cell_persons), dtype=np.int64)])
-    persons = np.concatenate([np.zeros(n, dtype=np.int64), cell_persons.astype(np.int64)])
-    order = np.lexsort((code,) + tuple(pos.T[::-1]))
-    pos, code, f, persons = pos[order], code[order], f[order], persons[order]
-    first = np.ones(len(code), dtype=bool)  # a cell's first row (its rows are contiguous, persons last)
-    if len(code) > 1:
-        first[1:] = np.any(pos[1:] != pos[:-1], axis=1)
-    moved = np.flatnonzero((code == persons_code) & ~first)  # a cell's persons after its last value row
-    persons[moved - 1] += persons[moved]
-    keep = np.ones(len(code), dtype=bool)
-    keep[moved] = False
-    return pos[keep], code[keep], (persons[keep] << fbits) | f[keep]
-
-
-def _run_starts(sorted_keys: np.ndarray) -> np.ndarray:
-    if sorted_keys.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.concatenate(([0], np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1))
-
-
-class _TableCache:
-    """LRU cache of group tables, bounded by their total rows.
-
-    A matrix of the cached transformations' levels finds a cached specialization of x
-    when no direct one is cached: rows ≤ x on every QI, the one with the fewest rows."""
-
-    _FREE = np.iinfo(np.int16).max  # a free slot's levels: never ≤ a transformation
-
-    def __init__(self, n_qis: int, max_rows: int) -> None:
-        self.n_qis = n_qis
-        self.max_rows = max_rows
-        self.clear()
-
-    def clear(self) -> None:
-        self.tables: OrderedDict[Transformation, np.ndarray] = OrderedDict()
-        self.slots: dict[Transformation, int] = {}
-        self.levels = np.full((64, self.n_qis), self._FREE, dtype=np.int16)
-        self.sizes = np.zeros(64, dtype=np.int64)
-        self.owners: list[Transformation | None] = [None] * 64
-        self.free = list(range(63, -1, -1))
-        self.rows = 0
-
-    def __len__(self) -> int:
-        return len(self.tables)
-
-    def get(self, x: Transformation) -> np.ndarray | None:
-        table = self.tables.get(x)
-        if table is not None:
-            self.tables.move_to_end(x)
-        return table
-
-    def put(self, x: Transformation, table: np.ndarray) -> None:
-        if x in self.tables:
-            return
-        if not self.free:
-            grow = self.levels.shape[0]
-            self.levels = np.vstack([self.levels, np.full((grow, self.n_qis), self._FREE, dtype=np.int16)])
-            self.sizes = np.concatenate([self.sizes, np.zeros(grow, dtype=np.int64)])
-            self.owners.extend([None] * grow)
-            self.free = list(range(2 * grow - 1, grow - 1, -1))
-        slot = self.free.pop()
-        self.tables[x] = table
-        self.slots[x] = slot
-        self.levels[slot] = x
-        self.sizes[slot] = table.size
-        self.owners[slot] = x
-        self.rows += table.size
-        while self.rows > self.max_rows and len(self.tables) > 1:
-            old, dropped = self.tables.popitem(last=False)
-            self.rows -= dropped.size
-            slot = self.slots.pop(old)
-            self.levels[slot] = self._FREE
-            self.owners[slot] = None
-            self.free.append(slot)
-
-    def specialization(self, x: Transformation, direct: list[Transformation]) -> Transformation | None:
-        """The cached specialization of x with the fewest rows: a direct one if any is
-        cached, else any cached y ≺ x."""
-        best, rows = None, 0
-        for y in direct:
-            table = self.tables.get(y)
-            if table is not None and (best is None or table.size < rows):
-                best, rows = y, table.size
-        if best is not None or not self.tables:
-            return best
-        below = (self.levels <= np.asarray(x, dtype=np.int16)).all(axis=1)
-        if not below.any():
-            return None
-        slot = int(np.argmin(np.where(below, self.sizes, np.iinfo(np.int64).max)))
-        return self.owners[slot]
