@@ -7,7 +7,17 @@ from pathlib import Path
 import click
 
 from ..errors import DeidError, OutputError
-from ..jobs.anonymize import METRICS, T_DISTANCES, anonymize, privacy_models, release_plan, spec_models
+from ..fulldomain import UnionKAnonymity
+from ..jobs.anonymize import (
+    METRICS,
+    T_DISTANCES,
+    anonymize,
+    privacy_models,
+    release_plan,
+    spec_models,
+    with_earlier,
+)
+from ..jobs.earlier import earlier_releases
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..release.targets import release_targets
@@ -132,6 +142,12 @@ def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | 
                                     recursive_cl=_recursive(recursive_cl), max_t=max_t, t_distance=t_distance,
                                     max_confidence=max_confidence, max_presence=max_presence,
                                     hierarchy=str(t_hierarchy) if t_hierarchy is not None else None)
+        earlier = earlier_releases(problem)  # what the recipient holds: the search judges the union's k
+        models = with_earlier(models, earlier)
+        if earlier is not None:
+            searched = any(isinstance(m, UnionKAnonymity) for m in models)
+            click.echo(f"with the {earlier.words()}: " + ("the search keeps k over what they will hold" if searched
+                       else "no k to search on; the release gate judges what they will hold"))
         run = anonymize(problem, models, suppression, metric, time_limit, store, traversal)
         r, best = run.result, run.result.optimum
         if best is None:

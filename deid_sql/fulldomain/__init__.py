@@ -6,7 +6,8 @@ group tables), and the privacy and quality models with their bounds.
 Modules:
 
 - ``attribute.py``: attribute-disclosure models (entropy and recursive (c,ℓ)-diversity, t-closeness,
-  the confidence bound, δ-presence) on ``evaluate.attribute``'s figures, with their predictive properties
+  the confidence bound, δ-presence) on ``evaluate.attribute``'s figures, with their predictive properties;
+  ``UnionKAnonymity``, k of what a recipient holds with the earlier releases (their labels as a value)
 - ``models.py``: privacy models (k-anonymity, distinct ℓ-diversity, average risk) and quality models (loss,
   NUE, discernibility, KL) with their bounds
 - ``tables.py``: ``GroupTables`` (a set of cells' group tables: packed sorted rows, grouped from the cells
@@ -19,7 +20,15 @@ May import: ``domains``, ``errors``, ``evaluate``, ``loading``, ``policies``.
 Imported by: ``jobs``, ``search``.
 """
 
-from .attribute import T_DISTANCES, Confidence, EntropyLDiversity, Presence, RecursiveCLDiversity, TCloseness
+from .attribute import (
+    T_DISTANCES,
+    Confidence,
+    EntropyLDiversity,
+    Presence,
+    RecursiveCLDiversity,
+    TCloseness,
+    UnionKAnonymity,
+)
 from .models import (
     KL,
     AverageRisk,
@@ -37,5 +46,5 @@ __all__ = [
     "KL", "T_DISTANCES", "AverageRisk", "Confidence", "EntropyLDiversity", "Presence", "RecursiveCLDiversity",
     "TCloseness", "Discernibility", "DistinctLDiversity", "GroupStats", "KAnonymity", "Loss",
     "NonUniformEntropy", "Outcome", "PrivacyModel", "QualityModel", "Transformation",
-    "TransformEvaluator", "TransformationSpace",
+    "TransformEvaluator", "TransformationSpace", "UnionKAnonymity",
 ]

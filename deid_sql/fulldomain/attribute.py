@@ -31,6 +31,7 @@ import numpy as np
 from ..domains.hierarchy import Hierarchy
 from ..errors import DeidError
 from ..evaluate import attribute as figures
+from ..loading.sensitive import SensitiveCells
 from .models import BOTH, PrivacyModel
 
 if TYPE_CHECKING:
@@ -240,6 +241,40 @@ class TCloseness(AttributeModel):
 
     def __repr__(self) -> str:
         return f"TCloseness({self.t:g}, {self.sensitive!r}, {self.distance!r})"
+
+
+class UnionKAnonymity(AttributeModel):
+    """k-anonymity of what a recipient holds with this release (METHODS decision 16): every person's
+    combined label — their labels in the earlier releases to the recipient, then this one — shared
+    by at least k persons.  The earlier part is a value of each person, like a sensitive column's:
+    ``cells`` counts the persons of each QI cell per earlier combined label ("not released before"
+    is one value of its own), built by ``jobs.earlier`` from the ledger.  A group fails when one of
+    its (group, earlier label) parts is non-empty and smaller than k; merging groups only adds to
+    each part, so acceptance is monotone without suppression (as k-anonymity), and with it nothing
+    is declared (a passing group merged with a failing one may fail: ``AttributeModel``)."""
+
+    kind = "k-anonymity with the earlier releases"
+
+    def __init__(self, k: int, cells: SensitiveCells, recipient: str = "", releases: Sequence[str] = (),
+                 before: int | None = None) -> None:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or int(k) < 1:
+            raise DeidError(f"k = {k!r} must be a whole number at least 1")
+        self.k = int(k)
+        self.cells = cells
+        self.recipient, self.releases, self.before = recipient, tuple(releases), before
+        super().__init__(cells.column)
+
+    def value_cells(self, problem: object) -> SensitiveCells:
+        """The earlier labels' cells (the evaluator reads a model's own cells before a column's)."""
+        return self.cells
+
+    def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
+        vc = self.counts(stats, keep)
+        small = vc.persons < self.k
+        return np.bincount(vc.group[small], minlength=vc.groups) > 0
+
+    def __repr__(self) -> str:
+        return f"UnionKAnonymity({self.k}, {self.recipient!r}, {len(self.releases)} earlier)"
 
 
 def judge_released(stats: GroupStats, mask: np.ndarray,

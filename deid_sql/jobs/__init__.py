@@ -8,10 +8,12 @@ Modules:
 
 - ``anonymize.py``: the anonymization job: privacy models from options, the search, its optimum as a
   ``ReleasePlan`` with the suppressed groups, ``write_release``, ``rerun``
+- ``earlier.py``: what a recipient already holds (the ledger's state joined with each person's pseudonym),
+  as cells of earlier combined labels for ``UnionKAnonymity``: anonymize searches on the union
 - ``frontier.py``: a frontier run in a folder: checkpoint/resume, Safe Harbor and k-anonymity comparison,
   reports
 
-May import: ``compiler``, ``errors``, ``evaluate``, ``fulldomain``, ``policies``, ``problem``, ``progress``,
-    ``release``, ``report``, ``search``, ``storage``.
+May import: ``compiler``, ``errors``, ``evaluate``, ``fulldomain``, ``ledger``, ``loading``, ``policies``,
+    ``problem``, ``progress``, ``release``, ``report``, ``search``, ``storage``.
 Imported by: ``cli``.
 """

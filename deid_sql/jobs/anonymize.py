@@ -37,11 +37,13 @@ from ..fulldomain import (
     TCloseness,
     TransformationSpace,
     TransformEvaluator,
+    UnionKAnonymity,
 )
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
 from ..search.bfs import STORES, BFSResult
 from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
+from .earlier import EarlierReleases, earlier_releases
 
 if TYPE_CHECKING:
     from ..release.output import Written
@@ -148,12 +150,22 @@ def spec_models(problem: Problem) -> list[PrivacyModel]:
     return models
 
 
+def with_earlier(models: list[PrivacyModel], earlier: EarlierReleases | None) -> list[PrivacyModel]:
+    """``models`` with k-anonymity of what the recipient holds with the earlier releases
+    (``UnionKAnonymity``, at the models' k) when there are earlier releases and a k to judge."""
+    k = next((m.k for m in models if isinstance(m, KAnonymity)), None)
+    if earlier is None or k is None or any(isinstance(m, UnionKAnonymity) for m in models):
+        return models
+    return [*models, UnionKAnonymity(k, earlier.cells, earlier.recipient, earlier.releases, earlier.before)]
+
+
 def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float = 0.0, metric: str = "loss",
               time_limit: float | None = None, store: str = "tree",
               traversal: str = DEFAULT_TRAVERSAL) -> Anonymization:
     """The globally optimal full-domain transformation (or the best within ``time_limit``), found by
     ``traversal`` (``search/paths.py``'s TRAVERSALS: the same optimal quality whichever, but among
-    equally good transformations each may pick another, so a rerun uses the recorded one)."""
+    equally good transformations each may pick another, so a rerun uses the recorded one).  Give
+    ``UnionKAnonymity`` among ``models`` (``with_earlier``) to search on what the recipient holds."""
     if metric not in METRICS:
         raise DeidError(f"unknown quality metric {metric!r}; use {', '.join(METRICS)}")
     if store not in STORES:
@@ -172,7 +184,9 @@ def model_parameters(models: Sequence[PrivacyModel]) -> dict[str, Any]:
     report of the release can run the same deterministic search again)."""
     out: dict[str, Any] = {"k": None, "l": None, "sensitive": None, "risk": None}
     for model in models:
-        if isinstance(model, KAnonymity):
+        if isinstance(model, UnionKAnonymity):  # run again on the state before the same ledger entry
+            out["earlier"] = {"recipient": model.recipient, "before": model.before, "releases": list(model.releases)}
+        elif isinstance(model, KAnonymity):
             out["k"] = model.k
         elif isinstance(model, AverageRisk):
             out["risk"] = model.threshold
@@ -203,7 +217,11 @@ def model_words(models: Sequence[PrivacyModel]) -> str:
     """The privacy models in words, e.g. ``k-anonymity (k = 5) and average risk at most 0.05``."""
     words = []
     for model in models:
-        if isinstance(model, KAnonymity):
+        if isinstance(model, UnionKAnonymity):
+            n = len(model.releases)
+            words.append(f"k-anonymity with the {n} earlier release{'s' if n != 1 else ''} to {model.recipient!r} "
+                         f"(k = {model.k})")
+        elif isinstance(model, KAnonymity):
             words.append(f"k-anonymity (k = {model.k})")
         elif isinstance(model, DistinctLDiversity):
             words.append(f"distinct ℓ-diversity (ℓ = {model.l} on {model.sensitive!r})")
@@ -244,7 +262,17 @@ def rerun(problem: Problem, recorded: dict[str, Any]) -> Anonymization:
     search is deterministic, so on the same data and with the same traversal it finds the same
     optimum and suppression (another traversal could pick another of equally good optima)."""
     try:
-        models = privacy_models(**recorded["models"])
+        parameters = dict(recorded["models"])
+        union = parameters.pop("earlier", None)
+        models = privacy_models(**parameters)
+        if union is not None:
+            earlier = earlier_releases(problem, before=int(union["before"]))
+            if earlier is None or earlier.recipient != union["recipient"] or list(earlier.releases) != list(
+                    union["releases"]):
+                raise DeidError(f"the release was searched with the earlier releases {union['releases']} to "
+                                f"{union['recipient']!r}, which the ledger no longer holds as they were; report it "
+                                f"with --policy")
+            models = with_earlier(models, earlier)
         traversal = str(recorded.get("traversal", RECORDED_BEFORE_TRAVERSALS))
         return anonymize(problem, models, float(recorded["suppression"]), str(recorded["metric"]),
                          traversal=traversal)

@@ -23,7 +23,8 @@ Modules:
   stored SQL may drop it, the gate counting with it)
 - ``sensitive.py``: cells that carry a sensitive column's value: one more ``GROUP BY`` per (QI positions,
   value), counting persons with ``[person]`` (a person's cell by the same rules as ``person_cells``; a
-  column of a linked ``[[table]]`` joined by the person key), kept in the cells cache beside the cells
+  column of a linked ``[[table]]`` joined by the person key), kept in the cells cache beside the cells;
+  ``pseudonymized_positions``: each person's positions with the pseudonym a release gives them
 - ``shifting.py``: date shifts in SQL: a table read with its ``shift`` columns moved by each person's offset
   (the engine's integer pseudonym of the key under the shift key, ``Backend.shift_days``), so the cells of a
   shifted date QI and every release read the shifted dates; ``range_problems``, the one test of a shift that

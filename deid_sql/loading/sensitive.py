@@ -122,6 +122,31 @@ def sensitive_cells(problem: Loaded, column: str) -> SensitiveCells:
     return cells
 
 
+def pseudonymized_positions(problem: Loaded, link: str) -> tuple[np.ndarray, Any]:
+    """Each person's QI positions, as the cells place them (each row's without ``[person]``), and the
+    pseudonym a release gives them: of the ``[person]`` key (``link`` is then its column), else of
+    column ``link`` on each row.  One query; what a search joins with a recipient's ledger state to
+    count the persons of each earlier combined label per cell (``jobs.earlier``)."""
+    spec, backend = problem.spec, problem.backend
+    n = len(spec.qis)
+    source = Table(SOURCE_VIEW, dict(problem.columns), "source")
+    rows = positions_query(backend, spec, problem.domains, source, "column")
+    secret, form = spec.columns.secret(), spec.columns.pseudonym
+    if spec.person is None:
+        query = rows.select(exp.alias_(backend.pseudonymize(col(link, "t"), secret, form), "deid_pseudonym"))
+    else:
+        person = spec.person
+        persons = per_person_query(rows, spec.qis, person, problem.columns.get(person.column), backend.arg_aggregates)
+        query = exp.select(*[exp.column(f"p{i}", "persons") for i in range(n)],
+                           exp.alias_(backend.pseudonymize(exp.column(PERSON, "persons"), secret, form),
+                                      "deid_pseudonym")).from_(
+            exp.Subquery(this=persons, alias=exp.TableAlias(this=ident("persons"))))
+    result = backend.execute(query)
+    positions = (np.stack([np.asarray(result.column(f"p{q}").to_numpy(zero_copy_only=False), dtype=np.int32)
+                           for q in range(n)], axis=1) if n else np.zeros((result.num_rows, 0), dtype=np.int32))
+    return positions, result.column("deid_pseudonym").combine_chunks()
+
+
 def _from_cache(column: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> SensitiveCells | None:
     try:
         values = tuple(None if v is None else str(v) for v in meta["values"])

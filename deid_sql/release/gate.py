@@ -336,7 +336,7 @@ class ReleaseGate:
         if not self.ledger.path.is_file():
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
-            earlier = [e for e in _usable(ledger, self.ledger) if self.before is None or e.seq < self.before]
+            earlier = [e for e in usable_entries(ledger, self.ledger) if self.before is None or e.seq < self.before]
             if not earlier:
                 return figures
             union, groups = union_figures(
@@ -483,7 +483,7 @@ class ReleaseGate:
                       held=0, qis=self._qis, content_sha256="", previous="", hash="")
         try:
             with Ledger(plan.path) as ledger:
-                earlier = _usable(ledger, plan)
+                earlier = usable_entries(ledger, plan)
                 stored = ledger.append(entry, self._released)
         except OSError as e:
             raise OutputError(f"the ledger {plan.path} cannot be written ({e.strerror or e}); a release that can be "
@@ -492,7 +492,7 @@ class ReleaseGate:
                 "earlier": len(earlier), "link": plan.link}
 
 
-def _usable(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
+def usable_entries(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
     """The recipient's entries, after checking the chain (headers and person counts) and the key."""
     ledger.check(content=False)
     entries = ledger.entries(plan.recipient)
