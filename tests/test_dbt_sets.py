@@ -146,6 +146,38 @@ def test_dbt_run_of_a_set_gives_materialize_sets_rows_with_no_key_in_any_file(tm
             assert secret_text not in text, rel
 
 
+def test_the_ledger_test_fails_when_the_data_changed_past_the_entry(tmp_path: Path) -> None:
+    """Generating the set records it in the recipient's ledger; the person model's ledger test passes
+    on the data judged and fails, naming the label tuple, once a person moves to another decade."""
+    pytest.importorskip("dbt")
+    pytest.importorskip("dbt.adapters.duckdb")
+    spec = warehouse(tmp_path)
+    project = tmp_path / "wh"
+    with Problem.from_spec(spec, cache=False) as problem:
+        write_dbt_set(problem, plan_of(problem, "age:every=10", suppression=2), project)
+    sidecar = json.loads((project / "models" / "deid_patients.release.json").read_text(encoding="utf-8"))
+    assert sidecar["ledger"]["entry"] == 1
+    test = project / "macros" / "deid_sql_ledger__deid_patients.sql"
+    assert "entry 1 of the ledger" in test.read_text(encoding="utf-8")
+    assert "deid_sql_ledger__deid_patients" in (project / "models" / "deid_patients.yml").read_text(encoding="utf-8")
+    assert dbt(project, project, "run").returncode == 0
+    tested = dbt(project, project, "test")
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert results(project)["deid_sql_ledger__deid_patients_deid_patients_"] == "pass"
+
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    try:  # P000 (age 20) is now 31: one person fewer in the twenties, one more in the thirties
+        con.execute("UPDATE patients SET age = 31 WHERE patient_id = 'P000'")
+    finally:
+        con.close()
+    assert dbt(project, project, "run").returncode == 0
+    tested = dbt(project, project, "test")
+    assert tested.returncode != 0
+    failed = {name for name, status in results(project).items() if status != "pass"}
+    assert failed == {"deid_sql_ledger__deid_patients_deid_patients_"}, tested.stdout
+    assert "2 results" in tested.stdout or "Got 2 results" in tested.stdout, tested.stdout
+
+
 def test_the_plugin_refuses_a_missing_or_short_key(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("dbt.adapters.duckdb")
     from deid_sql.backends.dbt_duckdb import register, secret_of

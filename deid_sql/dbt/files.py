@@ -193,7 +193,7 @@ def labels_sql(problem: Problem, plan: ReleasePlan, model: str, dialect: str) ->
 # -- yml -------------------------------------------------------------------------------------
 
 def model_yml(problem: Problem, plan: ReleasePlan, metrics: Metrics, source: Source, model: str, root: Path,
-              k: int | None) -> str:
+              k: int | None, extra_tests: Sequence[str] = ()) -> str:
     spec = problem.spec.path.resolve()
     try:
         spec_text = os.path.relpath(spec, root.resolve())
@@ -207,6 +207,7 @@ def model_yml(problem: Problem, plan: ReleasePlan, metrics: Metrics, source: Sou
         if plan.suppression is not None:
             arguments["suppressed"] = FLAG
         tests.append({"deid_sql_min_group_size": {"arguments": arguments}})
+    tests.extend(extra_tests)
     columns = []
     tests_of = label_tests(model, problem.spec.qis)
     for i, qi in enumerate(problem.spec.qis):

@@ -57,6 +57,7 @@ from .files import (
     warehouse_source,
 )
 from .inputs import Input, refuse_replacing, table_parts
+from .ledger_test import ledger_sql, ledger_test_name
 from .project import check_targets, declared_source, project_paths, write_all
 from .text import header, jinja_str, jinja_text, yaml_dump
 
@@ -142,10 +143,28 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
                                               plugin)
         out.profile_written = True
     person_model = models[0]
+    entries = [{"model": person_model, "role": "person source", "source": person_source.identifier,
+                "rows": problem.source_rows}]
+    entries += [{"model": m, "role": "linked", "source": src.identifier, "rows": s.released, "source_rows": s.rows,
+                 "orphans": s.orphans, "orphans_rule": s.table.orphans, "removed_with_suppressed_persons": s.removed}
+                for m, src, s in zip(models[1:], sources[1:], linked)]
+    sidecar = f"{models_dir}/{person_model}{SIDECAR}"
+    record = gate.record(figures, verdict, {  # appends the set's ledger entry when its persons can be linked
+        "kind": "dbt set", "name": person_model, "project": str(root), "dialect": dialect,
+        "materialized": materialized, "plugin": plugin, "secret_env": spec.columns.secret_env,
+        "rows": sum(int(e["rows"]) for e in entries), "min_group_test": k, "models": entries})
+    files[sidecar] = to_json(record)
+    recorded, extra = gate.entry_groups(), []
+    if recorded and "ledger" in record:
+        where = record["ledger"]
+        extra.append(ledger_test_name(person_model))
+        files[f"{macros_dir}/{ledger_test_name(person_model)}.sql"] = ledger_sql(
+            person_model, recorded, [q.column for q in spec.qis], spec.person.column, FLAG if flagged else None,
+            dialect, f"entry {where['entry']} of the ledger {where['path']} (recipient {where['recipient']!r})")
     files[f"{models_dir}/{person_model}.sql"] = _model(person_sql(problem, plan), {SENTINEL: person_source},
                                                        materialized, inputs)
     files[f"{models_dir}/{person_model}.yml"] = model_yml(problem, plan, problem.evaluate(plan.item), person_source,
-                                                          person_model, root, k)
+                                                          person_model, root, k, extra)
     files[f"{macros_dir}/deid_sql_labels__{person_model}.sql"] = labels_sql(problem, plan, person_model, dialect)
     files[f"{macros_dir}/{TESTS_MACRO}"] = TESTS_SQL.replace("HEADER", header())
     for model, source, s in zip(models[1:], sources[1:], linked):
@@ -157,16 +176,6 @@ def write_dbt_set(problem: Problem, plan: ReleasePlan, project: str | Path, pref
     undeclared = [s for s in sources if declared_source(root, models_dir, s, source_file) is None]
     if undeclared:
         files[source_file] = sources_yml(undeclared)
-    entries = [{"model": person_model, "role": "person source", "source": person_source.identifier,
-                "rows": problem.source_rows}]
-    entries += [{"model": m, "role": "linked", "source": src.identifier, "rows": s.released, "source_rows": s.rows,
-                 "orphans": s.orphans, "orphans_rule": s.table.orphans, "removed_with_suppressed_persons": s.removed}
-                for m, src, s in zip(models[1:], sources[1:], linked)]
-    sidecar = f"{models_dir}/{person_model}{SIDECAR}"
-    files[sidecar] = to_json(gate.record(figures, verdict, {
-        "kind": "dbt set", "name": person_model, "project": str(root), "dialect": dialect,
-        "materialized": materialized, "plugin": plugin, "secret_env": spec.columns.secret_env,
-        "rows": sum(int(e["rows"]) for e in entries), "min_group_test": k, "models": entries}))
     shared = {f"{macros_dir}/{TESTS_MACRO}", source_file}
     unchanged: set[str] = set()
     for model in models:

@@ -54,7 +54,16 @@ from .sidecar import (
     text_sha256,
     utc_now,
 )
-from .union import LedgerPlan, RowsCounted, ledger_qis, released_persons, union_attribute, union_figures
+from .union import (
+    EntryGroup,
+    LedgerPlan,
+    RowsCounted,
+    entry_groups,
+    ledger_qis,
+    released_persons,
+    union_attribute,
+    union_figures,
+)
 from .unit import RECORDS, Unit
 
 if TYPE_CHECKING:
@@ -267,6 +276,7 @@ class ReleaseGate:
     ledger: LedgerPlan | None = None
     census_of: Callable[[Recoding], Census] | None = None
     _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
+    _recorded: bool = field(default=False, repr=False)  # ``record`` appended them to the ledger
     _qis: tuple[LedgerQI, ...] = field(default=(), repr=False)  # the partitions their group ids are of
     # a derived row count judged at its exact value (``_as_counted``), or None
     rows_counted: RowsCounted | None = None
@@ -462,7 +472,15 @@ class ReleaseGate:
         }
         if self.ledger is not None and self._released is not None:
             record["ledger"] = self._append(record, release)
+            self._recorded = True
         return record
+
+    def entry_groups(self) -> list[EntryGroup] | None:
+        """The persons this release recorded in the ledger, per label tuple (``union.entry_groups``),
+        once ``record`` has appended its entry; None when nothing was recorded."""
+        if self.ledger is None or self._released is None or not self._recorded:
+            return None
+        return entry_groups(self._released, self.recoding)
 
     def _append(self, record: dict[str, Any], release: dict[str, Any]) -> dict[str, Any]:
         """Append this release to its recipient's ledger (the record's hash, the persons' labels) and

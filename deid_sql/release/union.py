@@ -159,6 +159,33 @@ def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Ex
     return Released(table.column("p").combine_chunks().cast(pa.string()), groups)
 
 
+@dataclass(frozen=True)
+class EntryGroup:
+    """One label tuple of a ledger entry as a stored release's test reads it: its labels (text), its
+    persons, and the least and greatest of their pseudonyms (as text)."""
+
+    labels: tuple[str, ...]
+    persons: int
+    least: str
+    greatest: str
+
+
+def entry_groups(released: Released, recoding: Recoding) -> list[EntryGroup] | None:
+    """Per label tuple of ``released``, what a dbt model's test compares the model's data with: the
+    data changed past the ledger entry when a tuple's persons or its least or greatest pseudonym
+    differ (a person in or out, or moved).  None when a person shows a label outside the policy."""
+    if not len(released.pseudonyms) or (released.groups < 0).any():
+        return None
+    names = [f"g{i}" for i in range(released.groups.shape[1])]
+    table = pa.table({**{n: released.groups[:, i] for i, n in enumerate(names)}, "p": released.pseudonyms})
+    found = table.group_by(names).aggregate([("p", "count_distinct"), ("p", "min"), ("p", "max")])
+    ids = [np.asarray(found.column(n).to_numpy(zero_copy_only=False), dtype=np.int64) for n in names]
+    out = [EntryGroup(tuple(str(q.labels[int(g[j])]) for q, g in zip(recoding.qis, ids)), int(n), str(lo), str(hi))
+           for j, (n, lo, hi) in enumerate(zip(found.column("p_count_distinct").to_pylist(),
+                                               found.column("p_min").to_pylist(), found.column("p_max").to_pylist()))]
+    return sorted(out, key=lambda e: e.labels)
+
+
 def ledger_qis(recoding: Recoding, qi_names: Sequence[str]) -> tuple[LedgerQI, ...]:
     """The QIs' partitions as the ledger keeps them."""
     out = []
