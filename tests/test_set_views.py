@@ -137,6 +137,9 @@ def test_a_person_added_later_shows_in_no_view_until_replace(tmp_path: Path) -> 
     for name in NAMES:  # judged again, the newcomer shows everywhere
         assert newcomer in read_duckdb(db, f"deid_{name}").column("patient_id").to_pylist(), name
     assert len(read_duckdb(db, "deid_keys")) == 61
+    # each creation is a release to the recipient: the replaced set was judged with the first
+    assert "with the 1 earlier release to default" in result.output
+    assert record(db)["ledger"]["entry"] == 2 and record(db)["ledger"]["earlier"] == 1
 
 
 def test_orphans_are_refused_with_their_count_or_left_out_by_the_join(tmp_path: Path) -> None:

@@ -67,15 +67,20 @@ class ValueCounts:
         total = self.totals()
         return self.persons / np.where(total > 0, total, 1.0)[self.group]
 
+    def dense_fits(self, per_entry: int = 4) -> bool:
+        """Would the groups × values block hold at most ``per_entry`` cells per entry (and a few)?
+        The block needs no order of the entries; the runs over the entries do."""
+        return self.groups * self.values <= per_entry * max(len(self.group), 1) + 256
+
     def dense_shares(self, per_entry: int = 4) -> np.ndarray | None:
         """p_G(v) as a groups × values block (a group with no value a row of zeros), or None when
         the block would hold more than ``per_entry`` cells per entry (the entries' own figures are
         then cheaper; a negative ``per_entry`` always builds it).  With few groups — the groups a
         search still judges after k-anonymity, or a generalized level — row operations on the block
         beat runs over the entries."""
-        cells = self.groups * self.values
-        if per_entry >= 0 and cells > per_entry * max(len(self.group), 1) + 256:
+        if per_entry >= 0 and not self.dense_fits(per_entry):
             return None
+        cells = self.groups * self.values
         block = np.zeros(cells)
         block[self.group * self.values + self.value] = self.persons
         block = block.reshape(self.groups, self.values)

@@ -218,23 +218,28 @@ class TCloseness(AttributeModel):
             ids = up
         return parents
 
-    def counts(self, stats: GroupStats, keep: np.ndarray | None = None) -> figures.ValueCounts:
+    def counts(self, stats: GroupStats, keep: np.ndarray | None = None, ordered: bool = True) -> figures.ValueCounts:
+        """The counts by rank in the distance's order of values; ``ordered=False`` leaves the entries
+        in the codes' order within each group (what the equal distance and the block need)."""
         vc = stats.value_counts(self.sensitive).among(keep)
         rank = self.rank[vc.value]
         keep = rank >= 0
         group, rank, persons = vc.group[keep], rank[keep], vc.persons[keep]
-        if not self.monotone:  # ranks are distinct per code: one argsort restores (group, rank) order
+        if ordered and not self.monotone:  # ranks are distinct per code: one argsort restores (group, rank) order
             order = np.argsort(group * len(self.q) + rank)
             group, rank, persons = group[order], rank[order], persons[order]
         return figures.ValueCounts(group, rank, persons, vc.size, len(self.q))
 
     def distances(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
-        vc = self.counts(stats, keep)
-        if self.distance == "equal":
+        vc = self.counts(stats, keep, ordered=False)
+        if self.distance == "equal":  # sums per group: any order of the entries
             return figures.t_equal(vc, self.q)
+        block = vc.dense_fits()  # the block is filled by rank, in any order; the runs need them sorted
+        if not block and not self.monotone:
+            vc = self.counts(stats, keep)
         if self.distance == "ordered":
-            return figures.t_ordered(vc, self.q)
-        return figures.t_hierarchical(vc, self.q, self.parents)
+            return figures.t_ordered(vc, self.q, block)
+        return figures.t_hierarchical(vc, self.q, self.parents, block)
 
     def failing(self, stats: GroupStats, keep: np.ndarray | None = None) -> np.ndarray:
         return self.distances(stats, keep) > self.t * (1 + _TOLERANCE)
