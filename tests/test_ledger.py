@@ -171,6 +171,31 @@ def test_an_edited_or_removed_entry_breaks_the_chain(tmp_path: Path, run: Callab
     assert "fails its hash chain" in refused.stderr and "a2.parquet" not in os.listdir(tmp_path)
 
 
+def test_the_last_entry_removed_is_found_by_the_release_that_names_it(tmp_path: Path,
+                                                                      run: Callable[..., Result]) -> None:
+    """A hash chain cannot show that its last entry was removed (the ledger as it was before it is
+    whole); the release's record names its entry and hash, so --verify --release finds it."""
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    ledger = tmp_path / "deid-sql-ledger.duckdb"
+    before = ledger.read_bytes()
+    release(run, spec, A, "a2.parquet")
+    assert run("ledger", spec, "--verify", "--release", tmp_path / "a2.parquet.release.json").exit_code == 0
+    ledger.write_bytes(before)  # the ledger as it was: entry 2 gone, the chain whole
+    assert "hash chain: whole" in run("ledger", spec, "--verify").stdout
+    found = run("ledger", spec, "--verify", "--release", tmp_path / "a.parquet.release.json",
+                "--release", tmp_path / "a2.parquet.release.json", expect=1)
+    assert "a2.parquet.release.json: its entry 2 is not in the ledger" in found.stdout
+    assert "a.parquet.release.json" not in found.stdout  # entry 1 is there, as recorded
+    sidecar = tmp_path / "a.parquet.release.json"
+    record = json.loads(sidecar.read_text(encoding="utf-8"))
+    record["figures"]["k"] = 99
+    sidecar.write_text(json.dumps(record), encoding="utf-8")
+    edited = run("ledger", spec, "--verify", "--release", sidecar, expect=1)
+    assert "the record differs from the one entry 1 was written with" in edited.stdout
+    assert "give --verify too" in run("ledger", spec, "--release", sidecar, expect=2).stderr
+
+
 def test_a_ledger_of_another_key_is_refused(tmp_path: Path, run: Callable[..., Result],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     spec = write(tmp_path)

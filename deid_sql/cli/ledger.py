@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,9 +17,13 @@ from .options import echo_json, handles_errors
 @click.option("--recipient", default=None, help="Show only this recipient's releases.")
 @click.option("--verify", is_flag=True,
               help="Check the whole hash chain, every person's labels included; exit 1 when it is broken.")
+@click.option("--release", "releases", multiple=True, type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              metavar="FILE.release.json",
+              help="With --verify: also check that the ledger still holds the entry this release's record names "
+                   "(the only way to find the last entries removed). Repeat for several releases.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @handles_errors
-def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> None:
+def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Path, ...], as_json: bool) -> None:
     """List what each recipient already holds (the ledger of linkable releases) and check its chain.
 
     For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest
@@ -27,14 +32,30 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> N
     names another; a new release to the same recipient is judged with what they already hold.
 
     Example: deid-sql ledger demo/demo.toml --verify
+
+    Example: deid-sql ledger demo/demo.toml --verify --release release.parquet.release.json
     """
     from ..ledger.store import Ledger, summarize
+    from ..release.gate import recorded_problems
     from ..release.union import ledger_path
     from ..spec.file import Spec
+
+    if releases and not verify:
+        raise OutputError("--release names releases to check against the ledger: give --verify too")
+    records = []
+    for release in releases:
+        try:
+            records.append((release, json.loads(release.read_text(encoding="utf-8"))))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise OutputError(f"--release {release}: not a release record ({e}); give the .release.json beside "
+                              f"the release") from None
 
     loaded = Spec.read(spec)
     path = ledger_path(loaded)
     if not path.exists():  # nothing linkable was ever released from here
+        if records:
+            click.echo(f"ledger {path}: missing, though {records[0][0]} says it was recorded there")
+            sys.exit(1)
         if recipient is not None:
             raise OutputError(f"no ledger at {path}: no release to {recipient!r} has been recorded")
         if as_json:
@@ -44,6 +65,8 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, as_json: bool) -> N
         return
     with Ledger(path, create=False) as ledger:
         problems = ledger.verify() if verify else []
+        for release, record in records:
+            problems += recorded_problems(ledger, record if isinstance(record, dict) else {}, str(release))
         summaries = [s for s in summarize(ledger) if recipient is None or s.recipient == recipient]
     if recipient is not None and not summaries:
         raise OutputError(f"ledger {path} holds no release to {recipient!r}; its recipients are listed by "

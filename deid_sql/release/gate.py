@@ -530,6 +530,28 @@ def record_sha256(record: dict[str, Any]) -> str:
     return text_sha256(json.dumps(_resolved(body), sort_keys=True, default=str))
 
 
+def recorded_problems(ledger: Ledger, record: dict[str, Any], where: str) -> list[str]:
+    """Whether ``ledger`` still holds the entry a release's record (``where``: its sidecar) names, with
+    the same hash and the record's own hash.  A hash chain cannot show that its last entries were
+    removed; the records that name them can."""
+    named = record.get("ledger") if isinstance(record.get("ledger"), dict) else None
+    if named is None:
+        return [f"{where}: the release was not recorded in a ledger (it carries no pseudonym)"]
+    if Path(str(named.get("path", ""))).resolve() != ledger.path.resolve():
+        return [f"{where}: the release was recorded in another ledger, {named.get('path')}"]
+    seq = named.get("entry")
+    found = next((e for e in ledger.entries() if e.seq == seq), None)
+    if found is None:
+        return [f"{where}: its entry {seq} is not in the ledger (removed: the last entries of a chain are found "
+                f"missing only by the releases that name them)"]
+    problems = []
+    if found.hash != named.get("hash"):
+        problems.append(f"{where}: entry {seq} is not the one it was recorded as (another hash)")
+    if found.record_sha256 != record_sha256(record):
+        problems.append(f"{where}: the record differs from the one entry {seq} was written with (edited)")
+    return problems
+
+
 def _policy_words(policy: dict[str, Any]) -> str:
     """A release's policy as the ledger lists it: the text given, else the hierarchy levels (anonymize's
     optimum), else the readable form."""
