@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 
 from ..errors import DeidError, OutputError
-from ..fulldomain import UnionKAnonymity
 from ..jobs.anonymize import (
     METRICS,
     T_DISTANCES,
     anonymize,
     privacy_models,
     release_plan,
+    searches_union,
     spec_models,
     with_earlier,
 )
@@ -145,7 +145,7 @@ def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | 
         earlier = earlier_releases(problem)  # what the recipient holds: the search judges the union's k
         models = with_earlier(models, earlier)
         if earlier is not None:
-            searched = any(isinstance(m, UnionKAnonymity) for m in models)
+            searched = searches_union(models)
             click.echo(f"with the {earlier.words()}: " + ("the search keeps k over what they will hold" if searched
                        else "no k to search on; the release gate judges what they will hold"))
         run = anonymize(problem, models, suppression, metric, time_limit, store, traversal)

@@ -36,7 +36,7 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     Example: deid-sql ledger demo/demo.toml --verify --release release.parquet.release.json
     """
     from ..ledger.store import Ledger, summarize
-    from ..release.gate import recorded_problems
+    from ..release.recorded import recorded_problems
     from ..release.union import ledger_path
     from ..spec.file import Spec
 

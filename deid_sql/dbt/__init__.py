@@ -31,7 +31,7 @@ Modules:
 - ``inputs.py``: the tables a model must never replace (its sources, the census): refused when the files are
   written (``refuse_replacing``) and, where the schema is known only then, at ``dbt run`` time by the macro
   every model calls first (``guard``)
-- ``ledger_test.py``: a set's person model tested against its ledger entry (the recipient's persons per label
+- ``ledger_check.py``: a set's person model tested against its ledger entry (the recipient's persons per label
   tuple, their least and greatest pseudonym): ``dbt test`` fails when the data changed past the judged entry
 - ``model.py``: ``write_dbt``: a ``ReleasePlan`` judged by ``build_gate``, then every file computed and
   written all or nothing

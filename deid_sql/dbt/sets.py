@@ -57,7 +57,7 @@ from .files import (
     warehouse_source,
 )
 from .inputs import Input, refuse_replacing, table_parts
-from .ledger_test import ledger_sql, ledger_test_name
+from .ledger_check import ledger_sql, ledger_test_name
 from .project import check_targets, declared_source, project_paths, write_all
 from .text import header, jinja_str, jinja_text, yaml_dump
 

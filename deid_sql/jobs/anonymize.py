@@ -159,6 +159,11 @@ def with_earlier(models: list[PrivacyModel], earlier: EarlierReleases | None) ->
     return [*models, UnionKAnonymity(k, earlier.cells, earlier.recipient, earlier.releases, earlier.before)]
 
 
+def searches_union(models: Sequence[PrivacyModel]) -> bool:
+    """Do ``models`` keep k over what the recipient holds (``with_earlier`` found a k to judge)?"""
+    return any(isinstance(m, UnionKAnonymity) for m in models)
+
+
 def anonymize(problem: Problem, models: list[PrivacyModel], suppression: float = 0.0, metric: str = "loss",
               time_limit: float | None = None, store: str = "tree",
               traversal: str = DEFAULT_TRAVERSAL) -> Anonymization:

@@ -16,5 +16,5 @@ Modules:
   folded in with every entry (``fold``) so a release is judged with one join
 
 May import: ``errors``.
-Imported by: ``cli``, ``release``.
+Imported by: ``cli``, ``jobs``, ``release``.
 """

@@ -33,6 +33,6 @@ Modules:
 
 May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``progress``, ``spec``,
     ``sqltext``, ``storage``.
-Imported by: ``channels``, ``dbt``, ``evaluate``, ``fulldomain``, ``policyfile``, ``problem``, ``release``,
+Imported by: ``channels``, ``dbt``, ``evaluate``, ``fulldomain``, ``jobs``, ``policyfile``, ``problem``, ``release``,
     ``report``, ``sets``.
 """

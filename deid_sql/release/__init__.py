@@ -25,6 +25,8 @@ Modules:
   gated, atomic and row-count checked; ``write_query`` for any row-preserving query
 - ``plan.py``: ``ReleasePlan`` (recoding, text, readable form, suppression, level vector) and ``plan_of``,
   the one resolver of what a release releases
+- ``recorded.py``: a release's record as the ledger knows it: its hash (``record_sha256``), and whether the
+  ledger still holds the entry it names (``recorded_problems``: the last entries removed are found so)
 - ``records.py``: compiled SQL kept with its sidecar (``write_compiled``), and a release checked against its
   record (``verify_release``: a file by its hash, a table by its row hash, a set's folder file by file,
   holding nothing its record does not list)

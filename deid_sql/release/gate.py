@@ -13,9 +13,8 @@ figures and the limits go into the sidecar (``release.sidecar``) and are printed
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from .attribute import (
 )
 from .figures import FLAG, AttributeFigures, Census, ReleaseFigures, count_groups, measure
 from .plan import ReleasePlan
+from .recorded import record_sha256, resolved
 from .sidecar import (
     FORMAT,
     INVOCATION,
@@ -51,7 +51,6 @@ from .sidecar import (
     file_sha256,
     recoding_sha256,
     sidecar_table,
-    text_sha256,
     utc_now,
 )
 from .union import (
@@ -458,8 +457,8 @@ class ReleaseGate:
             "spec": {"path": str(spec_path), "sha256": file_sha256(spec_path) if spec_path.is_file() else None,
                      "name": self.spec.name},
             "policy": self.policy,
-            "source": _resolved(self.source),
-            "population": _resolved(self.population),
+            "source": resolved(self.source),
+            "population": resolved(self.population),
             "columns": [{"name": n, "role": r} for n, r in self.columns],
             "risk_model": {"risk": self.spec.risk, "gamma": self.spec.gamma,
                            "population": "sample" if self.spec.population is None else "table"},
@@ -523,35 +522,6 @@ def usable_entries(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
     return entries
 
 
-def record_sha256(record: dict[str, Any]) -> str:
-    """The hash of a release's record as the ledger keeps it (without the ledger's own part); the start
-    of it, after the record's time, is the release's id in the ledger."""
-    body = {k: v for k, v in record.items() if k != "ledger"}
-    return text_sha256(json.dumps(_resolved(body), sort_keys=True, default=str))
-
-
-def recorded_problems(ledger: Ledger, record: dict[str, Any], where: str) -> list[str]:
-    """Whether ``ledger`` still holds the entry a release's record (``where``: its sidecar) names, with
-    the same hash and the record's own hash.  A hash chain cannot show that its last entries were
-    removed; the records that name them can."""
-    named = record.get("ledger") if isinstance(record.get("ledger"), dict) else None
-    if named is None:
-        return [f"{where}: the release was not recorded in a ledger (it carries no pseudonym)"]
-    if Path(str(named.get("path", ""))).resolve() != ledger.path.resolve():
-        return [f"{where}: the release was recorded in another ledger, {named.get('path')}"]
-    seq = named.get("entry")
-    found = next((e for e in ledger.entries() if e.seq == seq), None)
-    if found is None:
-        return [f"{where}: its entry {seq} is not in the ledger (removed: the last entries of a chain are found "
-                f"missing only by the releases that name them)"]
-    problems = []
-    if found.hash != named.get("hash"):
-        problems.append(f"{where}: entry {seq} is not the one it was recorded as (another hash)")
-    if found.record_sha256 != record_sha256(record):
-        problems.append(f"{where}: the record differs from the one entry {seq} was written with (edited)")
-    return problems
-
-
 def _policy_words(policy: dict[str, Any]) -> str:
     """A release's policy as the ledger lists it: the text given, else the hierarchy levels (anonymize's
     optimum), else the readable form."""
@@ -582,13 +552,6 @@ def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str]
 
 
 _HASHING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deid-sql-hash")
-
-
-def _resolved(value: Any) -> Any:
-    """A description with its background hashes waited for."""
-    if isinstance(value, dict):
-        return {k: (v.result() if isinstance(v, Future) else v) for k, v in value.items()}
-    return value
 
 
 MIN_REASON_LETTERS = 8  # a recorded reason holds words: '-', '.', '--', 'ok' or 'IRB' alone say nothing

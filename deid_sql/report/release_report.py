@@ -17,7 +17,6 @@ import getpass
 import json
 import shlex
 import socket
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from ..evaluate.metrics import Metrics
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from ..release.plan import ReleasePlan, plan_of
+from ..release.recorded import resolved
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from ..release.unit import Unit
@@ -352,17 +352,11 @@ def _headline(f: dict[str, Any], verdict: Verdict, status: str, unit: Unit,
     return out
 
 
-def _resolved(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: (v.result() if isinstance(v, Future) else v) for k, v in value.items()}
-    return value
-
-
 def _source(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None,
             figures: ReleaseFigures) -> dict[str, Any]:
     """The Data section's source: the sidecar's (or the gate's) description, its row count under
     "rows"; with ``[person]`` also its person key and how many persons the figures count."""
-    source = (sidecar or {}).get("source") or _resolved(gate.source) | {"columns": len(problem.columns)}
+    source = (sidecar or {}).get("source") or resolved(gate.source) | {"columns": len(problem.columns)}
     person = problem.spec.person
     if person is None:
         return source
@@ -387,7 +381,7 @@ def _suppressed_rows(problem: Problem, plan: ReleasePlan) -> int:
 def _population(problem: Problem, gate: ReleaseGate, sidecar: dict[str, Any] | None) -> Any:
     if problem.spec.population is None:
         return population_sentence(problem)
-    described = (sidecar or {}).get("population") or _resolved(gate.population)
+    described = (sidecar or {}).get("population") or resolved(gate.population)
     if not isinstance(described, dict):
         return described
     # the gate records the people as "rows"; a reviewer needs both (the table's rows are census cells)
