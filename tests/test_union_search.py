@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow.csv as pacsv
 import pytest
 from click.testing import Result
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ from deid_sql.jobs.anonymize import anonymize, privacy_models, release_plan, wit
 from deid_sql.jobs.earlier import EARLIER, earlier_releases
 from deid_sql.loading.sensitive import SensitiveCells, sensitive_cells
 from deid_sql.release.output import materialize
+from tests.engines import ENGINES, Engine, engine_fixture, engine_params
 
 from .baselines.fulldomain import exhaustive
 from .test_fulldomain import small_reference, small_spec
@@ -138,3 +140,32 @@ def test_the_earlier_labels_count_persons_per_cell(tmp_path: Path, run: Callable
             per_label[cells.values[code]] += int(n)
         assert sorted(per_label.values()) == [10] * 10  # ten age bands of ten persons
         assert int(cells.counts.sum()) == 100 and np.all(cells.counts >= 1)
+
+
+@pytest.fixture(scope="module", params=engine_params(*ENGINES))
+def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def test_every_engine_searches_on_the_same_earlier_labels(engine: Engine, tmp_path: Path,
+                                                          run: Callable[..., Result]) -> None:
+    """The persons' pseudonyms computed where the data is (DuckDB, PostgreSQL, Spark) meet the
+    ledger's: the same earlier labels, and anonymize keeps the union on every engine."""
+    local = write(tmp_path)
+    name = f"union_src_{engine.name}"
+    source = engine.load(name, pacsv.read_csv(tmp_path / "src.csv"))
+    spec = tmp_path / "engine.toml"
+    spec.write_text(local.read_text(encoding="utf-8").replace('[source]\npath = "src.csv"\n',
+                                                             engine.header() + f"\n[source]\n{source}\n"),
+                    encoding="utf-8")
+    run("materialize", spec, "--policy", A, "--out", tmp_path / "a.parquet")
+    with Problem.from_spec(spec) as p:
+        earlier = earlier_releases(p)
+    assert earlier is not None and earlier.held == 100
+    per_label: dict[str, int] = defaultdict(int)
+    for code, n in zip(earlier.cells.codes, earlier.cells.counts):
+        per_label[earlier.cells.values[code]] += int(n)
+    assert sorted(per_label.values()) == [10] * 10
+    run("anonymize", spec, "--out", tmp_path / "b.parquet")
+    record = json.loads((tmp_path / "b.parquet.release.json").read_text(encoding="utf-8"))
+    assert record["policy"]["levels"] == "age:0|zip:1" and record["figures"]["union"]["k"] >= K
