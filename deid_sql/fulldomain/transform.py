@@ -464,7 +464,7 @@ class TransformEvaluator:
         sorted by group then code: its cells' table, its group keys found among the groups' (every
         sensitive cell is in a QI cell, so every group it falls in is one of ``stats``')."""
         tables = self._value_tables[column]
-        keys, counts, ids = tables.rows(stats.levels)
+        keys, counts, ids = tables.rows(stats.levels, stats.keys if self._tables.fixed else None)
         gk, codes = keys >> tables.sbits, keys & ((1 << tables.sbits) - 1)
         if tables.fixed and self._tables.fixed:
             return np.searchsorted(stats.keys, gk), codes, counts
