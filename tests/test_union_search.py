@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql import Problem
+from deid_sql.errors import ReleaseRefused
 from deid_sql.fulldomain import KAnonymity, Loss, TransformationSpace, TransformEvaluator, UnionKAnonymity
 from deid_sql.jobs.anonymize import anonymize, privacy_models, release_plan, with_earlier
 from deid_sql.jobs.earlier import EARLIER, earlier_releases
@@ -93,7 +94,7 @@ def test_anonymize_out_keeps_the_union_where_the_search_alone_is_refused(
     with Problem.from_spec(spec) as p:
         alone = anonymize(p, privacy_models(K))
         assert alone.levels == (1, 0)  # age hidden, ZIP kept
-        with pytest.raises(Exception, match="with the 1 earlier release to default"):
+        with pytest.raises(ReleaseRefused, match="with the 1 earlier release to default"):
             materialize(p, release_plan(p, alone), tmp_path / "alone.parquet")
         earlier = earlier_releases(p)
         assert earlier is not None and earlier.held == 100 and len(earlier.releases) == 1
