@@ -137,6 +137,8 @@ def test_a_release_nobody_can_link_is_not_recorded(tmp_path: Path, run: Callable
     release(run, spec, B, "b.parquet")  # no pseudonym: nothing links the two
     assert not (tmp_path / "deid-sql-ledger.duckdb").exists()
     assert "ledger" not in json.loads((tmp_path / "b.parquet.release.json").read_text(encoding="utf-8"))
+    checked = run("ledger", spec, "--verify", "--release", tmp_path / "b.parquet.release.json", expect=1)
+    assert "the release was not recorded in a ledger (it carries no pseudonym)" in checked.stdout
 
 
 def test_the_ledger_is_owner_only_and_holds_no_key_or_raw_value(tmp_path: Path, run: Callable[..., Result]) -> None:

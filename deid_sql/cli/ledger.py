@@ -32,8 +32,6 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     names another; a new release to the same recipient is judged with what they already hold.
 
     Example: deid-sql ledger demo/demo.toml --verify
-
-    Example: deid-sql ledger demo/demo.toml --verify --release release.parquet.release.json
     """
     from ..ledger.store import Ledger, summarize
     from ..release.recorded import recorded_problems
@@ -53,8 +51,13 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     loaded = Spec.read(spec)
     path = ledger_path(loaded)
     if not path.exists():  # nothing linkable was ever released from here
-        if records:
-            click.echo(f"ledger {path}: missing, though {records[0][0]} says it was recorded there")
+        if records:  # no ledger can hold a release's entry
+            click.echo(f"ledger {path}: missing")
+            for release, record in records:
+                named = record.get("ledger") if isinstance(record, dict) else None
+                click.echo(f"  {release}: " + (f"its entry {named.get('entry')} is not in the ledger (it is missing)"
+                                               if isinstance(named, dict) else
+                                               "the release was not recorded in a ledger (it carries no pseudonym)"))
             sys.exit(1)
         if recipient is not None:
             raise OutputError(f"no ledger at {path}: no release to {recipient!r} has been recorded")
