@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
 from ..errors import DeidError
 from ..ledger.combine import persons_of
@@ -74,13 +73,8 @@ def earlier_releases(problem: Problem, before: int | None = None) -> EarlierRele
         positions, pseudonyms = pseudonymized_positions(problem, plan.link)
         unlinked = np.asarray(pseudonyms.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         names, person_of_row = persons_of(pseudonyms.cast("string").fill_null(""))
-        if before >= following:  # the stored state: one join
-            held = ledger.state_of(plan.recipient, names)
-        else:  # the state as it was before an entry (a report of that release runs the search again)
-            state_names, state_ids, _ = ledger.replayed(plan.recipient, before)
-            at = (np.asarray(pc.index_in(names, value_set=state_names).fill_null(-1).to_numpy(zero_copy_only=False),
-                             dtype=np.int64) if len(state_names) else np.full(len(names), -1, dtype=np.int64))
-            held = np.where(at >= 0, state_ids[np.maximum(at, 0)] if len(state_ids) else -1, -1)
+        # the stored state, or as it was before an entry (a report of that release runs the search again)
+        held, _ = ledger.held(plan.recipient, names, len(earlier), None if before >= following else before)
     row_held = np.where(unlinked, -1, held[person_of_row])  # a row without a pseudonym links to nothing
     return EarlierReleases(plan.recipient, tuple(e.release for e in earlier), before,
                            int(len(np.unique(person_of_row[row_held >= 0]))),

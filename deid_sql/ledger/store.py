@@ -257,6 +257,21 @@ class Ledger:
         out[idx] = np.asarray(found.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
         return out
 
+    def held(self, recipient: str, names: pa.Array, entries: int,
+             before: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """What ``recipient`` holds of each of ``names`` (distinct pseudonyms): its combined label (−1:
+        never released to them) and the combined labels' rows (``entries`` wide) — the stored state
+        (one join), or the state as it was before entry ``before`` (replayed: a report of that release,
+        or its search run again)."""
+        if before is None:
+            return self.state_of(recipient, names), self.combined(recipient, entries)
+        state_names, state_ids, matrix = self.replayed(recipient, before)
+        if not len(state_names):
+            return np.full(len(names), -1, dtype=np.int64), matrix
+        at = np.asarray(pc.index_in(names, value_set=state_names).fill_null(-1).to_numpy(zero_copy_only=False),
+                        dtype=np.int64)
+        return np.where(at >= 0, state_ids[np.maximum(at, 0)], -1), matrix
+
     def combined(self, recipient: str, entries: int) -> np.ndarray:
         """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""
         table = self.con.sql("SELECT combined, labels FROM L.ledger_combined WHERE recipient = $r",

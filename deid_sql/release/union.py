@@ -213,14 +213,7 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
 
     # what the recipient holds of each person: one join with their state, however many releases came before
     tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
-    if before is None:  # the stored state: one join
-        held = ledger.state_of(recipient, names)
-        matrix = ledger.combined(recipient, len(earlier))
-    else:
-        state_names, state_ids, matrix = ledger.replayed(recipient, before)
-        at = (np.asarray(pc.index_in(names, value_set=state_names).fill_null(-1).to_numpy(zero_copy_only=False),
-                         dtype=np.int64) if len(state_names) else np.full(n, -1, dtype=np.int64))
-        held = np.where(at >= 0, state_ids[np.maximum(at, 0)] if len(state_ids) else -1, -1)
+    held, matrix = ledger.held(recipient, names, len(earlier), before)
     labels = np.full((n, len(earlier)), -1, dtype=np.int64)
     known = held >= 0
     if known.any() and len(earlier):
