@@ -97,8 +97,8 @@ class GroupTables:
         if table is not None:
             return table
         base = self.cache.specialization(x, self.space.specializations(x)) if self.rollup else None
-        if base is None and groups is not None and groups.size * self.span <= self._dense_limit:
-            table = self._from_groups(x, groups)
+        if base is None and groups is not None and not self._dense(x) and groups.size * self.span <= self._dense_limit:
+            table = self._from_groups(x, groups)  # instead of sorting the cells
         elif base is None:
             table = self._from_cells(x)
         else:
@@ -127,7 +127,7 @@ class GroupTables:
         here; on Adult the dense index took a third of the sort's time (issue 32)."""
         radix = [self.space.n_groups[q][x[q]] for q in range(self.n_qis)]
         size = math.prod(radix) * self.span
-        if size <= self._dense_limit:
+        if self._dense(x):
             index = self._level(0, x[0]).copy() if self.n_qis else np.zeros(self._counts.size, dtype=np.int64)
             for q in range(1, self.n_qis):
                 index *= radix[q]
@@ -148,6 +148,11 @@ class GroupTables:
         for q in range(self.n_qis):
             rows |= self._level(q, x[q]) << self._qshift[q]
         return self._merge(np.sort(rows))
+
+    def _dense(self, x: Transformation) -> bool:
+        """Are x's possible groups (times the values) few enough against the cells to group them by a
+        dense index (``_from_cells``' first way)?"""
+        return math.prod(self.space.n_groups[q][x[q]] for q in range(self.n_qis)) * self.span <= self._dense_limit
 
     def _from_groups(self, x: Transformation, groups: np.ndarray) -> np.ndarray:
         """x's table grouped from the cells when x's groups are known (the groups' own table): each
