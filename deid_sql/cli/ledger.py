@@ -43,21 +43,19 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     records = []
     for release in releases:
         try:
-            records.append((release, json.loads(release.read_text(encoding="utf-8"))))
+            record = json.loads(release.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise OutputError(f"--release {release}: not a release record ({e}); give the .release.json beside "
                               f"the release") from None
+        records.append((release, record if isinstance(record, dict) else {}))
 
     loaded = Spec.read(spec)
     path = ledger_path(loaded)
     if not path.exists():  # nothing linkable was ever released from here
         if records:  # no ledger can hold a release's entry
             click.echo(f"ledger {path}: missing")
-            for release, record in records:
-                named = record.get("ledger") if isinstance(record, dict) else None
-                click.echo(f"  {release}: " + (f"its entry {named.get('entry')} is not in the ledger (it is missing)"
-                                               if isinstance(named, dict) else
-                                               "the release was not recorded in a ledger (it carries no pseudonym)"))
+            for line in (p for release, record in records for p in recorded_problems(None, record, str(release))):
+                click.echo(f"  {line}")
             sys.exit(1)
         if recipient is not None:
             raise OutputError(f"no ledger at {path}: no release to {recipient!r} has been recorded")
@@ -69,7 +67,7 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     with Ledger(path, create=False) as ledger:
         problems = ledger.verify() if verify else []
         for release, record in records:
-            problems += recorded_problems(ledger, record if isinstance(record, dict) else {}, str(release))
+            problems += recorded_problems(ledger, record, str(release))
         summaries = [s for s in summarize(ledger) if recipient is None or s.recipient == recipient]
     if recipient is not None and not summaries:
         raise OutputError(f"ledger {path} holds no release to {recipient!r}; its recipients are listed by "

@@ -264,33 +264,16 @@ def _t_hierarchical_dense(extra: np.ndarray, parents: Sequence[np.ndarray]) -> n
     ``reduceat``), every node costing h / H · min(positive, negative)."""
     height = len(parents)
     total = np.zeros(extra.shape[0])
-    for h, (order, starts) in enumerate(_gathers(parents), start=1):
+    for h, parent in enumerate(parents, start=1):
+        parent = np.asarray(parent, dtype=np.int64)
+        order = np.argsort(parent, kind="stable")  # a hierarchy's few nodes: cheaper than keeping them
+        starts = np.searchsorted(parent[order], np.arange(int(parent.max()) + 1))
         gathered = extra[:, order]
         pos = np.add.reduceat(np.maximum(gathered, 0.0), starts, axis=1)
         neg = pos - np.add.reduceat(gathered, starts, axis=1)  # Σ max(−x, 0) = Σ max(x, 0) − Σ x
         total += h / height * np.minimum(pos, neg).sum(axis=1)
         extra = pos - neg
     return total
-
-
-_GATHERS: dict[tuple[bytes, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
-
-
-def _gathers(parents: Sequence[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per level, the children in parent order and where each parent's run starts (kept per
-    hierarchy: a search asks for the same one at every transformation)."""
-    key = tuple(np.asarray(p, dtype=np.int64).tobytes() for p in parents)
-    found = _GATHERS.get(key)
-    if found is None:
-        found = []
-        for parent in parents:
-            parent = np.asarray(parent, dtype=np.int64)
-            order = np.argsort(parent, kind="stable")
-            found.append((order, np.searchsorted(parent[order], np.arange(int(parent.max()) + 1))))
-        if len(_GATHERS) > 64:
-            _GATHERS.clear()
-        _GATHERS[key] = found
-    return found
 
 
 def reference(rows: Sequence[tuple[int, int, int | None]], groups: int) -> ValueCounts:

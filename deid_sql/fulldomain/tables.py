@@ -64,10 +64,9 @@ class GroupTables:
         widths = [(max(n) - 1).bit_length() for n in space.n_groups]
         self.sbits = (self.span - 1).bit_length() if codes is not None else 0
         self.cbits = max(1, records.bit_length())  # a count never exceeds N < 2^cbits
-        shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
-        self._kshift = shifts
+        self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key (every family's)
         self.masks = [(1 << w) - 1 for w in widths]
-        self._qshift = [s + self.sbits + self.cbits for s in shifts]  # within a row
+        self._qshift = [s + self.sbits + self.cbits for s in self.shifts]  # within a row
         self.fixed = sum(widths) + self.sbits + self.cbits <= KEY_BITS
         self.rollup = rollup and self.fixed
         if self.fixed:
@@ -160,9 +159,9 @@ class GroupTables:
         code) sums the counts, in the table's order.  The value tables of a search with suppression
         start here: above the transformations k-anonymity rejected, no value table was built to roll
         up from, and sorting the cells cost about half of what a value criterion added (bench/attribute.py)."""
-        key = self._level(0, x[0]) << self._kshift[0]
+        key = self._level(0, x[0]) << self.shifts[0]
         for q in range(1, self.n_qis):
-            key = key | (self._level(q, x[q]) << self._kshift[q])
+            key = key | (self._level(q, x[q]) << self.shifts[q])
         index = np.searchsorted(groups, key)
         if self._codes is not None:
             index = index * self.span + self._codes

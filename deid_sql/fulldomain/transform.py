@@ -357,9 +357,7 @@ class TransformEvaluator:
             column: GroupTables(self.space, cells.positions, cells.codes, cells.counts, len(cells.values),
                                 self.records, rollup=rollup, cache_rows=cache_rows)
             for column, cells in self.value_cells.items()}
-        widths = [(max(n) - 1).bit_length() for n in self.space.n_groups]
-        self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key
-        self.masks = [(1 << w) - 1 for w in widths]
+        self.shifts, self.masks = self._tables.shifts, self._tables.masks  # the group keys' fields
         self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
         self._mask_column = np.asarray(self.masks, dtype=np.int64)[:, None]
         self.fixed = self._tables.fixed

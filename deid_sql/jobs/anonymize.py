@@ -154,7 +154,7 @@ def with_earlier(models: list[PrivacyModel], earlier: EarlierReleases | None) ->
     """``models`` with k-anonymity of what the recipient holds with the earlier releases
     (``UnionKAnonymity``, at the models' k) when there are earlier releases and a k to judge."""
     k = next((m.k for m in models if isinstance(m, KAnonymity)), None)
-    if earlier is None or k is None or any(isinstance(m, UnionKAnonymity) for m in models):
+    if earlier is None or k is None or searches_union(models):
         return models
     return [*models, UnionKAnonymity(k, earlier.cells, earlier.recipient, earlier.releases, earlier.before)]
 

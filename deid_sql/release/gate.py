@@ -276,7 +276,8 @@ class ReleaseGate:
     census_of: Callable[[Recoding], Census] | None = None
     _released: Released | None = field(default=None, repr=False)  # the persons' label tuples, as measured
     _recorded: bool = field(default=False, repr=False)  # ``record`` appended them to the ledger
-    _qis: tuple[LedgerQI, ...] = field(default=(), repr=False)  # the partitions their group ids are of
+    _labelled: Recoding | None = field(default=None, repr=False)  # the recoding their group ids are of
+    _qis: tuple[LedgerQI, ...] = field(default=(), repr=False)  # its partitions, as the ledger keeps them
     # a derived row count judged at its exact value (``_as_counted``), or None
     rows_counted: RowsCounted | None = None
     # judge with what the recipient held before this ledger entry (a report of a release made earlier)
@@ -341,7 +342,7 @@ class ReleaseGate:
         assert self.ledger is not None
         self._released = released_persons(run, relation, self.ledger.link, qi_columns,
                                           FLAG if self.flagged else None, census)
-        self._qis = ledger_qis(recoding, self.spec.qi_names)
+        self._labelled, self._qis = recoding, ledger_qis(recoding, self.spec.qi_names)
         if not self.ledger.path.is_file():
             return figures
         with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
@@ -477,9 +478,9 @@ class ReleaseGate:
     def entry_groups(self) -> list[EntryGroup] | None:
         """The persons this release recorded in the ledger, per label tuple (``union.entry_groups``),
         once ``record`` has appended its entry; None when nothing was recorded."""
-        if self.ledger is None or self._released is None or not self._recorded:
+        if self.ledger is None or self._released is None or self._labelled is None or not self._recorded:
             return None
-        return entry_groups(self._released, self.recoding)
+        return entry_groups(self._released, self._labelled)
 
     def _append(self, record: dict[str, Any], release: dict[str, Any]) -> dict[str, Any]:
         """Append this release to its recipient's ledger (the record's hash, the persons' labels) and

@@ -31,16 +31,18 @@ def record_sha256(record: dict[str, Any]) -> str:
     return text_sha256(json.dumps(resolved(body), sort_keys=True, default=str))
 
 
-def recorded_problems(ledger: Ledger, record: dict[str, Any], where: str) -> list[str]:
-    """Whether ``ledger`` still holds the entry a release's record (``where``: its sidecar) names, with
-    the same hash and the record's own hash.  A hash chain cannot show that its last entries were
-    removed; the records that name them can."""
+def recorded_problems(ledger: Ledger | None, record: dict[str, Any], where: str) -> list[str]:
+    """Whether ``ledger`` (None: there is none) still holds the entry a release's record (``where``: its
+    sidecar) names, with the same hash and the record's own hash.  A hash chain cannot show that its
+    last entries were removed; the records that name them can."""
     named = record.get("ledger") if isinstance(record.get("ledger"), dict) else None
     if named is None:
         return [f"{where}: the release was not recorded in a ledger (it carries no pseudonym)"]
+    seq = named.get("entry")
+    if ledger is None:
+        return [f"{where}: its entry {seq} is not in the ledger (there is no ledger)"]
     if Path(str(named.get("path", ""))).resolve() != ledger.path.resolve():
         return [f"{where}: the release was recorded in another ledger, {named.get('path')}"]
-    seq = named.get("entry")
     found = next((e for e in ledger.entries() if e.seq == seq), None)
     if found is None:
         return [f"{where}: its entry {seq} is not in the ledger (removed: the last entries of a chain are found "
