@@ -196,6 +196,9 @@ def test_the_last_entry_removed_is_found_by_the_release_that_names_it(tmp_path: 
     edited = run("ledger", spec, "--verify", "--release", sidecar, expect=1)
     assert "the record differs from the one entry 1 was written with" in edited.stdout
     assert "give --verify too" in run("ledger", spec, "--release", sidecar, expect=2).stderr
+    (tmp_path / "broken.release.json").write_text("{not json", encoding="utf-8")
+    broken = run("ledger", spec, "--verify", "--release", tmp_path / "broken.release.json", expect=2)
+    assert "not a release record" in broken.stderr and len(broken.stderr.strip().splitlines()) == 1
 
 
 def test_a_ledger_of_another_key_is_refused(tmp_path: Path, run: Callable[..., Result],
