@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deid_sql.cli import cli
+from deid_sql.contract.pseudonym import pseudonym
 from deid_sql.domains.domain import IntegerDomain
 from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.evaluate.riskmodel import PopulationRisk
@@ -303,7 +304,7 @@ def test_union_figures_equal_a_pure_python_reference(tmp_path_factory: pytest.Te
     folder = tmp_path_factory.mktemp("ledger")
     ledger = Ledger(folder / "l.duckdb")
     names = [f"q{j}" for j in range(len(sizes))]
-    pseudonyms = [f"p{i}" for i in range(n)]
+    pseudonyms = [str(pseudonym(b"ledger-test-key", f"p{i}")) for i in range(n)]
     earlier_refs = []
     entries = []
     for e in range(data.draw(st.integers(0, 3))):

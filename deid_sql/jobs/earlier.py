@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import DeidError
-from ..ledger.combine import persons_of
+from ..ledger.combine import distinct_persons, person_keys
 from ..ledger.store import Ledger
 from ..loading.sensitive import SensitiveCells, pseudonymized_positions
 from ..problem import Problem
@@ -72,7 +73,9 @@ def earlier_releases(problem: Problem, before: int | None = None) -> EarlierRele
             return None
         positions, pseudonyms = pseudonymized_positions(problem, plan.link)
         unlinked = np.asarray(pseudonyms.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        names, person_of_row = persons_of(pseudonyms.cast("string").fill_null(""))
+        keys = np.zeros(len(pseudonyms), dtype=np.int64)
+        keys[~unlinked] = person_keys(pseudonyms.filter(pa.array(~unlinked)))
+        names, person_of_row = distinct_persons(keys)
         # the stored state, or as it was before an entry (a report of that release runs the search again)
         held, _ = ledger.held(plan.recipient, names, len(earlier), None if before >= following else before)
     row_held = np.where(unlinked, -1, held[person_of_row])  # a row without a pseudonym links to nothing

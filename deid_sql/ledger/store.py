@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..errors import OutputError, SpecError
-from .combine import dense_keys, first_of, per_person, persons_of
+from .combine import dense, dense_keys, distinct_persons, first_of, per_person, person_keys, sorted_lookup
 
 FORMAT = 1
 FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
@@ -56,7 +56,9 @@ _SCHEMA = (
     "label INTEGER NOT NULL)",
     # derived, rewritten with each entry: per recipient, each person's combined label (their label in each of
     # the recipient's entries), so a release is judged with one join however many releases came before
-    "CREATE TABLE IF NOT EXISTS L.ledger_state (recipient VARCHAR NOT NULL, pseudonym VARCHAR NOT NULL, "
+    # persons by their pseudonym's integer form (``combine.person_keys``), sorted: a release's persons are
+    # looked up without a string join
+    "CREATE TABLE IF NOT EXISTS L.ledger_state (recipient VARCHAR NOT NULL, person BIGINT NOT NULL, "
     "combined BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS L.ledger_combined (recipient VARCHAR NOT NULL, combined BIGINT NOT NULL, "
     "labels BIGINT[] NOT NULL)",
@@ -165,12 +167,25 @@ class Released:
     """What one release shows a recipient: per person, the label tuple (group ids per QI, -1 for a
     label outside the policy's).  A person may show several tuples (rows that differ); each is kept."""
 
-    pseudonyms: pa.Array  # string, one per (person, tuple)
+    pseudonyms: pa.Array | pa.ChunkedArray  # text or the integer form, one per (person, tuple)
     groups: np.ndarray  # (n, QIs) int64
+    keys: np.ndarray | None = None  # the pseudonyms' integer keys (``combine.person_keys``), made when absent
+    person: np.ndarray | None = None  # each row's person, numbered in order of first appearance (``dense``)
+
+    def __post_init__(self) -> None:
+        if self.keys is None:
+            object.__setattr__(self, "keys", person_keys(self.pseudonyms))
+        if self.person is None:
+            object.__setattr__(self, "person", dense(self.keys))
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct persons' keys (in order of first appearance), and each row's index among them."""
+        assert self.keys is not None and self.person is not None
+        return self.keys[first_of(self.person, self.persons)], self.person
 
     @property
     def persons(self) -> int:
-        return int(pc.count_distinct(self.pseudonyms).as_py()) if len(self.pseudonyms) else 0
+        return int(self.person.max()) + 1 if self.person is not None and self.person.size else 0
 
 
 class Ledger:
@@ -204,6 +219,8 @@ class Ledger:
         if create:
             for statement in _SCHEMA:  # (a no-op on a ledger)
                 self.con.execute(statement)
+            if self._state_by_text():
+                self._rebuild_state()
         elif self._missing():
             self.con.close()
             raise SpecError(f"{self.path} is not a deid-sql ledger (it holds no ledger_entries table); point "
@@ -211,6 +228,21 @@ class Ledger:
 
     def close(self) -> None:
         self.con.close()
+
+    def _state_by_text(self) -> bool:
+        """Whether the recipients' state is the first layout's (persons by pseudonym text): derived data,
+        rebuilt from the entries when the ledger is next opened for appending, replayed until then."""
+        return bool(self.con.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = 'L' AND "
+                                     "table_name = 'ledger_state' AND column_name = 'pseudonym'").fetchall()[0][0])
+
+    def _rebuild_state(self) -> None:
+        with self._transaction():
+            recipients = [r for (r,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall()]
+            self.con.execute("DROP TABLE L.ledger_state")
+            self.con.execute(_SCHEMA[3])
+            self.con.execute("DELETE FROM L.ledger_combined")
+            for recipient in recipients:
+                self._store_state(recipient, *self.replayed(recipient, 1 << 62))
 
     def _missing(self) -> bool:
         """Whether the file holds no ledger tables (an empty or foreign DuckDB file opened for reading)."""
@@ -236,41 +268,42 @@ class Ledger:
         rows = self.con.execute("SELECT label, groups FROM L.ledger_tuples WHERE seq = ?", [seq]).fetchall()
         return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
 
-    def state_of(self, recipient: str, pseudonyms: pa.Array) -> np.ndarray:
-        """The combined label of each of ``pseudonyms`` (distinct) in ``recipient``'s state (−1: never
-        released to them)."""
-        out = np.full(len(pseudonyms), -1, dtype=np.int64)
-        if not len(pseudonyms):
-            return out
-        current = pa.table({"pseudonym": pseudonyms.cast(pa.string()),
-                            "idx": pa.array(np.arange(len(pseudonyms), dtype=np.int64))})
-        name = f"deid_current_{secrets.token_hex(4)}"
-        self.con.register(name, current)
-        try:
-            # the view's name is ours (a fixed prefix and random hex), never a user's
-            found = self.con.sql(
-                f"SELECT c.idx AS idx, s.combined AS combined FROM {name} c JOIN L.ledger_state s "
-                f"ON s.pseudonym = c.pseudonym WHERE s.recipient = $r", params={"r": recipient}).to_arrow_table()
-        finally:
-            self.con.unregister(name)
-        idx = np.asarray(found.column("idx").to_numpy(zero_copy_only=False), dtype=np.int64)
-        out[idx] = np.asarray(found.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
-        return out
+    def state(self, recipient: str) -> tuple[np.ndarray, np.ndarray]:
+        """``recipient``'s persons (integer keys, sorted) and each one's combined label."""
+        if self._state_by_text():  # a ledger of the first layout opened for reading: replayed
+            keys, combined, _ = self.replayed(recipient, 1 << 62)
+            order = np.argsort(keys, kind="stable")
+            return keys[order], combined[order]
+        table = self.con.sql("SELECT person, combined FROM L.ledger_state WHERE recipient = $r",
+                             params={"r": recipient}).to_arrow_table()
+        keys = np.asarray(table.column("person").to_numpy(zero_copy_only=False), dtype=np.int64)
+        combined = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+        if keys.size > 1 and not (keys[1:] > keys[:-1]).all():  # stored in order; a scan may not keep it
+            order = np.argsort(keys, kind="stable")
+            keys, combined = keys[order], combined[order]
+        return keys, combined
 
-    def held(self, recipient: str, names: pa.Array, entries: int,
+    def state_of(self, recipient: str, persons: np.ndarray) -> np.ndarray:
+        """The combined label of each of ``persons`` (distinct integer keys) in ``recipient``'s state
+        (−1: never released to them)."""
+        keys, combined = self.state(recipient)
+        at = sorted_lookup(keys, np.asarray(persons, dtype=np.int64))
+        return np.where(at >= 0, combined[np.maximum(at, 0)] if combined.size else -1, -1)
+
+    def held(self, recipient: str, persons: np.ndarray, entries: int,
              before: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """What ``recipient`` holds of each of ``names`` (distinct pseudonyms): its combined label (−1:
+        """What ``recipient`` holds of each of ``persons`` (distinct integer keys): its combined label (−1:
         never released to them) and the combined labels' rows (``entries`` wide) — the stored state
         (one join), or the state as it was before entry ``before`` (replayed: a report of that release,
         or its search run again)."""
-        if before is None:
-            return self.state_of(recipient, names), self.combined(recipient, entries)
-        state_names, state_ids, matrix = self.replayed(recipient, before)
-        if not len(state_names):
-            return np.full(len(names), -1, dtype=np.int64), matrix
-        at = np.asarray(pc.index_in(names, value_set=state_names).fill_null(-1).to_numpy(zero_copy_only=False),
-                        dtype=np.int64)
-        return np.where(at >= 0, state_ids[np.maximum(at, 0)], -1), matrix
+        if before is None and not self._state_by_text():
+            return self.state_of(recipient, persons), self.combined(recipient, entries)
+        state_keys, state_ids, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
+        if not len(state_keys):
+            return np.full(len(persons), -1, dtype=np.int64), matrix
+        order = np.argsort(state_keys, kind="stable")
+        at = sorted_lookup(state_keys[order], np.asarray(persons, dtype=np.int64))
+        return np.where(at >= 0, state_ids[order][np.maximum(at, 0)], -1), matrix
 
     def combined(self, recipient: str, entries: int) -> np.ndarray:
         """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""
@@ -304,7 +337,7 @@ class Ledger:
             self._insert("L.ledger_tuples", tuples)
             self._insert("L.ledger_persons", persons)
             content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
-            held = self._update_state(entry.recipient, pseudonyms, label, len(uniq))
+            held = self._update_state(entry.recipient, released.keys, label, len(uniq))
             stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
                               "rows": len(pseudonyms), "held": held, "content_sha256": content, "hash": ""})
             body = stored.body()
@@ -314,26 +347,29 @@ class Ledger:
                               stored.key_fingerprint, previous, digest])
         return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
 
-    def _update_state(self, recipient: str, pseudonyms: pa.Array, label: np.ndarray, tuples: int) -> int:
-        """Fold a new entry's persons (one row per (person, tuple label)) into ``recipient``'s state;
-        returns the persons the recipient now holds."""
-        previous = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
-                                params={"r": recipient}).to_arrow_table()
+    def _update_state(self, recipient: str, persons: np.ndarray, label: np.ndarray, tuples: int) -> int:
+        """Fold a new entry's persons (one row per (person, tuple label), integer keys) into ``recipient``'s
+        state; returns the persons the recipient now holds."""
+        keys, combined = self.state(recipient)
         before = self.con.sql("SELECT count(*) FROM L.ledger_entries WHERE recipient = $r",
                               params={"r": recipient}).fetchall()[0][0]
         matrix = self.combined(recipient, before)
-        names, combined, rows = fold(previous.column("pseudonym").combine_chunks().cast(pa.string()),
-                                     np.asarray(previous.column("combined").to_numpy(zero_copy_only=False),
-                                                dtype=np.int64), matrix, pseudonyms, label, tuples)
+        keys, combined, rows = fold(keys, combined, matrix, persons, label, tuples)
+        self._store_state(recipient, keys, combined, rows)
+        return len(keys)
+
+    def _store_state(self, recipient: str, keys: np.ndarray, combined: np.ndarray, rows: np.ndarray) -> None:
+        """Replace ``recipient``'s state: their persons in key order, and the combined labels' rows."""
+        order = np.argsort(keys, kind="stable")
         self.con.execute("DELETE FROM L.ledger_state WHERE recipient = ?", [recipient])
         self.con.execute("DELETE FROM L.ledger_combined WHERE recipient = ?", [recipient])
-        self._insert("L.ledger_state", pa.table({"recipient": pa.array([recipient] * len(names), pa.string()),
-                                                 "pseudonym": names, "combined": pa.array(combined, pa.int64())}))
+        self._insert("L.ledger_state", pa.table({"recipient": pa.array([recipient] * len(keys), pa.string()),
+                                                 "person": pa.array(keys[order], pa.int64()),
+                                                 "combined": pa.array(combined[order], pa.int64())}))
         self._insert("L.ledger_combined", pa.table({
             "recipient": pa.array([recipient] * len(rows), pa.string()),
             "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
             "labels": _lists(rows)}))
-        return len(names)
 
     def _insert(self, table: str, rows: pa.Table) -> None:
         name = f"deid_rows_{secrets.token_hex(4)}"
@@ -394,11 +430,11 @@ class Ledger:
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
         return problems
 
-    def replayed(self, recipient: str, before: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    def replayed(self, recipient: str, before: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``recipient``'s state as it was before entry ``before`` (their entries up to it folded in
-        again): the persons held, each one's combined label, and the combined labels' rows.  What a
-        report of an earlier release judges it with; a release itself reads the stored state."""
-        names, combined = pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        again): the persons held (integer keys), each one's combined label, and the combined labels'
+        rows.  What a report of an earlier release judges it with; a release itself reads the stored state."""
+        keys, combined = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         matrix = np.zeros((0, 0), dtype=np.int64)
         for entry in self.entries(recipient):
             if entry.seq >= before:
@@ -407,22 +443,20 @@ class Ledger:
                                 params={"s": entry.seq}).to_arrow_table()
             tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
                                   params={"s": entry.seq}).fetchall()[0][0]
-            names, combined, matrix = fold(names, combined, matrix, rows.column("pseudonym").combine_chunks(),
-                                           np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
-                                                      dtype=np.int64), int(tuples))
-        return names, combined, matrix
+            keys, combined, matrix = fold(keys, combined, matrix, person_keys(rows.column("pseudonym")),
+                                          np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
+                                                     dtype=np.int64), int(tuples))
+        return keys, combined, matrix
 
     def _verify_state(self) -> list[str]:
         """The recipients' states replayed from their entries' persons and compared with what is stored."""
         problems = []
         for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
-            names, combined, matrix = self.replayed(recipient, 1 << 62)
-            stored = self.con.sql("SELECT pseudonym, combined FROM L.ledger_state WHERE recipient = $r",
-                                  params={"r": recipient}).to_arrow_table()
+            keys, combined, matrix = self.replayed(recipient, 1 << 62)
+            stored_keys, ids = self.state(recipient)
             held = self.combined(recipient, matrix.shape[1])
-            mine = dict(zip(names.to_pylist(), (tuple(r) for r in matrix[combined].tolist())))
-            ids = np.asarray(stored.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
-            theirs = dict(zip(stored.column("pseudonym").to_pylist(),
+            mine = dict(zip(keys.tolist(), (tuple(r) for r in matrix[combined].tolist())))
+            theirs = dict(zip(stored_keys.tolist(),
                               (tuple(r) for r in held[ids].tolist()) if len(ids) and len(held) else []))
             if mine != theirs:
                 problems.append(f"recipient {recipient!r}: what the ledger says they hold does not follow from "
@@ -478,26 +512,26 @@ def _lists(rows: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(rows, dtype=np.int64).ravel()))
 
 
-def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: pa.Array, label: np.ndarray,
-         tuples: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """A recipient's state after one more release: every person they hold (``names``, each with a
-    combined label, a row of ``matrix``) and the release's (pseudonym, tuple label) rows.  A person
+def fold(keys: np.ndarray, combined: np.ndarray, matrix: np.ndarray, persons: np.ndarray, label: np.ndarray,
+         tuples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A recipient's state after one more release: every person they hold (``keys``, integer, each with
+    a combined label, a row of ``matrix``) and the release's (person, tuple label) rows.  A person
     shown under several tuples gets the label of that set (``tuples`` + its rank among the sets)."""
-    new_names, row_person = persons_of(pseudonyms.cast(pa.string()))
-    mine, _, sets = per_person(row_person, np.asarray(label, dtype=np.int64), len(new_names), first_set=tuples)
+    new_keys, row_person = distinct_persons(np.asarray(persons, dtype=np.int64))
+    mine, _, sets = per_person(row_person, np.asarray(label, dtype=np.int64), len(new_keys), first_set=tuples)
     if sets:  # number the sets in a fixed order (their members), whatever the rows' order
         rank = {s: i for i, s in enumerate(sorted(sets))}
         remap = {tuples + i: tuples + rank[s] for i, s in enumerate(sets)}
         mine = np.array([remap.get(int(v), int(v)) for v in mine], dtype=np.int64)
-    at = np.asarray(pc.index_in(new_names, value_set=names).fill_null(-1).to_numpy(zero_copy_only=False),
-                    dtype=np.int64) if len(names) else np.full(len(new_names), -1, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    found = sorted_lookup(keys[order], new_keys)
+    at = np.where(found >= 0, order[np.maximum(found, 0)], -1) if keys.size else found
     fresh = at < 0
-    all_names = pa.concat_arrays([names.cast(pa.string()), new_names.filter(pa.array(fresh)).cast(pa.string())]) \
-        if len(names) else new_names.cast(pa.string())
+    all_keys = np.concatenate([keys, new_keys[fresh]])
     old = np.concatenate([combined, np.full(int(fresh.sum()), -1, dtype=np.int64)])
-    now = np.full(len(all_names), -1, dtype=np.int64)
+    now = np.full(len(all_keys), -1, dtype=np.int64)
     now[at[~fresh]] = mine[~fresh]
-    now[len(names):] = mine[fresh]
+    now[len(keys):] = mine[fresh]
     key = dense_keys(np.column_stack([old, now]))
     width = matrix.shape[1]
     rows = np.full((int(key.max()) + 1 if key.size else 0, width + 1), -1, dtype=np.int64)
@@ -507,4 +541,5 @@ def fold(names: pa.Array, combined: np.ndarray, matrix: np.ndarray, pseudonyms: 
         if width:
             rows[before >= 0, :width] = matrix[before[before >= 0]]
         rows[:, width] = now[rep]
-    return all_names, key, rows
+    return all_keys, key, rows
+

@@ -341,7 +341,8 @@ class ReleaseGate:
         the persons' label tuples are kept for the ledger entry ``record`` appends."""
         assert self.ledger is not None
         self._released = released_persons(run, relation, self.ledger.link, qi_columns,
-                                          FLAG if self.flagged else None, census)
+                                          FLAG if self.flagged else None, census,
+                                          rows_per_person=self.person is not None)
         self._labelled, self._qis = recoding, ledger_qis(recoding, self.spec.qi_names)
         if not self.ledger.path.is_file():
             return figures

@@ -29,14 +29,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..compiler.compile import col, ident
 from ..contract.criteria import LEDGER_FILE
 from ..domains.recoding import QIRecoding, Recoding
 from ..evaluate.riskmodel import RecordRisk
-from ..ledger.combine import dense_keys, first_of, per_person, persons_of
+from ..ledger.combine import dense, dense_keys, first_of, per_person, person_keys, sorted_lookup
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
 from ..sqltext import person_key
 from .attribute import Groups, judge_values
@@ -117,15 +116,19 @@ def ledger_path(spec: Spec) -> Path:
     return Path(given if given is not None else spec.path.parent / LEDGER_FILE).resolve()
 
 
-def persons_query(relation: exp.Expression, link: str, qi_columns: Sequence[str], flag: str | None) -> exp.Select:
-    """The released persons' label tuples: ``SELECT DISTINCT link, qi…`` over the rows shown (not
-    suppressed, a pseudonym present), as text."""
+def persons_query(relation: exp.Expression, link: str, qi_columns: Sequence[str], flag: str | None,
+                  distinct: bool = True) -> exp.Select:
+    """The released persons' label tuples: ``SELECT [DISTINCT] link, qi…`` over the rows shown (not
+    suppressed, a pseudonym present), the labels as text, the pseudonym as released (hex text or
+    its integer form)."""
     source = relation if isinstance(relation, exp.Table) else exp.Subquery(
         this=relation, alias=exp.TableAlias(this=ident("deid_released")))
-    keys = [exp.alias_(exp.cast(col(link), "VARCHAR"), ident("p"))] + [
+    keys = [exp.alias_(col(link), ident("p"))] + [
         exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}")) for i, c in enumerate(qi_columns)]
     shown = exp.Not(this=exp.Is(this=col(link), expression=exp.null()))
-    query = exp.select(*keys).distinct().from_(source).where(shown)
+    query = exp.select(*keys).from_(source).where(shown)
+    if distinct:
+        query = query.distinct()
     if flag is not None:  # suppressed rows show no labels
         query = query.where(exp.Not(this=exp.func("coalesce", exp.cast(col(flag), "BOOLEAN"), exp.false())))
     return query
@@ -142,21 +145,34 @@ def union_attribute(run: Callable[[exp.Expression], pa.Table], relation: exp.Exp
                     reference: Callable[[], pa.Table] | None) -> AttributeFigures:
     """``limits``' criteria on the groups of combined labels: f_G(v) = the persons of G holding v."""
     table = run(person_values_query(relation, link, limits.column, flag))
-    person = pc.index_in(table.column("p").combine_chunks().cast(pa.string()), value_set=union.names)
-    at = np.asarray(person.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    group = np.where(at >= 0, union.group[np.maximum(at, 0)], -1)
+    order = np.argsort(union.names, kind="stable")
+    found = sorted_lookup(union.names[order], person_keys(table.column("p").combine_chunks()))
+    group = np.where(found >= 0, union.group[order[np.maximum(found, 0)]], -1) if order.size else found
     return judge_values(limits, group, table.column("v"), np.ones(table.num_rows), union.groups,
                         ("combined labels",), unit, reference)
 
 
 def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, link: str,
-                     qi_columns: Sequence[str], flag: str | None, census: Census) -> Released:
-    """Per released (person, label tuple): the pseudonym and the group ids (-1: outside the policy)."""
-    table = run(persons_query(relation, link, qi_columns, flag))
+                     qi_columns: Sequence[str], flag: str | None, census: Census,
+                     rows_per_person: bool = True) -> Released:
+    """Per released (person, label tuple): the pseudonym and the group ids (-1: outside the policy).
+
+    ``rows_per_person``: the release may hold several rows per person (``[person]``), so the engine
+    keeps one per (person, tuple) (``DISTINCT``); otherwise every row comes back, the rare repeat
+    dropped here on integer keys (a ``DISTINCT`` on a million pseudonyms' text costs more than both)."""
+    table = run(persons_query(relation, link, qi_columns, flag, distinct=rows_per_person))
     columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
     ids = census.group_ids(columns)
     groups = np.stack(ids, axis=1) if ids else np.zeros((table.num_rows, 0), dtype=np.int64)
-    return Released(table.column("p").combine_chunks().cast(pa.string()), groups)
+    pseudonyms = table.column("p")  # chunked as it came: the entry's text, never copied here
+    keys = person_keys(pseudonyms)
+    person = dense(keys)
+    if not rows_per_person and len(keys) and int(person.max()) + 1 < len(keys):  # a person on several rows
+        row = dense_keys(np.column_stack([person, groups]))
+        first = first_of(row, int(row.max()) + 1)
+        pseudonyms, groups, keys = pseudonyms.take(pa.array(first)), groups[first], keys[first]
+        person = dense(keys)
+    return Released(pseudonyms, groups, keys, person)
 
 
 @dataclass(frozen=True)
@@ -177,7 +193,8 @@ def entry_groups(released: Released, recoding: Recoding) -> list[EntryGroup] | N
     if not len(released.pseudonyms) or (released.groups < 0).any():
         return None
     names = [f"g{i}" for i in range(released.groups.shape[1])]
-    table = pa.table({**{n: released.groups[:, i] for i, n in enumerate(names)}, "p": released.pseudonyms})
+    table = pa.table({**{n: released.groups[:, i] for i, n in enumerate(names)},
+                      "p": released.pseudonyms.cast(pa.string())})
     found = table.group_by(names).aggregate([("p", "count_distinct"), ("p", "min"), ("p", "max")])
     ids = [np.asarray(found.column(n).to_numpy(zero_copy_only=False), dtype=np.int64) for n in names]
     out = [EntryGroup(tuple(str(q.labels[int(g[j])]) for q, g in zip(recoding.qis, ids)), int(n), str(lo), str(hi))
@@ -203,7 +220,7 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``),
     and the groups of combined labels (for the attribute criteria).  ``before``: judge with what the
     recipient held before that entry (a report of an earlier release), replayed from the entries."""
-    names, person_of_row = persons_of(current.pseudonyms)
+    names, person_of_row = current.distinct()
     n = len(names)
     row_key = dense_keys(current.groups)
     # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
@@ -211,24 +228,27 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     cur_groups = current.groups[first_of(person_of_row, n)]
     outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
 
-    # what the recipient holds of each person: one join with their state, however many releases came before
+    # what the recipient holds of each person: one lookup in their state, however many releases came before
     tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
     held, matrix = ledger.held(recipient, names, len(earlier), before)
-    labels = np.full((n, len(earlier)), -1, dtype=np.int64)
     known = held >= 0
-    if known.any() and len(earlier):
-        labels[known] = matrix[held[known]]
-    for e, t in enumerate(tuples):
-        mixed |= labels[:, e] >= len(t)  # shown under several tuples in that release
-    linked = int((labels >= 0).any(axis=1).sum()) if len(earlier) else 0
+    if known.any() and len(earlier):  # shown under several tuples in an earlier release: per combined label
+        several = np.zeros(matrix.shape[0], dtype=bool)
+        for e, t in enumerate(tuples):
+            several |= matrix[:, e] >= len(t)
+        mixed |= known & several[np.maximum(held, 0)]
+    linked = int(known.sum()) if len(earlier) else 0
 
     shown = ~outside
     group = dense_keys(np.column_stack([cur_key, np.where(known, held, -1)])[shown])
     m = np.bincount(group).astype(np.float64) if group.size else np.zeros(0)
     rep = np.flatnonzero(shown)[first_of(group, m.size)]  # one person per group stands for it
+    labels = np.full((rep.size, len(earlier)), -1, dtype=np.int64)  # each one's label in each earlier release
+    if len(earlier) and rep.size:
+        labels[known[rep]] = matrix[held[rep][known[rep]]]
     g = m.copy()
     if census_of is not None and m.size:
-        g = _population(census_of, recoding, qis, earlier, tuples, cur_groups[rep], labels[rep], mixed[rep], m)
+        g = _population(census_of, recoding, qis, earlier, tuples, cur_groups[rep], labels, mixed[rep], m)
     m_out = np.ones(int(outside.sum()), dtype=np.float64)  # each outside person: the sample view, alone
     m_all = np.concatenate([m, np.full(1 if suppressed else 0, float(suppressed)), m_out])
     g_all = np.concatenate([g, np.full(1 if suppressed else 0, max(census_total, float(suppressed))), m_out])
@@ -238,16 +258,16 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
         **risk_figures(record_risk, m_all, g_all, original_risk_sum))
     group_of = np.full(n, -1, dtype=np.int64)
     group_of[np.flatnonzero(shown)] = group
-    words = _Words(recoding, qis, earlier, tuples, cur_groups, labels, rep)
+    words = _Words(recoding, qis, earlier, tuples, cur_groups[rep], labels)
     return figures, UnionGroups(names, group_of, Groups(words, m, g if census_of is not None else None))
 
 
 @dataclass(frozen=True)
 class UnionGroups:
-    """This release's persons (``names``, distinct pseudonyms) and the group of combined labels of each
+    """This release's persons (``names``, distinct integer keys) and the group of combined labels of each
     (``group``, -1: outside the policy), as the attribute criteria count them (``groups``)."""
 
-    names: pa.Array
+    names: np.ndarray
     group: np.ndarray
     groups: Groups
 
@@ -256,15 +276,15 @@ class _Words(Sequence[tuple[str, ...]]):
     """A combined label in words, made when a refusal names its group (there may be a million)."""
 
     def __init__(self, recoding: Recoding, qis: Sequence[LedgerQI], earlier: Sequence[Entry],
-                 tuples: Sequence[np.ndarray], cur_groups: np.ndarray, labels: np.ndarray, rep: np.ndarray) -> None:
+                 tuples: Sequence[np.ndarray], cur_groups: np.ndarray, labels: np.ndarray) -> None:
         self.recoding, self.qis, self.earlier, self.tuples = recoding, qis, earlier, tuples
-        self.cur_groups, self.labels, self.rep = cur_groups, labels, rep
+        self.cur_groups, self.labels = cur_groups, labels  # of the person standing for each group
 
     def __len__(self) -> int:
-        return len(self.rep)
+        return len(self.cur_groups)
 
     def __getitem__(self, i: int) -> tuple[str, ...]:  # type: ignore[override]
-        person = int(self.rep[i])
+        person = int(i)
         now = ", ".join(f"{q.name} {r.labels[int(gid)]}" for q, r, gid in
                         zip(self.qis, self.recoding.qis, self.cur_groups[person]))
         before = []

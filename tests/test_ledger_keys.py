@@ -1,0 +1,97 @@
+"""How the ledger tells persons apart: a pseudonym's integer key, looked up without a string join (issue 41).
+
+A recipient links releases by the pseudonym, so the ledger keys every person by the integer
+pseudonym form (the first 15 hex digits of the HMAC): the hex and the integer pseudonym of one
+person are one person, and a million persons are looked up in a recipient's state as integers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deid_sql.contract.pseudonym import pseudonym
+from deid_sql.domains.domain import IntegerDomain
+from deid_sql.domains.recoding import QIRecoding, Recoding
+from deid_sql.ledger.combine import person_keys, sorted_lookup
+from deid_sql.ledger.store import Entry, Ledger, Released
+from deid_sql.release.union import ledger_qis
+
+KEY = b"ledger keys: a test key of 32 bytes"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=40), st.integers(0, 5), st.booleans())
+def test_a_hex_pseudonym_keys_as_its_integer_form(values: list[str], start: int, upper: bool) -> None:
+    hexes = [str(pseudonym(KEY, v)) for v in values]
+    expected = [int(pseudonym(KEY, v, "integer")) for v in values]  # type: ignore[arg-type]
+    array = pa.array(["x" * 7] + [h.upper() if upper else h for h in hexes]).slice(1)  # an odd buffer offset
+    start = min(start, len(values) - 1)
+    assert person_keys(array.slice(start)).tolist() == expected[start:]
+    assert person_keys(pa.chunked_array([array[:1], array[1:]])).tolist() == expected
+    assert person_keys(pa.array(expected, pa.int64())).tolist() == expected
+    assert person_keys(pa.array([str(e) for e in expected])).tolist() == expected
+
+
+def test_text_that_is_no_pseudonym_is_refused() -> None:
+    with pytest.raises(ValueError, match="not pseudonyms"):
+        person_keys(pa.array(["P001", "P002"]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2 ** 62), 2 ** 62), max_size=60, unique=True),
+       st.lists(st.integers(-(2 ** 62), 2 ** 62), max_size=60), st.booleans())
+def test_sorted_lookup_finds_each_key_or_none(keys: list[int], others: list[int], dense: bool) -> None:
+    if dense:  # keys packed close together: many share a bucket
+        keys = sorted({k % 97 for k in keys})
+        others = [o % 131 for o in others]
+    stored = np.array(sorted(keys), dtype=np.int64)
+    wanted = np.array(others + keys[::2], dtype=np.int64)
+    where = {k: i for i, k in enumerate(stored.tolist())}
+    assert sorted_lookup(stored, wanted).tolist() == [where.get(w, -1) for w in wanted.tolist()]
+
+
+def _entry(name: str, recoding: Recoding) -> Entry:
+    return Entry(seq=0, recipient="r", release=name, created_at="t", key_fingerprint="f", spec="s",
+                 spec_sha256=None, policy="p", record_sha256="h", target="t", persons=0, rows=0, held=0,
+                 qis=ledger_qis(recoding, ["age"]), content_sha256="", previous="", hash="")
+
+
+def test_a_ledger_of_the_first_layout_is_replayed_then_rebuilt(tmp_path: Path) -> None:
+    """The first ledgers kept the recipients' state by pseudonym text: derived data, so a reader replays
+    the entries and the next append rebuilds it; the chain is untouched."""
+    domain = IntegerDomain(0, 9)
+    bands = Recoding((QIRecoding.from_groups(domain, np.arange(10) // 5),))
+    exact = Recoding((QIRecoding.from_groups(domain, np.arange(10)),))
+    hexes = [str(pseudonym(KEY, f"P{i}")) for i in range(10)]
+    path = tmp_path / "ledger.duckdb"
+    with Ledger(path) as ledger:
+        ledger.append(_entry("one", bands), Released(pa.array(hexes), (np.arange(10) // 5).reshape(-1, 1)))
+        keys = person_keys(pa.array(hexes))
+        held_now, matrix_now = ledger.held("r", keys, 1)
+    con = duckdb.connect(str(path))  # the first layout's state table, as such a ledger holds it
+    con.execute("DROP TABLE ledger_state")
+    con.execute("CREATE TABLE ledger_state (recipient VARCHAR NOT NULL, pseudonym VARCHAR NOT NULL, "
+                "combined BIGINT NOT NULL)")
+    con.executemany("INSERT INTO ledger_state VALUES ('r', ?, ?)", [[h, int(c)] for h, c in zip(hexes, held_now)])
+    con.close()
+    with Ledger(path, create=False) as ledger:
+        held, matrix = ledger.held("r", keys, 1)
+        assert held.tolist() == held_now.tolist() and matrix.tolist() == matrix_now.tolist()
+        assert not ledger.verify()
+    with Ledger(path) as ledger:  # opened to append: rebuilt in the integer layout
+        ledger.append(_entry("two", exact), Released(pa.array(hexes[:4]), np.arange(4).reshape(-1, 1)))
+        assert not ledger.verify()
+        held, matrix = ledger.held("r", keys, 2)
+        assert len(set(held[:4].tolist())) == 4 and len(set(held[5:].tolist())) == 1
+    con = duckdb.connect(str(path), read_only=True)
+    columns = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() "
+                                         "WHERE table_name = 'ledger_state'").fetchall()]
+    con.close()
+    assert "person" in columns and "pseudonym" not in columns
