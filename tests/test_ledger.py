@@ -215,6 +215,10 @@ def test_a_ledger_of_another_key_is_refused(tmp_path: Path, run: Callable[..., R
     ('recipient = "study 42/x"', "recipient = 'study 42/x' must be 1 to 64 letters"),
     ("recipient = 7", "recipient = 7 must be"),
     ('ledger = ""', "ledger = '' must be a file path"),
+    ('ledger_table = "audit.deid_ledger"', "ledger_table keeps the ledger as tables on PostgreSQL, but this spec "
+                                           "runs on duckdb"),
+    ('ledger_table = "a.b.c.d"', "ledger_table 'a.b.c.d' has 4 parts"),
+    ('ledger_table = "x"\nledger = "l.duckdb"', "gives both ledger (a file) and ledger_table"),
 ])
 def test_bad_ledger_settings_are_one_line(tmp_path: Path, run: Callable[..., Result], line: str, words: str) -> None:
     spec = write(tmp_path, line)

@@ -29,13 +29,15 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
     For each recipient: the releases recorded (what, when, persons) and the union's k, the fewest
     persons sharing everything those releases told about them.  Every release that can be linked (it
     carries a pseudonym) is recorded in the ledger, one file beside the spec unless [release] ledger
-    names another; a new release to the same recipient is judged with what they already hold.
+    names another (or ledger_table, tables on PostgreSQL); a new release to the same recipient is
+    judged with what they already hold.
 
     Example: deid-sql ledger demo/demo.toml --verify
     """
+    from ..ledger.database import exists
     from ..ledger.store import Ledger, summarize
     from ..release.recorded import recorded_problems
-    from ..release.union import ledger_path
+    from ..release.union import ledger_location
     from ..spec.file import Spec
 
     if releases and not verify:
@@ -50,8 +52,8 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
         records.append((release, record if isinstance(record, dict) else {}))
 
     loaded = Spec.read(spec)
-    path = ledger_path(loaded)
-    if not path.exists():  # nothing linkable was ever released from here
+    path = ledger_location(loaded)
+    if not exists(path):  # nothing linkable was ever released from here
         if records:  # no ledger can hold a release's entry
             click.echo(f"ledger {path}: missing")
             for line in (p for release, record in records for p in recorded_problems(None, record, str(release))):

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import OutputError
+from ..storage.names import parse_name
 from .attribute import ATTRIBUTE_KEYS, GLOBAL_KEYS, AttributeDeclared, AttributeLimits, parse_attribute
 from .roles import check_outside_label
 
 CRITERIA_KEYS = ("max_risk", "max_expected_reidentifications", "max_record_risk", "min_k", "no_riskier_than")
 # who receives the release and where their earlier releases are kept (METHODS decision 16): settings, not criteria
-LEDGER_KEYS = ("recipient", "ledger")
+LEDGER_KEYS = ("recipient", "ledger", "ledger_table")
 RELEASE_KEYS = {*CRITERIA_KEYS, *GLOBAL_KEYS, *LEDGER_KEYS, "sensitive", "allow_original_data", "outside_label"}
 DEFAULT_RECIPIENT = "default"
 LEDGER_FILE = "deid-sql-ledger.duckdb"  # the default ledger, in the spec's folder
@@ -69,6 +71,7 @@ class ReleaseCriteria:
     declared_attribute: AttributeDeclared = field(default_factory=AttributeDeclared)  # as written, unresolved
     recipient: str = DEFAULT_RECIPIENT  # who receives the release: its ledger entries are judged together
     ledger: Path | None = None  # the ledger file; None: LEDGER_FILE beside the spec
+    ledger_table: str | None = None  # the ledger as tables on PostgreSQL (``schema.prefix``): the spec's engine
 
     def criteria(self, reference_risk: float | None = None) -> list[Criterion]:
         """The limits as figure checks; ``reference_risk`` is Safe Harbor's risk when asked for."""
@@ -155,6 +158,18 @@ def parse_release(raw: Any, problems: list[str], base: Path | None = None) -> Re
         else:
             path = Path(ledger).expanduser()
             values["ledger"] = path if path.is_absolute() or base is None else base / path
+    if "ledger_table" in raw:
+        table = raw["ledger_table"]
+        try:  # the name, and the longest of its tables' names, must be ones PostgreSQL keeps as written
+            parse_name(table, "postgres", f"{where} ledger_table")
+            parse_name(f"{table}_combined", "postgres", f"{where} ledger_table's longest table")
+        except OutputError as e:
+            problems.append(f"{e}; it names the ledger's tables on PostgreSQL (PREFIX_entries, …), e.g. "
+                            f"ledger_table = \"audit.deid_ledger\"")
+        else:
+            values["ledger_table"] = table
+        if "ledger" in raw:
+            problems.append(f"{where} gives both ledger (a file) and ledger_table (tables on PostgreSQL); keep one")
     if not raw:
         problems.append(f"{where} is empty; give at least one of {', '.join(CRITERIA_KEYS)}, "
                         f"or remove the table")

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..errors import DeidError
 from ..ledger.combine import distinct_persons, person_keys
+from ..ledger.database import exists
 from ..ledger.store import Ledger
 from ..loading.sensitive import SensitiveCells, pseudonymized_positions
 from ..problem import Problem
@@ -58,13 +59,13 @@ def earlier_releases(problem: Problem, before: int | None = None) -> EarlierRele
     to the recipient, as the gate does."""
     spec = problem.spec
     plan = LedgerPlan.of(spec, problem.released_columns)
-    if plan is None or not plan.path.is_file():
+    if plan is None or not exists(plan.location):
         return None
     if spec.person is not None and plan.link != spec.person.column:
         raise DeidError(f"the release links persons by {plan.link!r}, not by the [person] key "
                         f"{spec.person.column!r}: the search cannot count what the recipient holds per person; "
                         f"pseudonymize the [person] key (or drop {plan.link!r})")
-    with Ledger(plan.path, create=False) as ledger:
+    with Ledger(plan.location, create=False) as ledger:
         entries = usable_entries(ledger, plan)
         following = max((e.seq for e in ledger.entries()), default=0) + 1
         before = following if before is None else before

@@ -7,17 +7,14 @@ partition of its domain the labels stand for (so the census can count the people
 intersection of a person's regions).  It holds pseudonyms and labels only, never a key or a raw
 value.
 
-One DuckDB file (owner-only), three tables: ``ledger_entries`` (one row per release: who, when,
-spec, policy, the record's hash, the key's fingerprint, the QIs' partitions, the persons' hash,
-the previous entry's hash and its own), ``ledger_tuples`` (per entry, its distinct label tuples
-as group ids per QI) and ``ledger_persons`` (per entry, each person's pseudonym and tuple).  An
-entry's hash covers its fields, the previous entry's hash and the hash of its persons and
-tuples, so a removed, reordered or edited entry, or an edited person, breaks the chain
-(``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
-
-The file is DuckDB whatever engine a release runs on: an embedded store deid-sql owns, read and
-written in-process (the one module above ``backends/`` that opens DuckDB itself; no release SQL runs
-here).
+Five tables, in a DuckDB file (owner-only; the default) or on PostgreSQL (``database.py``,
+``postgres.py``): ``entries`` (one row per release: who, when, spec, policy, the record's hash, the
+key's fingerprint, the QIs' partitions, the persons' hash, the previous entry's hash and its own),
+``tuples`` (per entry, its distinct label tuples as group ids per QI), ``persons`` (per entry, each
+person's pseudonym and tuple), and the derived ``state`` and ``combined`` (per recipient, each
+person's combined label).  An entry's hash covers its fields, the previous entry's hash and the
+hash of its persons and tuples, so a removed, reordered or edited entry, or an edited person,
+breaks the chain (``Ledger.verify``).  An entry is appended in one transaction: all of it or nothing.
 """
 
 from __future__ import annotations
@@ -25,50 +22,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot import exp
 
-from ..errors import OutputError, SpecError
+from ..errors import OutputError
 from .combine import dense, dense_keys, distinct_persons, first_of, per_person, person_keys, sorted_lookup
+from .database import STATE_SCHEMA, Location, open_database
 
 FORMAT = 1
 FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
 GENESIS = "0" * 64  # the previous hash of a ledger's first entry
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS L.ledger_entries (seq BIGINT PRIMARY KEY, body VARCHAR NOT NULL, "
-    "recipient VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, previous VARCHAR NOT NULL, "
-    "hash VARCHAR NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS L.ledger_tuples (seq BIGINT NOT NULL, label INTEGER NOT NULL, "
-    "groups INTEGER[] NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS L.ledger_persons (seq BIGINT NOT NULL, pseudonym VARCHAR NOT NULL, "
-    "label INTEGER NOT NULL)",
-    # derived, rewritten with each entry: per recipient, each person's combined label (their label in each of
-    # the recipient's entries), so a release is judged with one join however many releases came before
-    # persons by their pseudonym's integer form (``combine.person_keys``), sorted: a release's persons are
-    # looked up without a string join
-    "CREATE TABLE IF NOT EXISTS L.ledger_state (recipient VARCHAR NOT NULL, person BIGINT NOT NULL, "
-    "combined BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS L.ledger_combined (recipient VARCHAR NOT NULL, combined BIGINT NOT NULL, "
-    "labels BIGINT[] NOT NULL)",
-)
-# the persons and tuples of one entry as one canonical text, hashed where the data is
-_CONTENT_HASH = (
-    "SELECT sha256(coalesce(string_agg(p.pseudonym || ' ' || array_to_string(t.groups, ','), chr(10) "
-    "ORDER BY p.pseudonym, p.label), '')) FROM L.ledger_persons p JOIN L.ledger_tuples t "
-    "ON t.seq = p.seq AND t.label = p.label WHERE p.seq = ?"
-)
 
 
 def key_fingerprint(secret: bytes) -> str:
@@ -189,65 +158,35 @@ class Released:
 
 
 class Ledger:
-    """A ledger file, opened for reading (``create=False``: it must exist) or for appending."""
+    """A ledger (a file path, or ``LedgerTables`` on PostgreSQL), opened for reading (``create=False``: it
+    must exist) or for appending."""
 
-    def __init__(self, path: Path, create: bool = True) -> None:
-        self.path = Path(path)
-        if not create and not self.path.is_file():
-            raise SpecError(f"no ledger at {self.path}: no linkable release has been recorded there yet")
-        fresh = not self.path.exists()
-        if fresh:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        # owner-only from the first byte (the file and its write-ahead log): pseudonyms and labels of
-        # every person released.  The mask is the process's, set only while DuckDB creates the files.
-        mask = os.umask(0o077)
-        try:
-            # an in-memory session with the file attached: read-only for a reader (no lock held against a
-            # writer, nothing checkpointed on close), read-write for appending
-            self.con = duckdb.connect()
-            path = exp.Literal.string(str(self.path)).sql("duckdb")  # a quoted literal, never spliced text
-            self.con.execute(f"ATTACH {path} AS L{' (READ_ONLY)' if not create else ''}")
-        except duckdb.Error as e:
-            first = str(e).splitlines()[0]
-            if "lock" in first.lower():  # another process has the file open for writing
-                raise OutputError(f"ledger {self.path} is in use by another run (another release to a recipient "
-                                  f"of this ledger is being recorded); run again when it has finished") from None
-            raise SpecError(f"ledger {self.path} cannot be opened ({first}); is it a deid-sql "
-                            f"ledger? Point [release] ledger at another file") from None
-        finally:
-            os.umask(mask)
-        if create:
-            for statement in _SCHEMA:  # (a no-op on a ledger)
-                self.con.execute(statement)
-            if self._state_by_text():
-                self._rebuild_state()
-        elif self._missing():
-            self.con.close()
-            raise SpecError(f"{self.path} is not a deid-sql ledger (it holds no ledger_entries table); point "
-                            f"[release] ledger at the ledger file, or at a new file")
+    def __init__(self, location: Location, create: bool = True) -> None:
+        self.location = location
+        self.db = open_database(location, create)
+        self.where = self.db.where
+        if create and self.db.state_by_text():
+            self._rebuild_state()
+
+    @property
+    def path(self) -> Path:
+        """The ledger file (a ledger on PostgreSQL has none)."""
+        assert isinstance(self.location, Path)
+        return self.location
 
     def close(self) -> None:
-        self.con.close()
-
-    def _state_by_text(self) -> bool:
-        """Whether the recipients' state is the first layout's (persons by pseudonym text): derived data,
-        rebuilt from the entries when the ledger is next opened for appending, replayed until then."""
-        return bool(self.con.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = 'L' AND "
-                                     "table_name = 'ledger_state' AND column_name = 'pseudonym'").fetchall()[0][0])
+        self.db.close()
 
     def _rebuild_state(self) -> None:
-        with self._transaction():
-            recipients = [r for (r,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall()]
-            self.con.execute("DROP TABLE L.ledger_state")
-            self.con.execute(_SCHEMA[3])
-            self.con.execute("DELETE FROM L.ledger_combined")
+        """The first layout kept the recipients' state by pseudonym text: derived data, rebuilt from the
+        entries when the ledger is next opened for appending (replayed until then)."""
+        with self.db.transaction():
+            recipients = [r for (r,) in self.db.rows("SELECT DISTINCT recipient FROM {entries}")]
+            self.db.rows("DROP TABLE {state}")
+            self.db.rows(STATE_SCHEMA)
+            self.db.rows("DELETE FROM {combined}")
             for recipient in recipients:
                 self._store_state(recipient, *self.replayed(recipient, 1 << 62))
-
-    def _missing(self) -> bool:
-        """Whether the file holds no ledger tables (an empty or foreign DuckDB file opened for reading)."""
-        return not self.con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'L' AND "
-                                    "table_name = 'ledger_entries'").fetchall()[0][0]
 
     def __enter__(self) -> Ledger:
         return self
@@ -259,23 +198,21 @@ class Ledger:
     def entries(self, recipient: str | None = None) -> list[Entry]:
         """Every entry (of ``recipient``), in order."""
         where, params = ("WHERE recipient = ?", [recipient]) if recipient is not None else ("", [])
-        rows = self.con.execute(f"SELECT seq, body, previous, hash FROM L.ledger_entries {where} ORDER BY seq",
-                                params).fetchall()
+        rows = self.db.rows(f"SELECT seq, body, previous, hash FROM {{entries}} {where} ORDER BY seq", params)
         return [Entry.from_row(*row) for row in rows]
 
     def tuples(self, seq: int) -> dict[int, np.ndarray]:
         """Entry ``seq``'s label tuples: label id -> group ids per QI."""
-        rows = self.con.execute("SELECT label, groups FROM L.ledger_tuples WHERE seq = ?", [seq]).fetchall()
+        rows = self.db.rows("SELECT label, groups FROM {tuples} WHERE seq = ?", [seq])
         return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
 
     def state(self, recipient: str) -> tuple[np.ndarray, np.ndarray]:
         """``recipient``'s persons (integer keys, sorted) and each one's combined label."""
-        if self._state_by_text():  # a ledger of the first layout opened for reading: replayed
+        if self.db.state_by_text():  # a ledger of the first layout opened for reading: replayed
             keys, combined, _ = self.replayed(recipient, 1 << 62)
             order = np.argsort(keys, kind="stable")
             return keys[order], combined[order]
-        table = self.con.sql("SELECT person, combined FROM L.ledger_state WHERE recipient = $r",
-                             params={"r": recipient}).to_arrow_table()
+        table = self.db.arrow("SELECT person, combined FROM {state} WHERE recipient = ?", [recipient])
         keys = np.asarray(table.column("person").to_numpy(zero_copy_only=False), dtype=np.int64)
         combined = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
         if keys.size > 1 and not (keys[1:] > keys[:-1]).all():  # stored in order; a scan may not keep it
@@ -296,7 +233,7 @@ class Ledger:
         never released to them) and the combined labels' rows (``entries`` wide) — the stored state
         (one join), or the state as it was before entry ``before`` (replayed: a report of that release,
         or its search run again)."""
-        if before is None and not self._state_by_text():
+        if before is None and not self.db.state_by_text():
             return self.state_of(recipient, persons), self.combined(recipient, entries)
         state_keys, state_ids, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
         if not len(state_keys):
@@ -307,8 +244,7 @@ class Ledger:
 
     def combined(self, recipient: str, entries: int) -> np.ndarray:
         """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""
-        table = self.con.sql("SELECT combined, labels FROM L.ledger_combined WHERE recipient = $r",
-                             params={"r": recipient}).to_arrow_table()
+        table = self.db.arrow("SELECT combined, labels FROM {combined} WHERE recipient = ?", [recipient])
         out = np.full((table.num_rows, entries), -1, dtype=np.int64)
         if table.num_rows:
             ids = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -326,33 +262,32 @@ class Ledger:
         label = dense_keys(groups)  # hashed, not sorted
         uniq = groups[first_of(label, int(label.max()) + 1 if label.size else 0)]
         label = label.astype(np.int32)
-        with self._transaction():
-            last = self.con.execute("SELECT seq, hash FROM L.ledger_entries ORDER BY seq DESC LIMIT 1").fetchall()
+        with self.db.transaction():
+            last = self.db.rows("SELECT seq, hash FROM {entries} ORDER BY seq DESC LIMIT 1")
             seq, previous = (int(last[0][0]) + 1, str(last[0][1])) if last else (1, GENESIS)
             tuples = pa.table({"seq": pa.array(np.full(len(uniq), seq, dtype=np.int64)),
                                "label": pa.array(np.arange(len(uniq), dtype=np.int32)),
                                "groups": pa.array([list(map(int, row)) for row in uniq], pa.list_(pa.int32()))})
             persons = pa.table({"seq": pa.array(np.full(len(pseudonyms), seq, dtype=np.int64)),
                                 "pseudonym": pseudonyms, "label": pa.array(label, pa.int32())})
-            self._insert("L.ledger_tuples", tuples)
-            self._insert("L.ledger_persons", persons)
-            content = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+            self.db.insert("tuples", tuples)
+            self.db.insert("persons", persons)
+            content = self.db.content_hash(seq)
             held = self._update_state(entry.recipient, released.keys, label, len(uniq))
             stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
                               "rows": len(pseudonyms), "held": held, "content_sha256": content, "hash": ""})
             body = stored.body()
             digest = Entry.chain_hash(seq, body, previous)
-            self.con.execute("INSERT INTO L.ledger_entries VALUES (?, ?, ?, ?, ?, ?)",
-                             [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
-                              stored.key_fingerprint, previous, digest])
+            self.db.rows("INSERT INTO {entries} VALUES (?, ?, ?, ?, ?, ?)",
+                         [seq, json.dumps(body, sort_keys=True, ensure_ascii=False), stored.recipient,
+                          stored.key_fingerprint, previous, digest])
         return Entry(**{**asdict(stored), "qis": stored.qis, "hash": digest})
 
     def _update_state(self, recipient: str, persons: np.ndarray, label: np.ndarray, tuples: int) -> int:
         """Fold a new entry's persons (one row per (person, tuple label), integer keys) into ``recipient``'s
         state; returns the persons the recipient now holds."""
         keys, combined = self.state(recipient)
-        before = self.con.sql("SELECT count(*) FROM L.ledger_entries WHERE recipient = $r",
-                              params={"r": recipient}).fetchall()[0][0]
+        before = self.db.rows("SELECT count(*) FROM {entries} WHERE recipient = ?", [recipient])[0][0]
         matrix = self.combined(recipient, before)
         keys, combined, rows = fold(keys, combined, matrix, persons, label, tuples)
         self._store_state(recipient, keys, combined, rows)
@@ -361,33 +296,15 @@ class Ledger:
     def _store_state(self, recipient: str, keys: np.ndarray, combined: np.ndarray, rows: np.ndarray) -> None:
         """Replace ``recipient``'s state: their persons in key order, and the combined labels' rows."""
         order = np.argsort(keys, kind="stable")
-        self.con.execute("DELETE FROM L.ledger_state WHERE recipient = ?", [recipient])
-        self.con.execute("DELETE FROM L.ledger_combined WHERE recipient = ?", [recipient])
-        self._insert("L.ledger_state", pa.table({"recipient": pa.array([recipient] * len(keys), pa.string()),
+        self.db.rows("DELETE FROM {state} WHERE recipient = ?", [recipient])
+        self.db.rows("DELETE FROM {combined} WHERE recipient = ?", [recipient])
+        self.db.insert("state", pa.table({"recipient": pa.array([recipient] * len(keys), pa.string()),
                                                  "person": pa.array(keys[order], pa.int64()),
                                                  "combined": pa.array(combined[order], pa.int64())}))
-        self._insert("L.ledger_combined", pa.table({
+        self.db.insert("combined", pa.table({
             "recipient": pa.array([recipient] * len(rows), pa.string()),
             "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
             "labels": _lists(rows)}))
-
-    def _insert(self, table: str, rows: pa.Table) -> None:
-        name = f"deid_rows_{secrets.token_hex(4)}"
-        self.con.register(name, rows)
-        try:
-            self.con.execute(f"INSERT INTO {table} SELECT * FROM {name}")  # both names are ours
-        finally:
-            self.con.unregister(name)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            yield
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
 
     # -- checking -------------------------------------------------------------------------------
     def verify(self, content: bool = True) -> list[str]:
@@ -396,9 +313,8 @@ class Ledger:
         check a release makes before it is judged; ``deid-sql ledger --verify`` makes the full one)."""
         problems = []
         previous, expected_seq = GENESIS, 1
-        rows = self.con.execute("SELECT seq, body, recipient, key_fingerprint, previous, hash "
-                                "FROM L.ledger_entries ORDER BY seq").fetchall()
-        counts = dict(self.con.execute("SELECT seq, count(*) FROM L.ledger_persons GROUP BY seq").fetchall())
+        rows = self.db.rows("SELECT seq, body, recipient, key_fingerprint, previous, hash FROM {entries} ORDER BY seq")
+        counts = dict(self.db.rows("SELECT seq, count(*) FROM {persons} GROUP BY seq"))
         for seq, body, recipient, fingerprint, prev, digest in rows:
             where = f"entry {seq}"
             if seq != expected_seq:
@@ -416,7 +332,7 @@ class Ledger:
             if raw.get("recipient") != recipient or raw.get("key_fingerprint") != fingerprint:
                 problems.append(f"{where}: its recipient or key column was edited")
             if content:
-                digest_now = self.con.execute(_CONTENT_HASH, [seq]).fetchall()[0][0]
+                digest_now = self.db.content_hash(seq)
                 if digest_now != raw.get("content_sha256"):
                     problems.append(f"{where}: its persons or labels were edited after it was written")
             elif counts.get(seq, 0) != raw.get("rows"):
@@ -425,8 +341,8 @@ class Ledger:
             previous, expected_seq = digest, seq + 1
         if content:
             problems.extend(self._verify_state())
-        orphans = self.con.execute("SELECT DISTINCT seq FROM L.ledger_persons WHERE seq NOT IN "
-                                   "(SELECT seq FROM L.ledger_entries) ORDER BY seq").fetchall()
+        orphans = self.db.rows("SELECT DISTINCT seq FROM {persons} WHERE seq NOT IN (SELECT seq FROM {entries}) "
+                               "ORDER BY seq")
         problems.extend(f"persons of entry {s} are in the ledger without their entry" for (s,) in orphans)
         return problems
 
@@ -439,10 +355,8 @@ class Ledger:
         for entry in self.entries(recipient):
             if entry.seq >= before:
                 break
-            rows = self.con.sql("SELECT pseudonym, label FROM L.ledger_persons WHERE seq = $s",
-                                params={"s": entry.seq}).to_arrow_table()
-            tuples = self.con.sql("SELECT count(*) FROM L.ledger_tuples WHERE seq = $s",
-                                  params={"s": entry.seq}).fetchall()[0][0]
+            rows = self.db.arrow("SELECT pseudonym, label FROM {persons} WHERE seq = ?", [entry.seq])
+            tuples = self.db.rows("SELECT count(*) FROM {tuples} WHERE seq = ?", [entry.seq])[0][0]
             keys, combined, matrix = fold(keys, combined, matrix, person_keys(rows.column("pseudonym")),
                                           np.asarray(rows.column("label").to_numpy(zero_copy_only=False),
                                                      dtype=np.int64), int(tuples))
@@ -451,7 +365,7 @@ class Ledger:
     def _verify_state(self) -> list[str]:
         """The recipients' states replayed from their entries' persons and compared with what is stored."""
         problems = []
-        for (recipient,) in self.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries").fetchall():
+        for (recipient,) in self.db.rows("SELECT DISTINCT recipient FROM {entries}"):
             keys, combined, matrix = self.replayed(recipient, 1 << 62)
             stored_keys, ids = self.state(recipient)
             held = self.combined(recipient, matrix.shape[1])
@@ -467,7 +381,7 @@ class Ledger:
         """Raise ``OutputError`` when the chain is broken: nothing is judged against a ledger that lies."""
         problems = self.verify(content)
         if problems:
-            raise OutputError(f"ledger {self.path} fails its hash chain ({problems[0]}"
+            raise OutputError(f"ledger {self.where} fails its hash chain ({problems[0]}"
                               f"{f'; and {len(problems) - 1} more' if len(problems) > 1 else ''}); an earlier "
                               f"release may be missing from what its recipient holds, so nothing is released "
                               f"against it: restore the ledger from a backup, or check it with deid-sql ledger "
@@ -494,13 +408,12 @@ class RecipientSummary:
 def summarize(ledger: Ledger) -> list[RecipientSummary]:
     """Every recipient of ``ledger``, in name order, with the union's k over all their releases."""
     out = []
-    for (recipient,) in ledger.con.execute("SELECT DISTINCT recipient FROM L.ledger_entries ORDER BY recipient"
-                                           ).fetchall():
+    for (recipient,) in ledger.db.rows("SELECT DISTINCT recipient FROM {entries} ORDER BY recipient"):
         entries = tuple(ledger.entries(recipient))
         # the recipient's state holds each person's combined label: the union's groups are its ids
-        persons, k = ledger.con.sql(
-            "SELECT coalesce(sum(n), 0), coalesce(min(n), 0) FROM (SELECT count(*) AS n FROM L.ledger_state "
-            "WHERE recipient = $r GROUP BY combined)", params={"r": recipient}).fetchall()[0]
+        persons, k = ledger.db.rows(
+            "SELECT coalesce(sum(n), 0), coalesce(min(n), 0) FROM (SELECT count(*) AS n FROM {state} "
+            "WHERE recipient = ? GROUP BY combined) AS g", [recipient])[0]
         out.append(RecipientSummary(recipient, entries, int(persons), int(k)))
     return out
 

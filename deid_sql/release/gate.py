@@ -29,6 +29,7 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
+from ..ledger.database import describe, exists
 from ..ledger.store import Entry, Ledger, LedgerQI, Released
 from .attribute import (
     Groups,
@@ -344,9 +345,9 @@ class ReleaseGate:
                                           FLAG if self.flagged else None, census,
                                           rows_per_person=self.person is not None)
         self._labelled, self._qis = recoding, ledger_qis(recoding, self.spec.qi_names)
-        if not self.ledger.path.is_file():
+        if not exists(self.ledger.location):
             return figures
-        with Ledger(self.ledger.path, create=False) as ledger:  # read once: the entries, then the persons
+        with Ledger(self.ledger.location, create=False) as ledger:  # read once: the entries, then the persons
             earlier = [e for e in usable_entries(ledger, self.ledger) if self.before is None or e.seq < self.before]
             if not earlier:
                 return figures
@@ -490,8 +491,8 @@ class ReleaseGate:
         plan = self.ledger
         spec_path = self.spec.path
         shipped = release.get("path") if release.get("kind") == "set" else release.get("project")
-        if shipped and plan.path.is_relative_to(Path(shipped).resolve()):
-            raise OutputError(f"the ledger {plan.path} is inside the folder the release is written to ({shipped}), "
+        if shipped and isinstance(plan.location, Path) and plan.location.is_relative_to(Path(shipped).resolve()):
+            raise OutputError(f"the ledger {plan.location} is inside the folder the release is written to ({shipped}), "
                               f"which goes to its recipient with every earlier release's labels: point [release] "
                               f"ledger outside it; nothing was written")
         digest = record_sha256(record)
@@ -501,13 +502,13 @@ class ReleaseGate:
                       record_sha256=digest, target=_target(release), persons=self._released.persons, rows=0,
                       held=0, qis=self._qis, content_sha256="", previous="", hash="")
         try:
-            with Ledger(plan.path) as ledger:
+            with Ledger(plan.location) as ledger:
                 earlier = usable_entries(ledger, plan)
                 stored = ledger.append(entry, self._released)
         except OSError as e:
-            raise OutputError(f"the ledger {plan.path} cannot be written ({e.strerror or e}); a release that can be "
-                              f"linked is recorded before it leaves, so nothing was written") from None
-        return {"path": str(plan.path), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
+            raise OutputError(f"the ledger {plan.location} cannot be written ({e.strerror or e}); a release that "
+                              f"can be linked is recorded before it leaves, so nothing was written") from None
+        return {"path": describe(plan.location), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
                 "earlier": len(earlier), "link": plan.link}
 
 
@@ -517,7 +518,7 @@ def usable_entries(ledger: Ledger, plan: LedgerPlan) -> list[Entry]:
     entries = ledger.entries(plan.recipient)
     other = next((e for e in entries if e.key_fingerprint != plan.fingerprint), None)
     if other is not None:
-        raise SpecError(f"ledger {plan.path} holds releases to {plan.recipient!r} made under another key (entry "
+        raise SpecError(f"ledger {plan.location} holds releases to {plan.recipient!r} made under another key (entry "
                         f"{other.seq}, {other.release}); pseudonyms of different keys do not link, so the union "
                         f"cannot be judged: give this recipient another name ([release] recipient) or use the key "
                         f"of its earlier releases")

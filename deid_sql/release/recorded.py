@@ -31,6 +31,13 @@ def record_sha256(record: dict[str, Any]) -> str:
     return text_sha256(json.dumps(resolved(body), sort_keys=True, default=str))
 
 
+def _same_place(named: str, ledger: Ledger) -> bool:
+    """Whether a record's ledger (a path, or ``postgres:NAME``) is ``ledger``."""
+    if isinstance(ledger.location, Path):
+        return not named.startswith("postgres:") and Path(named).resolve() == ledger.location.resolve()
+    return named == ledger.where
+
+
 def recorded_problems(ledger: Ledger | None, record: dict[str, Any], where: str) -> list[str]:
     """Whether ``ledger`` (None: there is none) still holds the entry a release's record (``where``: its
     sidecar) names, with the same hash and the record's own hash.  A hash chain cannot show that its
@@ -41,7 +48,7 @@ def recorded_problems(ledger: Ledger | None, record: dict[str, Any], where: str)
     seq = named.get("entry")
     if ledger is None:
         return [f"{where}: its entry {seq} is not in the ledger (there is no ledger)"]
-    if Path(str(named.get("path", ""))).resolve() != ledger.path.resolve():
+    if not _same_place(str(named.get("path", "")), ledger):
         return [f"{where}: the release was recorded in another ledger, {named.get('path')}"]
     found = next((e for e in ledger.entries() if e.seq == seq), None)
     if found is None:

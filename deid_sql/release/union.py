@@ -36,6 +36,7 @@ from ..contract.criteria import LEDGER_FILE
 from ..domains.recoding import QIRecoding, Recoding
 from ..evaluate.riskmodel import RecordRisk
 from ..ledger.combine import dense, dense_keys, first_of, per_person, person_keys, sorted_lookup
+from ..ledger.database import LedgerTables, Location
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, domain_sha256, key_fingerprint
 from ..sqltext import person_key
 from .attribute import Groups, judge_values
@@ -49,10 +50,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LedgerPlan:
-    """Where a linkable release is recorded and judged: the ledger file, the recipient, the key's
-    fingerprint and the released column a recipient links persons by."""
+    """Where a linkable release is recorded and judged: the ledger (a file, or tables on PostgreSQL), the
+    recipient, the key's fingerprint and the released column a recipient links persons by."""
 
-    path: Path
+    location: Location
     recipient: str
     fingerprint: str
     link: str
@@ -65,7 +66,7 @@ class LedgerPlan:
             return None
         person = spec.person.column if spec.person is not None else None
         link = person if person in linked else linked[0]
-        return cls(ledger_path(spec), spec.release.recipient, key_fingerprint(spec.columns.secret()), link)
+        return cls(ledger_location(spec), spec.release.recipient, key_fingerprint(spec.columns.secret()), link)
 
 
 ROWS_COUNTED = "deid_rows_counted"  # the window column of each person's rows in the release
@@ -110,8 +111,11 @@ class RowsCounted:
                           exp.alias_(window, ident(ROWS_COUNTED))).from_(source)
 
 
-def ledger_path(spec: Spec) -> Path:
-    """Where ``spec``'s releases are recorded: ``[release] ledger``, else ``LEDGER_FILE`` beside the spec."""
+def ledger_location(spec: Spec) -> Location:
+    """Where ``spec``'s releases are recorded: ``[release] ledger_table`` (tables on the spec's PostgreSQL),
+    else ``[release] ledger``, else ``LEDGER_FILE`` beside the spec."""
+    if spec.release.ledger_table is not None and spec.backend.dsn:
+        return LedgerTables(spec.backend.dsn, spec.release.ledger_table)
     given = spec.release.ledger
     return Path(given if given is not None else spec.path.parent / LEDGER_FILE).resolve()
 

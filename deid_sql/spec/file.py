@@ -197,6 +197,12 @@ class Spec:
         if risk not in RISK_MODELS:
             problems.append(f"risk = {risk!r} must be one of {', '.join(RISK_MODELS.names())}")
         release = parse_release_section(data, problems, base)
+        if release.ledger_table is not None and backend.engine != "postgres":
+            problems.append(
+                f"[release] ledger_table keeps the ledger as tables on PostgreSQL, but this spec runs on "
+                f"{backend.engine}: " + ("a Spark catalog has no grants to keep its tables owner-only" if
+                                         backend.engine == "spark" else "the ledger is a DuckDB file already")
+                + "; use ledger = \"PATH\" (a file) instead")
         columns = parse_columns_section(data, qi_columns, problems)
         source_raw = data.get("source")
         source_name = parse_release_name(source_raw.get("name") if isinstance(source_raw, dict) else None, source,
