@@ -170,3 +170,18 @@ def test_every_engine_searches_on_the_same_earlier_labels(engine: Engine, tmp_pa
     run("anonymize", spec, "--out", tmp_path / "b.parquet")
     record = json.loads((tmp_path / "b.parquet.release.json").read_text(encoding="utf-8"))
     assert record["policy"]["levels"] == "age:0|zip:1" and record["figures"]["union"]["k"] >= K
+
+
+def test_a_search_refuses_a_ledger_linked_by_another_column_than_the_person(
+        tmp_path: Path, run: Callable[..., Result]) -> None:
+    """With [person], the search counts what a recipient holds per person; a release linked by another
+    pseudonymized column (the person key dropped) holds no per-person labels to count: one line."""
+    spec = write(tmp_path, roles='pseudonymize = ["visit_id"]\ndrop = ["patient_id"]\nsecret_env = "DEID_LEDGER_KEY"')
+    rows = (tmp_path / "src.csv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "src.csv").write_text("\n".join([rows[0] + ",visit_id"] + [f"{r},V{i}" for i, r in enumerate(rows[1:])])
+                                      + "\n", encoding="utf-8")
+    run("materialize", spec, "--policy", A, "--out", "a.parquet")
+    spec.write_text(spec.read_text(encoding="utf-8") + '\n[person]\ncolumn = "patient_id"\n', encoding="utf-8")
+    refused = run("anonymize", spec, "--min-k", K, "--out", "b.parquet", expect=2)
+    assert "links persons by 'visit_id', not by the [person] key 'patient_id'" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "b.parquet").exists()
