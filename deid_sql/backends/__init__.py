@@ -35,7 +35,7 @@ Modules:
   killed writers swept (``sweep_leftovers``, without pyspark)
 
 May import: ``contract``, ``errors``, ``interrupts``, ``registry``, ``sqltext``, ``storage``, ``udfs``.
-Imported by: ``channels``, ``cli``, ``dbt``, ``evaluate``, ``loading``, ``policyfile``, ``problem``,
+Imported by: ``channels``, ``cli``, ``dbt``, ``evaluate``, ``ledger``, ``loading``, ``policyfile``, ``problem``,
     ``release``, ``sets``, ``starter``.
 """
 

@@ -34,8 +34,7 @@ def ledger_(spec: Path, recipient: str | None, verify: bool, releases: tuple[Pat
 
     Example: deid-sql ledger demo/demo.toml --verify
     """
-    from ..ledger.database import exists
-    from ..ledger.store import Ledger, summarize
+    from ..ledger.store import Ledger, exists, summarize
     from ..release.recorded import recorded_problems
     from ..release.union import ledger_location
     from ..spec.file import Spec

@@ -28,7 +28,7 @@ Modules:
   under a shift key derived from the secret (``offset``, the pure-Python reference), and the column types a
   shift moves (dates, timestamps without time zone)
 
-May import: ``errors``.
-Imported by: ``backends``, ``dbt``, ``loading``, ``policyfile``, ``problem``, ``release``, ``report``,
+May import: ``errors``, ``storage``.
+Imported by: ``backends``, ``dbt``, ``ledger``, ``loading``, ``policyfile``, ``problem``, ``release``, ``report``,
     ``sets``, ``spec``, ``starter``.
 """

@@ -22,8 +22,7 @@ import pyarrow as pa
 
 from ..errors import DeidError
 from ..ledger.combine import distinct_persons, person_keys
-from ..ledger.database import exists
-from ..ledger.store import Ledger
+from ..ledger.store import Ledger, exists
 from ..loading.sensitive import SensitiveCells, pseudonymized_positions
 from ..problem import Problem
 from ..release.gate import usable_entries

@@ -88,24 +88,6 @@ def describe(location: Location) -> str:
     return str(location)
 
 
-def exists(location: Location) -> bool:
-    """Whether a ledger has been written at ``location``."""
-    if isinstance(location, Path):
-        return location.is_file()
-    from .postgres import PostgresDatabase
-
-    return PostgresDatabase.exists(location)
-
-
-def open_database(location: Location, create: bool) -> LedgerDatabase:
-    """The database of the ledger at ``location``, opened to read (it must exist) or to append."""
-    if isinstance(location, Path):
-        return FileDatabase(location, create)
-    from .postgres import PostgresDatabase
-
-    return PostgresDatabase(location, create)
-
-
 class FileDatabase:
     """A DuckDB file (owner-only), attached to an in-memory session as ``L``: read-only for a reader (no
     lock held against a writer, nothing checkpointed on close), read-write for appending."""

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from ..errors import OutputError
 from .combine import dense, dense_keys, distinct_persons, first_of, per_person, person_keys, sorted_lookup
-from .database import STATE_SCHEMA, Location, open_database
+from .database import STATE_SCHEMA, FileDatabase, LedgerDatabase, Location
 
 FORMAT = 1
 FINGERPRINT_LABEL = b"deid-sql ledger: the fingerprint of a pseudonymization key"
@@ -155,6 +155,24 @@ class Released:
     @property
     def persons(self) -> int:
         return int(self.person.max()) + 1 if self.person is not None and self.person.size else 0
+
+
+def exists(location: Location) -> bool:
+    """Whether a ledger has been written at ``location``."""
+    if isinstance(location, Path):
+        return location.is_file()
+    from .postgres import PostgresDatabase
+
+    return PostgresDatabase.exists(location)
+
+
+def open_database(location: Location, create: bool) -> LedgerDatabase:
+    """The database of the ledger at ``location``, opened to read (it must exist) or to append."""
+    if isinstance(location, Path):
+        return FileDatabase(location, create)
+    from .postgres import PostgresDatabase
+
+    return PostgresDatabase(location, create)
 
 
 class Ledger:

@@ -29,8 +29,8 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
-from ..ledger.database import describe, exists
-from ..ledger.store import Entry, Ledger, LedgerQI, Released
+from ..ledger.database import describe
+from ..ledger.store import Entry, Ledger, LedgerQI, Released, exists
 from .attribute import (
     Groups,
     LinkedValues,

@@ -22,6 +22,6 @@ Modules:
   owner-only; stdlib only
 
 May import: ``errors``.
-Imported by: ``adversary``, ``backends``, ``channels``, ``cli``, ``compiler``, ``dbt``, ``jobs``,
+Imported by: ``adversary``, ``backends``, ``channels``, ``cli``, ``compiler``, ``contract``, ``dbt``, ``jobs``,
     ``loading``, ``policyfile``, ``release``, ``report``, ``sets``, ``spec``, ``starter``.
 """
