@@ -15,13 +15,16 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
 from deid_sql.contract.pseudonym import pseudonym
 from deid_sql.domains.domain import IntegerDomain
 from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.ledger.combine import person_keys, sorted_lookup
 from deid_sql.ledger.store import Entry, Ledger, Released
-from deid_sql.release.union import ledger_qis
+from deid_sql.release.figures import FLAG, Census, count_groups
+from deid_sql.release.union import ledger_qis, persons_and_groups, released_persons
+from deid_sql.sqltext import to_sql
 
 KEY = b"ledger keys: a test key of 32 bytes"
 
@@ -95,3 +98,40 @@ def test_a_ledger_of_the_first_layout_is_replayed_then_rebuilt(tmp_path: Path) -
                                          "WHERE table_name = 'ledger_state'").fetchall()]
     con.close()
     assert "person" in columns and "pseudonym" not in columns
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from(["a", "b", "c", "zz"]), st.sampled_from(["x", "y"]),
+                          st.booleans(), st.booleans()), min_size=0, max_size=30), st.booleans())
+def test_one_query_gives_the_gates_counts_and_the_ledgers_tuples(
+        rows: list[tuple[int, str, str, bool, bool]], flagged: bool) -> None:
+    """``persons_and_groups`` equals ``count_groups`` (persons) and ``released_persons`` run apart: persons
+    on several rows and tuples, suppressed rows with or without their pseudonym, labels outside the
+    policy ("zz")."""
+    table = pa.table({
+        "pid": pa.array([None if hide and flag else str(pseudonym(KEY, f"P{p}")) for p, _, _, flag, hide in rows],
+                        pa.string()),
+        "q0": pa.array([a for _, a, _, _, _ in rows], pa.string()),
+        "q1": pa.array([b for _, _, b, _, _ in rows], pa.string()),
+        FLAG: pa.array([flag and flagged for _, _, _, flag, _ in rows], pa.bool_())})
+    census = Census([["a", "b", "c"], ["x", "y"]], None, len(rows))
+    con = duckdb.connect()
+    con.register("released_rows", table)
+
+    def run(query: exp.Expression) -> pa.Table:
+        return con.sql(to_sql(query, "duckdb")).to_arrow_table()
+
+    try:
+        relation = exp.to_table("released_rows")
+        flag = FLAG if flagged else None
+        counted, released = persons_and_groups(run, relation, "pid", ["q0", "q1"], flag, census)
+        expected = count_groups(run, relation, ["q0", "q1"], flagged, "pid")
+        apart = released_persons(run, relation, "pid", ["q0", "q1"], flag, census)
+    finally:
+        con.close()
+    assert counted.to_pylist() == expected.cast(counted.schema).to_pylist()
+
+    def tuples(r: Released) -> set[tuple[str, tuple[int, ...]]]:
+        return {(str(p), tuple(g)) for p, g in zip(r.pseudonyms.to_pylist(), r.groups.tolist())}
+
+    assert tuples(released) == tuples(apart) and released.persons == apart.persons

@@ -60,6 +60,7 @@ from .union import (
     RowsCounted,
     entry_groups,
     ledger_qis,
+    persons_and_groups,
     released_persons,
     union_attribute,
     union_figures,
@@ -296,11 +297,18 @@ class ReleaseGate:
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
         column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
         relation, qi_columns, census, recoding = self._as_counted(relation)
-        table = self._suppressed_persons(count_groups(run, relation, qi_columns, self.flagged, self.person))
+        flag = FLAG if self.flagged else None
+        released = None
+        if self.ledger is not None and self.person is not None and self.ledger.link == self.person:
+            # persons linked by their key: the gate's counts and the ledger's tuples from one query
+            counted, released = persons_and_groups(run, relation, self.person, qi_columns, flag, census)
+        else:
+            counted = count_groups(run, relation, qi_columns, self.flagged, self.person)
+        table = self._suppressed_persons(counted)
         figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
         if self.ledger is not None:
-            figures = self._with_union(run, relation, figures, qi_columns, census, recoding)
+            figures = self._with_union(run, relation, figures, qi_columns, census, recoding, released)
         attribute = self.spec.release.attribute
         if not attribute:
             return figures
@@ -337,13 +345,14 @@ class ReleaseGate:
 
     def _with_union(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
                     figures: ReleaseFigures, qi_columns: Sequence[str], census: Census,
-                    recoding: Recoding) -> ReleaseFigures:
+                    recoding: Recoding, released: Released | None = None) -> ReleaseFigures:
         """``figures`` with the union's (``release.union``) when the recipient holds earlier releases;
-        the persons' label tuples are kept for the ledger entry ``record`` appends."""
+        the persons' label tuples (``released``, else read here) are kept for the ledger entry
+        ``record`` appends."""
         assert self.ledger is not None
-        self._released = released_persons(run, relation, self.ledger.link, qi_columns,
-                                          FLAG if self.flagged else None, census,
-                                          rows_per_person=self.person is not None)
+        self._released = released if released is not None else released_persons(
+            run, relation, self.ledger.link, qi_columns, FLAG if self.flagged else None, census,
+            rows_per_person=self.person is not None)
         self._labelled, self._qis = recoding, ledger_qis(recoding, self.spec.qi_names)
         if not exists(self.ledger.location):
             return figures

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from ..compiler.compile import col, ident
@@ -177,6 +178,39 @@ def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Ex
         pseudonyms, groups, keys = pseudonyms.take(pa.array(first)), groups[first], keys[first]
         person = dense(keys)
     return Released(pseudonyms, groups, keys, person)
+
+
+def persons_and_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, person: str,
+                       qi_columns: Sequence[str], flag: str | None, census: Census) -> tuple[pa.Table, Released]:
+    """One query for both counts a release of persons linked by its ``[person]`` key needs: the gate's
+    persons per label tuple (``figures.count_groups`` with ``person``: the same table, sorted) and the
+    released persons' tuples (``released_persons``).  ``SELECT DISTINCT person, qi…, [flag]`` over every
+    row: a group's persons are its distinct non-null keys (a suppressed group whose rows carry no
+    pseudonym counts 0, as ``COUNT(DISTINCT …)`` gives), the released ones those not suppressed."""
+    source = relation if isinstance(relation, exp.Table) else exp.Subquery(
+        this=relation, alias=exp.TableAlias(this=ident("deid_released")))
+    names = [f"q{i}" for i in range(len(qi_columns))]
+    keys = [exp.alias_(col(person), ident("p"))] + [
+        exp.alias_(exp.cast(col(c), "VARCHAR"), ident(n)) for n, c in zip(names, qi_columns)]
+    if flag is not None:
+        keys.append(exp.alias_(exp.func("coalesce", exp.cast(col(flag), "BOOLEAN"), exp.false()), ident("f")))
+        names.append("f")
+    rows = run(exp.select(*keys).distinct().from_(source))
+    if names:
+        counted = rows.group_by(names, use_threads=False).aggregate([("p", "count")])  # non-null keys
+        table = pa.table({**{n: counted.column(n) for n in names}, "m": counted.column("p_count")})
+        if table.num_rows:
+            table = table.sort_by([(n, "ascending") for n in names])
+    else:
+        table = pa.table({"m": pa.array([rows.num_rows - rows.column("p").null_count], pa.int64())})
+    shown = pc.is_valid(rows.column("p"))
+    if flag is not None:
+        shown = pc.and_(shown, pc.invert(rows.column("f")))
+    released = rows.filter(shown)
+    columns = [released.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
+    ids = census.group_ids(columns)
+    groups = np.stack(ids, axis=1) if ids else np.zeros((released.num_rows, 0), dtype=np.int64)
+    return table, Released(released.column("p"), groups)
 
 
 @dataclass(frozen=True)
