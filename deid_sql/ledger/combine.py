@@ -18,9 +18,17 @@ HEX_WIDTH = 64  # the hex pseudonym's digits
 
 
 def dense(values: np.ndarray) -> np.ndarray:
-    """0..G−1 numbering of int64 values (equal values, equal numbers), by hashing."""
+    """0..G−1 numbering of int64 values (equal values, equal numbers): by rank among the values present
+    when they span little more than their count (a ``bincount`` and a ``cumsum``, no hashing), else
+    by hashing (numbered in order of first appearance)."""
     if not values.size:
         return np.zeros(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low < 4 * values.size + 1024:
+        offset = values - low
+        present = np.zeros(high - low + 1, dtype=np.int64)
+        present[offset] = 1
+        return (np.cumsum(present) - 1)[offset]
     encoded = pc.dictionary_encode(pa.array(np.ascontiguousarray(values, dtype=np.int64)))
     return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -89,7 +97,7 @@ def person_keys(pseudonyms: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def distinct_persons(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct integer keys (in order of first appearance), and each row's index among them."""
+    """The distinct integer keys (key i of the i-th person ``dense`` numbers), and each row's index among them."""
     index = dense(keys)
     return keys[first_of(index, int(index.max()) + 1 if index.size else 0)], index
 

@@ -203,14 +203,15 @@ def persons_and_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.
             table = table.sort_by([(n, "ascending") for n in names])
     else:
         table = pa.table({"m": pa.array([rows.num_rows - rows.column("p").null_count], pa.int64())})
-    shown = pc.is_valid(rows.column("p"))
+    shown = np.asarray(pc.is_valid(rows.column("p")).to_numpy(zero_copy_only=False), dtype=bool)
     if flag is not None:
-        shown = pc.and_(shown, pc.invert(rows.column("f")))
-    released = rows.filter(shown)
-    columns = [released.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
-    ids = census.group_ids(columns)
-    groups = np.stack(ids, axis=1) if ids else np.zeros((released.num_rows, 0), dtype=np.int64)
-    return table, Released(released.column("p"), groups)
+        shown &= ~np.asarray(rows.column("f").to_numpy(zero_copy_only=False), dtype=bool)
+    ids = census.group_ids([rows.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))])
+    groups = np.stack(ids, axis=1) if ids else np.zeros((rows.num_rows, 0), dtype=np.int64)
+    pseudonyms = rows.column("p")
+    if not shown.all():  # only the pseudonyms are copied, the rows' labels are ids already
+        pseudonyms, groups = pseudonyms.filter(pa.array(shown)), groups[shown]
+    return table, Released(pseudonyms, groups)
 
 
 @dataclass(frozen=True)
