@@ -144,17 +144,22 @@ class Released:
     def __post_init__(self) -> None:
         if self.keys is None:
             object.__setattr__(self, "keys", person_keys(self.pseudonyms))
-        if self.person is None:
-            object.__setattr__(self, "person", dense(self.keys))
 
     def distinct(self) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct persons' keys (person i's at i), and each row's index among them."""
-        assert self.keys is not None and self.person is not None
+        """The distinct persons' keys (person i's at i), and each row's index among them (numbered when
+        first asked: a union judgment numbers them by their place in the state instead)."""
+        assert self.keys is not None
+        if self.person is None:
+            object.__setattr__(self, "person", dense(self.keys))
+        assert self.person is not None
         return self.keys[first_of(self.person, self.persons)], self.person
 
     @property
     def persons(self) -> int:
-        return int(self.person.max()) + 1 if self.person is not None and self.person.size else 0
+        if self.person is None:
+            self.distinct()
+        assert self.person is not None
+        return int(self.person.max()) + 1 if self.person.size else 0
 
 
 def exists(location: Location) -> bool:
@@ -238,27 +243,29 @@ class Ledger:
             keys, combined = keys[order], combined[order]
         return keys, combined
 
-    def state_of(self, recipient: str, persons: np.ndarray) -> np.ndarray:
-        """The combined label of each of ``persons`` (distinct integer keys) in ``recipient``'s state
-        (−1: never released to them)."""
-        keys, combined = self.state(recipient)
-        at = sorted_lookup(keys, np.asarray(persons, dtype=np.int64))
-        return np.where(at >= 0, combined[np.maximum(at, 0)] if combined.size else -1, -1)
-
     def held(self, recipient: str, persons: np.ndarray, entries: int,
              before: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """What ``recipient`` holds of each of ``persons`` (distinct integer keys): its combined label (−1:
-        never released to them) and the combined labels' rows (``entries`` wide) — the stored state
-        (one join), or the state as it was before entry ``before`` (replayed: a report of that release,
+        """What ``recipient`` holds of each of ``persons`` (integer keys): its combined label (−1: never
+        released to them) and the combined labels' rows (``entries`` wide) — the stored state (one
+        lookup), or the state as it was before entry ``before`` (replayed: a report of that release,
         or its search run again)."""
+        _, held, matrix, _ = self.held_at(recipient, persons, entries, before)
+        return held, matrix
+
+    def held_at(self, recipient: str, persons: np.ndarray, entries: int,
+                before: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``held``, with each key's place among the persons the recipient holds (−1: none; the places
+        number them 0..size−1, which the caller may use as person ids) and that size."""
         if before is None and not self.db.state_by_text():
-            return self.state_of(recipient, persons), self.combined(recipient, entries)
-        state_keys, state_ids, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
-        if not len(state_keys):
-            return np.full(len(persons), -1, dtype=np.int64), matrix
-        order = np.argsort(state_keys, kind="stable")
-        at = sorted_lookup(state_keys[order], np.asarray(persons, dtype=np.int64))
-        return np.where(at >= 0, state_ids[order][np.maximum(at, 0)], -1), matrix
+            keys, combined = self.state(recipient)
+            matrix = self.combined(recipient, entries)
+        else:
+            keys, combined, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
+            order = np.argsort(keys, kind="stable")
+            keys, combined = keys[order], combined[order]
+        place = sorted_lookup(keys, np.asarray(persons, dtype=np.int64))
+        held = np.where(place >= 0, combined[np.maximum(place, 0)] if combined.size else -1, -1)
+        return place, held, matrix, len(keys)
 
     def combined(self, recipient: str, entries: int) -> np.ndarray:
         """``recipient``'s combined labels: row c = its label in each of their ``entries`` entries."""

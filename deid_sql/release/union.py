@@ -259,17 +259,24 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     """The figures of ``current`` on its persons' combined labels with ``earlier`` (entries of ``ledger``),
     and the groups of combined labels (for the attribute criteria).  ``before``: judge with what the
     recipient held before that entry (a report of an earlier release), replayed from the entries."""
-    names, person_of_row = current.distinct()
-    n = len(names)
+    # what the recipient holds of each person: one lookup in their state, however many releases came before;
+    # the persons numbered by their place in it (the new ones after), so no key is hashed
+    assert current.keys is not None
+    place, row_held, matrix, size = ledger.held_at(recipient, current.keys, len(earlier), before)
+    new = place < 0
+    if new.any():
+        place = place.copy()
+        place[new] = size + dense(current.keys[new])
+    person_of_row = dense(place)
+    n = int(person_of_row.max()) + 1 if person_of_row.size else 0
+    first = first_of(person_of_row, n)
+    names, held = current.keys[first], row_held[first]
     row_key = dense_keys(current.groups)
     # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
     cur_key, mixed, _ = per_person(person_of_row, row_key, n)
-    cur_groups = current.groups[first_of(person_of_row, n)]
+    cur_groups = current.groups[first]
     outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
-
-    # what the recipient holds of each person: one lookup in their state, however many releases came before
     tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
-    held, matrix = ledger.held(recipient, names, len(earlier), before)
     known = held >= 0
     if known.any() and len(earlier):  # shown under several tuples in an earlier release: per combined label
         several = np.zeros(matrix.shape[0], dtype=bool)
