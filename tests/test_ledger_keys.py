@@ -135,3 +135,20 @@ def test_one_query_gives_the_gates_counts_and_the_ledgers_tuples(
         return {(str(p), tuple(g)) for p, g in zip(r.pseudonyms.to_pylist(), r.groups.tolist())}
 
     assert tuples(released) == tuples(apart) and released.persons == apart.persons
+
+
+def test_a_repeated_row_is_recorded_once(tmp_path: Path) -> None:
+    """A release read without DISTINCT (no [person]) may show a person's tuple twice: the entry holds it once,
+    and a person on two tuples keeps both."""
+    domain = IntegerDomain(0, 9)
+    exact = Recoding((QIRecoding.from_groups(domain, np.arange(10)),))
+    hexes = [str(pseudonym(KEY, f"P{i}")) for i in range(3)]
+    shown = Released(pa.array([hexes[0], hexes[1], hexes[0], hexes[2], hexes[2]]),
+                     np.array([[1], [2], [1], [3], [4]]))
+    assert shown.persons == 3
+    with Ledger(tmp_path / "ledger.duckdb") as ledger:
+        stored = ledger.append(_entry("one", exact), shown)
+        rows = ledger.db.rows("SELECT pseudonym, label FROM {persons} ORDER BY pseudonym, label")
+        assert not ledger.verify()
+    assert stored.rows == 4 and len(rows) == 4 and stored.persons == 0  # persons: the caller's figure
+    assert sorted(r[0] for r in rows) == sorted([hexes[0], hexes[1], hexes[2], hexes[2]])

@@ -154,6 +154,17 @@ class Released:
         assert self.person is not None
         return self.keys[first_of(self.person, self.persons)], self.person
 
+    def deduplicated(self) -> Released:
+        """One row per (person, tuple): a release read without ``DISTINCT`` may repeat one."""
+        _, person = self.distinct()
+        row = dense_keys(np.column_stack([person, np.asarray(self.groups, dtype=np.int64)]))
+        n = int(row.max()) + 1 if row.size else 0
+        if n == row.size:
+            return self
+        first = first_of(row, n)
+        assert self.keys is not None
+        return Released(self.pseudonyms.take(pa.array(first)), self.groups[first], self.keys[first], person[first])
+
     @property
     def persons(self) -> int:
         if self.person is None:
@@ -282,6 +293,7 @@ class Ledger:
     def append(self, entry: Entry, released: Released) -> Entry:
         """Append ``entry`` (its seq, previous and hashes are filled in here) with its persons, in one
         transaction; returns the entry as stored."""
+        released = released.deduplicated()
         pseudonyms = released.pseudonyms.cast(pa.string())
         groups = np.asarray(released.groups, dtype=np.int64).reshape(len(pseudonyms), len(entry.qis))
         label = dense_keys(groups)  # hashed, not sorted

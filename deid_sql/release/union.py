@@ -163,21 +163,15 @@ def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Ex
     """Per released (person, label tuple): the pseudonym and the group ids (-1: outside the policy).
 
     ``rows_per_person``: the release may hold several rows per person (``[person]``), so the engine
-    keeps one per (person, tuple) (``DISTINCT``); otherwise every row comes back, the rare repeat
-    dropped here on integer keys (a ``DISTINCT`` on a million pseudonyms' text costs more than both)."""
+    keeps one per (person, tuple) (``DISTINCT``); otherwise every row comes back (a ``DISTINCT`` on a
+    million pseudonyms' text costs more than the rare repeat), which the union counts once and the
+    ledger entry drops (``Released.deduplicated``)."""
     table = run(persons_query(relation, link, qi_columns, flag, distinct=rows_per_person))
     columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
     ids = census.group_ids(columns)
     groups = np.stack(ids, axis=1) if ids else np.zeros((table.num_rows, 0), dtype=np.int64)
     pseudonyms = table.column("p")  # chunked as it came: the entry's text, never copied here
-    keys = person_keys(pseudonyms)
-    person = dense(keys)
-    if not rows_per_person and len(keys) and int(person.max()) + 1 < len(keys):  # a person on several rows
-        row = dense_keys(np.column_stack([person, groups]))
-        first = first_of(row, int(row.max()) + 1)
-        pseudonyms, groups, keys = pseudonyms.take(pa.array(first)), groups[first], keys[first]
-        person = dense(keys)
-    return Released(pseudonyms, groups, keys, person)
+    return Released(pseudonyms, groups, person_keys(pseudonyms))
 
 
 def persons_and_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, person: str,
