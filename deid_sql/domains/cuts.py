@@ -298,3 +298,37 @@ def allowed_mask(rule: CutRule, domain: Domain, hierarchy: Hierarchy | None, whe
                         f"group; allow at least one cut or drop the QI")
         return None
     return mask
+
+
+def rule_ladder(rule: CutRule | None, domain: Domain) -> list[np.ndarray]:
+    """The boundary sets of a QI's full-domain levels under its cut rule, finest first, the top (one
+    group) left out; empty when the rule gives none (no rule, or ``cuts = "hierarchy"``: the hierarchy's
+    own levels serve).  Every set is one the rule allows, so a full-domain search bands a QI the way a
+    policy may (5-year bands, ZIP3, months) instead of only keeping or blanking it:
+
+    - ``every = n``: bands of n, 2n, 4n, … while a band leaves two groups;
+    - ``cuts = [...]``: those cuts;
+    - ``zip_digits``: each width, widest first;
+    - ``date_cuts``: month, quarter, year, as listed."""
+    if rule is None or rule.hierarchy or domain.size < 2:
+        return []
+    ladder: list[np.ndarray] = []
+    if rule.every is not None and isinstance(domain, IntegerDomain):
+        n = rule.every
+        while (bits := every_bits(domain, n)).any():
+            ladder.append(bits)
+            n *= 2
+    elif rule.values is not None:
+        problems: list[str] = []
+        mask = allowed_mask(rule, domain, None, "", problems)
+        if mask is not None:
+            ladder.append(mask)
+    elif rule.zip_digits and isinstance(domain, ZipDomain):
+        ladder = [digits_bits(domain, d) for d in sorted(rule.zip_digits, reverse=True)]
+    elif rule.date_units and isinstance(domain, DateDomain):
+        ladder = [unit_bits(domain, u) for u in UNITS if u in rule.date_units]
+    out: list[np.ndarray] = []
+    for bits in ladder:  # a level that cuts nothing, or no coarser than the one before, is no level
+        if bits.any() and not (out and np.array_equal(bits, out[-1])):
+            out.append(bits)
+    return out

@@ -105,8 +105,8 @@ class QualityModel(Protocol):
 class TransformationSpace:
     """The generalization lattice of full-domain transformations of a problem.
 
-    ``heights[q]`` is the number of levels of QI q: its hierarchy's height, or 2
-    (kept, ``*``) for a QI without a hierarchy.  ``levels[q][l]`` is the
+    ``heights[q]`` is the number of levels of QI q (``policies.levels.qi_levels``): its hierarchy's
+    height; else the bands its cut rule allows, then ``*``; else 2 (kept, ``*``).  ``levels[q][l]`` is the
     ``QIRecoding`` of QI q at level l; ``group_of[q][l]`` its group id per domain
     position; ``lift(q, a, b)`` maps group ids of level a to those of level b ≥ a.
     """
@@ -116,8 +116,8 @@ class TransformationSpace:
         self.domains = tuple(problem.domains)
         hierarchies = problem.lattice.hierarchies
         self.levels: list[list[QIRecoding]] = []
-        for name, domain in zip(self.names, self.domains):
-            self.levels.append(qi_levels(domain, hierarchies.get(name)))
+        for q, name, domain in zip(problem.spec.qis, self.names, self.domains):
+            self.levels.append(qi_levels(domain, hierarchies.get(name), q.cuts))
         self.heights: tuple[int, ...] = tuple(len(lv) for lv in self.levels)
         self.group_of = [[r.group_of for r in lv] for lv in self.levels]
         self.n_groups = [[r.n_groups for r in lv] for lv in self.levels]

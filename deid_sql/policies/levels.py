@@ -1,7 +1,8 @@
 """Full-domain levels of the QIs, and the level-vector text ``sex:0|age:3|…`` (seed 004, ARX).
 
-A QI's levels are its hierarchy's (level 0 the value itself, labels from the hierarchy CSV) or,
-without a hierarchy, two: kept and ``*``.  A level vector picks one level per QI; its text names
+A QI's levels are its hierarchy's (level 0 the value itself, labels from the hierarchy CSV); without
+a hierarchy, the bands its cut rule allows, finest first, then ``*`` (``cuts = { every = 5 }``: 5-,
+10-, 20-year bands …); without either, two: kept and ``*``.  A level vector picks one level per QI; its text names
 every QI (``QI:LEVEL``; QIs left out stay at level 0; ``top`` and ``bottom`` work).  The
 full-domain search (``fulldomain.TransformationSpace``) and every release path that takes
 ``--levels`` read the same text into the same recodings, with the same labels.
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..domains.cuts import CutRule, rule_ladder
 from ..domains.domain import Domain
 from ..domains.hierarchy import Hierarchy
 from ..domains.recoding import QIRecoding, Recoding
@@ -21,13 +23,18 @@ from ..errors import PolicyError
 TOP_LABEL = "*"  # the one label of a QI without a hierarchy at its top level
 
 
-def qi_levels(domain: Domain, hierarchy: Hierarchy | None) -> list[QIRecoding]:
-    """The recodings of one QI's levels, bottom first."""
-    if hierarchy is None:
-        kept = QIRecoding.from_groups(domain, np.arange(domain.size))
-        top = QIRecoding.from_groups(domain, np.zeros(domain.size, dtype=np.int64), [TOP_LABEL])
-        return [kept, top]
-    return [hierarchy.recoding(domain, level) for level in range(hierarchy.height)]
+def qi_levels(domain: Domain, hierarchy: Hierarchy | None, rule: CutRule | None = None) -> list[QIRecoding]:
+    """The recodings of one QI's levels, bottom first: its hierarchy's; else the bands its cut rule
+    allows (``domains.cuts.rule_ladder``: level 0 the finest, e.g. 5-year bands, then coarser, then
+    ``*``), since a rule says the exact values may not be shown; else kept and ``*``."""
+    if hierarchy is not None:
+        return [hierarchy.recoding(domain, level) for level in range(hierarchy.height)]
+    top = QIRecoding.from_groups(domain, np.zeros(domain.size, dtype=np.int64), [TOP_LABEL])
+    ladder = rule_ladder(rule, domain)
+    if ladder:
+        return [QIRecoding(np.concatenate(([0], np.cumsum(bits, dtype=np.int64))), None, domain)
+                for bits in ladder] + [top]
+    return [QIRecoding.from_groups(domain, np.arange(domain.size)), top]
 
 
 def parse_levels(text: str, names: Sequence[str], heights: Sequence[int]) -> tuple[int, ...]:
@@ -72,8 +79,11 @@ def levels_text(levels: Sequence[int], names: Sequence[str]) -> str:
 
 
 def levels_recoding(text: str, names: Sequence[str], domains: Sequence[Domain],
-                    hierarchies: Mapping[str, Hierarchy]) -> tuple[tuple[int, ...], Recoding]:
-    """The level vector a text names and its recoding (named by its canonical text)."""
-    per_qi = [qi_levels(d, hierarchies.get(n)) for n, d in zip(names, domains)]
+                    hierarchies: Mapping[str, Hierarchy],
+                    rules: Sequence[CutRule | None] | None = None) -> tuple[tuple[int, ...], Recoding]:
+    """The level vector a text names and its recoding (named by its canonical text); ``rules``: each
+    QI's cut rule (``qi_levels``)."""
+    rules = list(rules) if rules is not None else [None] * len(names)
+    per_qi = [qi_levels(d, hierarchies.get(n), r) for n, d, r in zip(names, domains, rules)]
     x = parse_levels(text, names, [len(lv) for lv in per_qi])
     return x, Recoding(tuple(per_qi[q][v] for q, v in enumerate(x)), name=levels_text(x, names))

@@ -88,7 +88,8 @@ def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
         rule = Suppression.smaller_than(rule.below, unit="persons")  # the groups count persons
     if levels is not None:
         names = problem.spec.qi_names
-        x, recoding = levels_recoding(levels, names, problem.domains, problem.lattice.hierarchies)
+        x, recoding = levels_recoding(levels, names, problem.domains, problem.lattice.hierarchies,
+                                      [q.cuts for q in problem.spec.qis])
         return ReleasePlan(recoding, None, readable_levels(names, x, recoding, problem.lattice.hierarchies), rule,
                            recoding.name)
     if isinstance(policy, Recoding):
