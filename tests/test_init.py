@@ -130,7 +130,7 @@ def test_a_population_size_or_region_without_a_census(cohort: Path, run, tmp_pat
     spec = tmp_path / "nc.toml"
     run("init", cohort / "cohort.parquet", *option, "--out", spec)
     raw = tomllib.loads(spec.read_text(encoding="utf-8"))
-    assert raw["risk"] == "dankar"
+    assert raw["risk"] == "benedetti-franconi"
     assert raw["population"] == ({"size": 300_000} if option[0] == "--population" else {"region": "us-texas"})
     assert "no census" in run("validate", spec).stdout
 

@@ -56,7 +56,8 @@ class Population:
             return f"census {self.census} (people per cell in column {self.count!r})"
         if self.size is not None or self.region is not None:
             people = REGIONS[self.region][0] if self.region else self.size
-            return f"no census: {describe(people, self.region)}; risk estimated by Dankar's rule"
+            return (f"no census: {describe(people, self.region)}; each record's risk estimated from its group's "
+                    f"size (benedetti-franconi)")
         return "the sample itself (no census or population size given)"
 
 
@@ -323,14 +324,17 @@ def _population(starter: Starter, out: Path) -> list[str]:
     if pop.region is not None or pop.size is not None:
         given = (f"population = {{ region = {tomltext.string(pop.region)} }}" if pop.region is not None
                  else f"population = {{ size = {pop.size} }}")
-        return ["", "# Population: no census table, only the population's size; each group's population is estimated",
-                "# from the sample by Dankar's rule (deid-sql help no-census; models: pitman, zayatz, snb,",
-                "# benedetti-franconi with [weights]). With a census table: deid-sql init DATA --census FILE COUNT.",
-                given, 'risk = "dankar"']
+        return ["", "# Population: no census table, only the population's size; each record's risk is estimated",
+                "# from its group's size in the sample and the sampling fraction (Benedetti-Franconi): it never",
+                "# rises with generalization, so every search accepts it. Dataset-level estimates (dankar, pitman,",
+                "# zayatz, snb) are for evaluate and the report; the pruning searches refuse them (deid-sql help",
+                "# no-census). With a census table: deid-sql init DATA --census FILE COUNT.",
+                given, 'risk = "benedetti-franconi"']
     return ["", "# Population: none given, so each group's population is its own records in the sample",
             '# (population = "sample"): the most cautious assumption, every record unique in the sample counts',
             "# as re-identified. With a census table: deid-sql init DATA --census FILE COUNT (or write [population]",
-            "# path and count); with only the population's size: population = { size = N } and risk = \"dankar\"",
+            "# path and count); with only the population's size: population = { size = N } and",
+            "# risk = \"benedetti-franconi\"",
             '# (or population = { region = "usa" }); see deid-sql help no-census.',
             'population = "sample"']
 
