@@ -30,10 +30,9 @@ def qi_levels(domain: Domain, hierarchy: Hierarchy | None, rule: CutRule | None 
     if hierarchy is not None:
         return [hierarchy.recoding(domain, level) for level in range(hierarchy.height)]
     top = QIRecoding.from_groups(domain, np.zeros(domain.size, dtype=np.int64), [TOP_LABEL])
-    ladder = rule_ladder(rule, domain)
-    if ladder:
+    if rule is not None and not rule.hierarchy:  # (a rule that allows no cut leaves the top alone)
         return [QIRecoding(np.concatenate(([0], np.cumsum(bits, dtype=np.int64))), None, domain)
-                for bits in ladder] + [top]
+                for bits in rule_ladder(rule, domain)] + [top]
     return [QIRecoding.from_groups(domain, np.arange(domain.size)), top]
 
 
