@@ -21,6 +21,7 @@ from ..jobs.earlier import earlier_releases
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..release.targets import release_targets
+from ..release.unit import Unit
 from ..search.bfs import STORES
 from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from .options import (
@@ -156,7 +157,8 @@ def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | 
         else:
             click.echo(f"optimum      {run.space.text(best.levels)}")
             click.echo(f"{metric:<12} {best.quality:.6g}")
-            click.echo(f"suppressed   {best.suppressed:,} records ({best.suppressed_share:.2%}), "
+            unit = Unit.of(problem.spec.person)  # the cells count persons with [person]
+            click.echo(f"suppressed   {unit.count(best.suppressed)} ({best.suppressed_share:.2%}), "
                        f"{best.groups_kept:,} groups kept")
         click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
                    f"{r.pruned:,} excluded by their quality bound; search {r.seconds:.2f} s ({r.traversal})"

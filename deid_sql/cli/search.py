@@ -16,6 +16,7 @@ from ..release.output import create_view, materialize
 from ..release.plan import plan_of
 from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
 from ..release.targets import release_targets
+from ..release.unit import Unit
 from ..report import write_boundaries
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from .options import (
@@ -66,7 +67,8 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
                    f"{restricted}")
         click.echo(f"  age   {AGE_LIMIT} and above become {AGE_LIMIT}+; dates become years; other QIs kept")
         click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
-                   f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique records {m.sample_unique_records}")
+                   f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique {Unit.of(problem.spec.person).many} "
+                   f"{m.sample_unique_records}")
         if report is not None and out is None and view_name is None:
             raise OutputError("--report describes a release: add --out FILE or --view NAME --db FILE "
                               "(or run 'deid-sql report SPEC --policy safe-harbor --out FILE.html')")
