@@ -314,7 +314,7 @@ def test_existing_view_is_refused_with_this_commands_flags(run: Run, study: Path
     result = run("channels", study / "table1.toml", "--view", "v", "--db", db, expect=2)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "already has" in lines[0]
-    assert "--overwrite" in lines[0] and "--replace" not in lines[0], lines[0]
+    assert "--overwrite" in lines[0] and "--overwrite" not in lines[0], lines[0]
 
 
 def taken_view_name(run: Run, study: Path, db: Path) -> Result:

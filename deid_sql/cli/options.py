@@ -274,9 +274,10 @@ class RenamedOption(click.Option):
     """The old spelling of an option (``new``): accepted, hidden from --help, and announced with one
     deprecation line on stderr when given (``renamed``)."""
 
-    def __init__(self, *args: Any, new: str, dest: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, new: str, dest: str, values: Mapping[str, tuple[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, hidden=True, **kwargs)
-        self.new, self.dest = new, dest
+        self.new, self.dest, self.values = new, dest, values
 
 
 def deprecation(old: str, new: str) -> str:
@@ -314,7 +315,8 @@ def renamed(old: str, new: str, dest: str, type: Any = None, is_flag: bool = Fal
         extra: dict[str, Any] = ({"is_flag": True} if is_flag else
                                  {"type": click.Choice(list(values)), "default": None} if values is not None else
                                  {"type": type, "default": None})
-        return click.option(old, hidden, cls=RenamedOption, new=new, dest=dest, **extra)(wrapper)  # type: ignore[return-value]
+        return click.option(old, hidden, cls=RenamedOption, new=new, dest=dest, values=values,  # type: ignore[return-value]
+                            **extra)(wrapper)
 
     return decorate
 

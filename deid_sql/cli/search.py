@@ -37,7 +37,7 @@ METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 @click.command(name="safe-harbor")
 @spec_argument
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write the Safe Harbor release (.parquet, .csv or .duckdb).")
+              help="Write the Safe Harbor release (.parquet, .csv or .duckdb).")
 @renamed("--materialize", "--out", "out", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file or --view.")
 @click.option("--view", "view_name", default=None, help="Also create this DuckDB view (needs --db).")
