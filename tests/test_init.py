@@ -208,8 +208,8 @@ def test_an_existing_spec_is_kept_without_force(cohort: Path, run, tmp_path: Pat
     spec = tmp_path / "mine.toml"
     spec.write_text("# mine\n", encoding="utf-8")
     refused = run("init", cohort / "cohort.parquet", "--out", spec, expect=2)
-    assert refused.stderr.strip() == f"error: {spec} already exists; pass --overwrite to replace it (or --out FILE to " \
-                                     f"write another)"
+    assert refused.stderr.strip() == f"error: {spec} already exists; pass --overwrite to replace it (or --out FILE " \
+                                     f"to write another)"
     assert spec.read_text(encoding="utf-8") == "# mine\n"
     run("init", cohort / "cohort.parquet", "--out", spec, "--overwrite")
     assert tomllib.loads(spec.read_text(encoding="utf-8"))["source"]["path"] == (cohort / "cohort.parquet").as_posix()
