@@ -223,7 +223,7 @@ def test_an_existing_spec_is_kept_without_force(cohort: Path, run, tmp_path: Pat
     (("{data}", "--population", "10", "--region", "usa"), "give one of --census, --population and --region"),
     (("{data}", "--out", "nowhere/x.toml"), "output folder nowhere does not exist"),
     (("{data}", "--out", "{data}"), "is the data file itself"),
-    (("{data}", "--table", "t"), "--table is only for DuckDB files"),
+    (("{data}", "--source-table", "t"), "--source-table is only for DuckDB files"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(cohort: Path, run, tmp_path: Path, args: tuple[str, ...],
                                                   message: str) -> None:
@@ -244,8 +244,8 @@ def test_a_duckdb_table_needs_its_name(run, tmp_path: Path) -> None:
         con.execute('CREATE TABLE "my patients" (age INTEGER, gender VARCHAR, note VARCHAR)')
         con.execute("INSERT INTO \"my patients\" SELECT 20 + i % 50, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END, "
                     "'n' || (i % 3) FROM range(200) t(i)")
-    assert "pass --table NAME" in run("init", db, expect=2).stderr
-    run("init", db, "--table", "my patients")
+    assert "pass --source-table NAME" in run("init", db, expect=2).stderr
+    run("init", db, "--source-table", "my patients")
     raw = tomllib.loads((tmp_path / "data.toml").read_text(encoding="utf-8"))
     assert raw["source"] == {"path": "data.duckdb", "table": "my patients"}
     assert [q["name"] for q in raw["qi"]] == ["age", "gender"] and raw["columns"]["drop"] == ["note"]
