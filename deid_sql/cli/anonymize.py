@@ -91,7 +91,7 @@ from .report import finish_release_report, prepare_release_report, report_option
                    "the antichain invariant (for comparison).")
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
-@click.option("--table", default=None,
+@click.option("--table", default=None, metavar="NAME",
               help="Table name inside a .duckdb --out (default deidentified), or the table to create in the "
                    "spec's PostgreSQL or Spark engine when --out is left out.")
 @view_options

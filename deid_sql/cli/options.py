@@ -99,7 +99,7 @@ def spec_argument(fn: F) -> F:
     (whether this run reuses the cells an earlier run read from the same data)."""
     return verbose_option(_NO_CACHE(_SPEC(fn)))
 
-_VIEW = click.option("--view", default=None,
+_VIEW = click.option("--view", default=None, metavar="NAME",
                      help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
 _DB = click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
                    help="DuckDB file for --view (created if missing).")

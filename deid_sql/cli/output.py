@@ -92,8 +92,9 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
                    "PostgreSQL or Spark engine); a folder when the spec links tables ([[table]]): one file per "
                    "table and one release.json.")
 @format_option
-@click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
-                                            "table to create in the engine when --out is left out.")
+@click.option("--table", default=None, metavar="NAME",
+              help="Table name inside a .duckdb output (default deidentified), or the table to create in the engine "
+                   "when --out is left out.")
 @click.option("--tables", "tables", default=None, metavar="PREFIX",
               help="A spec that links tables ([[table]]): write the set as tables PREFIX + each release name "
                    "and the record table PREFIX + release, all or none, inside the engine (or with --out "

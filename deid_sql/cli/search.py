@@ -40,7 +40,7 @@ METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
               help="Write the Safe Harbor release (.parquet, .csv or .duckdb).")
 @renamed("--materialize", "--out", "out", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file or --view.")
-@click.option("--view", "view_name", default=None, help="Also create this DuckDB view (needs --db).")
+@click.option("--view", "view_name", default=None, metavar="NAME", help="Also create this DuckDB view (needs --db).")
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view.")
 @renamed("--replace", "--overwrite", "overwrite", is_flag=True)
