@@ -125,7 +125,7 @@ def test_5_table_vs_view_names_what_exists_and_the_flag(pg: PostgresEngine, spec
     line = one_line(run, "materialize", spec, "--policy", POLICY, "--table", f"{s}.v")
     assert "a view named" in line and "--overwrite" in line and "a table named" not in line
     line = one_line(run, "view", spec, "--policy", POLICY, "--view", f"{s}.t")
-    assert "a table named" in line and "--overwrite" in line and "--overwrite" not in line
+    assert "a table named" in line and "--overwrite" in line and "--replace" not in line
     run("materialize", spec, "--policy", POLICY, "--table", f"{s}.v", "--overwrite")
     run("view", spec, "--policy", POLICY, "--view", f"{s}.t", "--overwrite")
     kinds = dict(pg.backend.con.execute(
