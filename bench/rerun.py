@@ -129,7 +129,7 @@ def part_rerun(skip_spark: bool = False, runs: int = 1) -> list[tuple[str, str, 
                 cache = folder / f"cache-{engine}"
                 shutil.rmtree(cache, ignore_errors=True)
                 run_env = dict(env, DEID_SQL_CACHE_DIR=str(cache))
-                evaluate = ["evaluate", str(spec), "--policy", "top", "--format", "json"]
+                evaluate = ["evaluate", str(spec), "--policy", "top", "--json"]
                 firsts.append(cli(evaluate, run_env))
                 seconds.append(cli(evaluate, run_env))
                 shutil.rmtree(cache, ignore_errors=True)

@@ -144,7 +144,7 @@ def test_the_accept_risk_override_records_the_attribute_failure(tmp_path: Path, 
 
 PATHS = {
     "table": lambda d: ("materialize", "--out", d / "r.duckdb", "--table", "released"),
-    "view": lambda d: ("view", "--db", d / "r.duckdb", "--name", "released"),
+    "view": lambda d: ("view", "--db", d / "r.duckdb", "--view", "released"),
     "compile": lambda d: ("compile", "--dialect", "duckdb"),
     "report": lambda d: ("report", "--out", d / "r.html"),
     "dbt": lambda d: ("dbt", "--project", d / "warehouse"),

@@ -167,7 +167,7 @@ def in_warehouse(folder: Path, spec: Path) -> str:
 SET_PATHS = {
     "folder": lambda d: ("materialize", "--out", d / "release"),
     "tables": lambda d: ("materialize", "--out", d / "r.duckdb", "--tables", "deid_"),
-    "views": lambda d: ("view", "--db", d / "warehouse.duckdb", "--name", "deid_"),
+    "views": lambda d: ("view", "--db", d / "warehouse.duckdb", "--view", "deid_"),
     "dbt": lambda d: ("dbt", "--project", d / "project"),
 }
 

@@ -27,7 +27,7 @@ def command(name: str, spec: Path, tmp_path: Path, policy: str = POLICY) -> list
         "compile": ["compile", spec, "-p", policy],
         "materialize": ["materialize", spec, "-p", policy, "--out", out],
         "materialize-duckdb": ["materialize", spec, "-p", policy, "--out", tmp_path / "release.duckdb"],
-        "view": ["view", spec, "-p", policy, "--db", tmp_path / "analysts.duckdb", "--name", "v"],
+        "view": ["view", spec, "-p", policy, "--db", tmp_path / "analysts.duckdb", "--view", "v"],
     }[name]
 
 
@@ -393,7 +393,7 @@ def test_output_folder_missing(project, run, tmp_path) -> None:
     for out in ("nope/release.parquet", "nope/release.duckdb"):
         result = run("materialize", project.spec_path, "-p", POLICY, "--out", project.dir / out, expect=2)
         assert "output folder" in result.stderr and "does not exist" in result.stderr
-    result = run("view", project.spec_path, "-p", POLICY, "--db", tmp_path / "nope" / "a.duckdb", "--name", "v",
+    result = run("view", project.spec_path, "-p", POLICY, "--db", tmp_path / "nope" / "a.duckdb", "--view", "v",
                  expect=2)
     assert "does not exist" in result.stderr
     assert not (project.dir / "nope").exists() and not (tmp_path / "nope").exists()
@@ -403,7 +403,7 @@ def test_output_not_a_duckdb_file(project, run, tmp_path) -> None:
     junk = tmp_path / "junk.duckdb"
     junk.write_text("not a database", encoding="utf-8")
     for args in (("materialize", project.spec_path, "-p", POLICY, "--out", junk),
-                 ("view", project.spec_path, "-p", POLICY, "--db", junk, "--name", "v")):
+                 ("view", project.spec_path, "-p", POLICY, "--db", junk, "--view", "v")):
         result = run(*args, expect=2)
         assert "as a DuckDB database" in result.stderr and len(result.stderr.splitlines()) == 1
     assert junk.read_text(encoding="utf-8") == "not a database"

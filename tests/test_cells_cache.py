@@ -23,7 +23,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _evaluate(run, spec: Path, *extra: str) -> dict:
-    return json.loads(run("evaluate", spec, "--policy", "age:cuts=18,65|zip:top", "--format", "json", *extra).stdout)
+    return json.loads(run("evaluate", spec, "--policy", "age:cuts=18,65|zip:top", "--json", *extra).stdout)
 
 
 def test_the_second_command_reuses_the_cells(project, run, scans, own_cache: Path) -> None:

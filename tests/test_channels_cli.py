@@ -308,13 +308,14 @@ def test_view_and_its_composition_view(run: Run, study: Path, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_existing_view_is_refused_with_this_commands_flags(run: Run, study: Path, tmp_path: Path) -> None:
-    """The hint must name options that ``channels`` has (--view, --overwrite), not ``view``'s --name/--replace."""
+    """The hint must name options that ``channels`` has (--view, --overwrite), not ``view``'s old --name/--replace."""
     db = tmp_path / "analysts.duckdb"
     run("channels", study / "table1.toml", "--view", "v", "--db", db)
     result = run("channels", study / "table1.toml", "--view", "v", "--db", db, expect=2)
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "already has" in lines[0]
-    assert "--overwrite" in lines[0] and "--replace" not in lines[0], lines[0]
+    assert "--overwrite" in lines[0] and "--view" in lines[0], lines[0]
+    assert "--replace" not in lines[0] and "--name" not in lines[0], lines[0]  # the old spellings of view
 
 
 def taken_view_name(run: Run, study: Path, db: Path) -> Result:

@@ -337,15 +337,15 @@ def test_materialize_failing_engine_leaves_no_temp_file(project, run, monkeypatc
 def test_view(project, run, tmp_path: Path) -> None:
     db = tmp_path / "analysts.duckdb"
     assert not db.exists()
-    result = run("view", project.spec_path, "-p", POLICY, "--db", db, "--name", "patients_deid")
+    result = run("view", project.spec_path, "-p", POLICY, "--db", db, "--view", "patients_deid")
     assert "created view patients_deid" in result.stdout
     table = read_duckdb(db, "patients_deid")
     assert_policy_labels(project, table)
-    # an existing name needs --replace
-    result = run("view", project.spec_path, "-p", "top", "--db", db, "--name", "patients_deid", expect=2)
+    # an existing name needs --overwrite
+    result = run("view", project.spec_path, "-p", "top", "--db", db, "--view", "patients_deid", expect=2)
     assert "already has a table or view named 'patients_deid'" in result.stderr
     assert_policy_labels(project, read_duckdb(db, "patients_deid"))
-    run("view", project.spec_path, "-p", "top", "--db", db, "--name", "patients_deid", "--replace")
+    run("view", project.spec_path, "-p", "top", "--db", db, "--view", "patients_deid", "--overwrite")
     table = read_duckdb(db, "patients_deid")
     assert table.num_rows == 500 and set(table.column("race").to_pylist()) == {RACE_TOP}
     no_temp_files(tmp_path)
@@ -353,7 +353,7 @@ def test_view(project, run, tmp_path: Path) -> None:
 
 def test_view_refuses_an_input_as_database(project, run) -> None:
     before = project.files()
-    result = run("view", project.spec_path, "-p", POLICY, "--db", project.source_csv, "--name", "v", expect=2)
+    result = run("view", project.spec_path, "-p", POLICY, "--db", project.source_csv, "--view", "v", expect=2)
     assert "is an input of the spec" in result.stderr
     assert project.files() == before
 
@@ -366,10 +366,10 @@ def test_view_over_a_duckdb_source(project, run) -> None:
     con.close()
     spec = project.spec(source="warehouse.duckdb", source_extra='table = "patients"')
     other = project.dir / "other.duckdb"
-    result = run("view", spec, "-p", POLICY, "--db", other, "--name", "v", expect=2)
+    result = run("view", spec, "-p", POLICY, "--db", other, "--view", "v", expect=2)
     assert "create the view in that file" in result.stderr
     assert not other.exists()
-    run("view", spec, "-p", POLICY, "--db", db, "--name", "patients_deid")
+    run("view", spec, "-p", POLICY, "--db", db, "--view", "patients_deid")
     assert_policy_labels(project, read_duckdb(db, "patients_deid"))
 
 
@@ -404,7 +404,7 @@ def test_suppress_below(project, run, tmp_path: Path, k: int) -> None:
     assert check_suppressed(table, k) == small
 
     db = tmp_path / "views.duckdb"
-    run("view", project.spec_path, "-p", policy, "--db", db, "--name", "v", "--suppress-below", k)
+    run("view", project.spec_path, "-p", policy, "--db", db, "--view", "v", "--suppress-below", k)
     assert check_suppressed(read_duckdb(db, "v"), k) == small
 
     sql = run("compile", project.spec_path, "-p", policy, "--suppress-below", k).stdout

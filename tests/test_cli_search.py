@@ -21,7 +21,7 @@ def _with_roles(project) -> object:
 def test_safe_harbor_prints_risk_and_writes_release(project, run):
     spec = _with_roles(project)
     out = project.dir / "sh.parquet"
-    result = run("safe-harbor", spec, "--materialize", out, "--view", "sh_view", "--db", project.dir / "a.duckdb")
+    result = run("safe-harbor", spec, "--out", out, "--view", "sh_view", "--db", project.dir / "a.duckdb")
     assert "risk" in result.stdout and "90 and above become 90+" in result.stdout
     ages = set(pq.read_table(out).column("age").to_pylist())
     assert all(a == "90+" or int(a) < 90 for a in ages)

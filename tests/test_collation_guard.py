@@ -138,7 +138,7 @@ def test_postgres_nondeterministic_collation_and_padded_char(tmp_path):
         assert result.exit_code == 0, result.output
         assert "column 'sex' is text COLLATE" in result.output and "column 'race' is character(8)" in result.output
         view = f"{schema}.patients_deid"
-        result = CliRunner().invoke(cli, ["view", str(spec), "--policy", "age:cuts=10,20", "--name", view])
+        result = CliRunner().invoke(cli, ["view", str(spec), "--policy", "age:cuts=10,20", "--view", view])
         assert result.exit_code == 0, result.output
         con.execute(f"INSERT INTO \"{schema}\".patients VALUES (9001, 20, 'FEMALE', 'White', '37201', 'I10'), "
                     f"(9002, 21, 'female', 'White', '37201', 'I10')")

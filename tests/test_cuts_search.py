@@ -216,7 +216,7 @@ def test_publishable_policies_are_viewed_and_saved_through_the_gate(project, run
     evaluated = json.loads(run("evaluate", spec, "--policy", policy).stdout)
     assert evaluated["policy"] == "age:every=10|sex:bottom|race:top|zip:digits=3"
     db = project.dir / "analysts.duckdb"
-    run("view", spec, "--policy", policy, "--db", db, "--name", "published")
+    run("view", spec, "--policy", policy, "--db", db, "--view", "published")
     con = duckdb.connect(str(db), read_only=True)
     try:
         ages, zips = zip(*con.execute("SELECT age, zip FROM published").fetchall())

@@ -231,7 +231,7 @@ def test_postgres_days_written_as_text_stop_no_query(pg: PostgresEngine, run) ->
         result.stderr
     assert "out of range" not in result.stderr and "invalid input" not in result.stderr
     spec = days_spec(pg, "days", text_days())
-    run("view", spec, "-p", "day:cuts=2020-07-01|sex:top", "--name", pg.qualified("v"), "--accept-risk", "test: days")
+    run("view", spec, "-p", "day:cuts=2020-07-01|sex:top", "--view", pg.qualified("v"), "--accept-risk", "test: days")
     refill(pg, "days", text_days((*DAYS_OUTSIDE, *DAYS_INSIDE)))
     shown = [d for (d,) in rows_of(pg, f'SELECT day FROM "{pg.schema}"."v"')]
     assert shown.count(OUTSIDE_LABEL) == len(DAYS_OUTSIDE)
@@ -251,7 +251,7 @@ def test_postgres_date_and_timestamp_columns_are_days_under_any_datestyle(pg: Po
                       "stamp": pa.array(stamps, pa.timestamp("us")), "sex": pa.array(["F", "M"] * 30)})
     spec = days_spec(pg, "typed", table)
     policy = "day:cuts=2020-07-01|stamp:cuts=2020-07-01|sex:top"
-    run("view", spec, "-p", policy, "--name", pg.qualified("tv"), "--accept-risk", "test: typed days")
+    run("view", spec, "-p", policy, "--view", pg.qualified("tv"), "--accept-risk", "test: typed days")
     query = f'SELECT day, stamp, count(*) FROM "{pg.schema}"."tv" GROUP BY 1, 2'
     late = sum(s.month > 6 for s in stamps)
     expected = [("2020-01-01..2020-06-30", "2020-01-01..2020-06-30", 60 - late),

@@ -107,7 +107,7 @@ def test_apply_refuses_a_drifted_batch_and_writes_nothing(project, run, tmp_path
     con.close()
     before, db_before = project.files(), existing.read_bytes()
     targets = [("--out", project.dir / "r.parquet"), ("--out", project.dir / "r.csv"),
-               ("--out", project.dir / "r.duckdb", "--out-table", "released"),
+               ("--out", project.dir / "r.duckdb", "--table", "released"),
                ("--view", "released", "--db", project.dir / "views.duckdb"),
                ("--view", "released", "--db", existing)]
     for target in targets:
@@ -261,14 +261,13 @@ def test_batch_arguments(project, run) -> None:
             extra = ("--out", project.dir / "r.parquet") if command == "apply" else ()
             line = one_error_line(run(command, policy, *args, *extra, expect=2))
             assert fragment in line, (command, args, line)
-    for command in ("check", "apply"):  # the old spelling beside the new one: click's usage error, exit 2
-        extra = ("--out", project.dir / "r.parquet") if command == "apply" else ()
-        result = run(command, policy, "--source-table", "t", "--table", "x", *extra, expect=2)
-        assert "--table is the old spelling of --source-table; give --source-table only" in result.stderr
-    line = one_error_line(run("apply", policy, "--source", project.source_parquet, "--out-table", "t", expect=2))
-    assert "--out-table names the table inside a .duckdb --out (the spec runs on DuckDB)" in line
+    # the old spelling beside the new one: click's usage error, exit 2 (check; apply's --table names its output)
+    result = run("check", policy, "--source-table", "t", "--table", "x", expect=2)
+    assert "--table is the old spelling of --source-table; give --source-table only" in result.stderr
+    line = one_error_line(run("apply", policy, "--source", project.source_parquet, "--table", "t", expect=2))
+    assert "--table names the table inside a .duckdb --out (the spec runs on DuckDB)" in line
     line = one_error_line(run("apply", policy, "--source", project.source_parquet, "--view", "v", "--db",
-                              project.dir / "v.duckdb", "--out-table", "t", expect=2))
+                              project.dir / "v.duckdb", "--table", "t", expect=2))
     assert "not of a view" in line
     assert project.files() == before
 
@@ -337,7 +336,7 @@ def test_engine_batches(engine: Engine, study: Path, reference: tuple[PolicyFile
     assert result.stdout.splitlines()[-1].startswith("ok:")
 
     # apply refuses the drifted batch and writes nothing in the engine
-    for target in (("--out-table", engine.qualified("rel_kids")), ("--view", engine.qualified("view_kids")),
+    for target in (("--table", engine.qualified("rel_kids")), ("--view", engine.qualified("view_kids")),
                    ("--out", engine.folder / "kids.parquet")):
         line = one_error_line(run("apply", engine.folder / "policy.json", "--source-table", engine.qualified("kids"),
                                   *target, expect=1))
@@ -365,7 +364,7 @@ def test_engine_batches(engine: Engine, study: Path, reference: tuple[PolicyFile
     assert "drift check ok" in result.stdout and "wrote 500 rows" in result.stdout
     assert rows(pq.read_table(engine.folder / "b8.parquet")) == expected
     result = run("apply", engine.folder / "policy.json", "--source-table", engine.qualified("batch8"),
-                 "--out-table", engine.qualified("rel8"))
+                 "--table", engine.qualified("rel8"))
     assert f"wrote 500 rows to table {engine.qualified('rel8')}" in result.stdout
     assert rows(engine.read(engine.qualified("rel8"))) == expected
 
@@ -375,14 +374,14 @@ def test_engine_refusals(engine: Engine, study: Path, run) -> None:
     if not policy.exists():
         save_policy(study, POLICY, policy)
     for args, fragment in [
-        (("--source-table", engine.qualified("batch8"), "--out-table", engine.qualified("patients"), "--overwrite"),
+        (("--source-table", engine.qualified("batch8"), "--table", engine.qualified("patients"), "--overwrite"),
          "is an input"),
-        (("--source-table", engine.qualified("batch8"), "--out-table", engine.qualified("batch8"), "--overwrite"),
+        (("--source-table", engine.qualified("batch8"), "--table", engine.qualified("batch8"), "--overwrite"),
          "is an input"),
         (("--source-table", engine.qualified("batch8"), "--view", "v", "--db", engine.folder / "x.duckdb"),
          "leave out --db"),
-        (("--source-table", engine.qualified("batch8")), "give --out FILE, --out-table NAME"),
-        (("--source-table", engine.qualified("bad"), "--out-table", engine.qualified("rel_bad")),
+        (("--source-table", engine.qualified("batch8")), "give --out FILE, --table NAME"),
+        (("--source-table", engine.qualified("bad"), "--table", engine.qualified("rel_bad")),
          "outside the domain saved in"),
     ]:
         line = one_error_line(run("apply", policy, *args, expect=2))

@@ -179,7 +179,7 @@ def test_a_view_over_a_replaced_parquet_file_shows_no_raw_value(project: Project
         expected = {p: expected_rows(problem, p, altered_table(), label) for p in POLICIES}
         before = {p: expected_rows(problem, p, source_table(), label) for p in POLICIES}
     for i, policy in enumerate(POLICIES):
-        run("view", spec, "-p", policy, "--db", db, "--name", f"v{i}", "--accept-risk", "guard test")
+        run("view", spec, "-p", policy, "--db", db, "--view", f"v{i}", "--accept-risk", "guard test")
         assert released(read_duckdb(db, f"v{i}")) == before[policy]
     pq.write_table(altered_table(), source)  # the data changes after the views were reviewed
     for i, policy in enumerate(POLICIES):
@@ -193,7 +193,7 @@ def test_a_view_over_a_csv_that_changes_type(project: Project, run, tmp_path: Pa
     pacsv.write_csv(source_table(), source)
     spec = project.write_spec(spec_text(f'path = "{source.name}"'), "guards.toml")
     db = tmp_path / "analysts.duckdb"
-    run("view", spec, "-p", "bottom", "--db", db, "--name", "v", "--accept-risk", "guard test")
+    run("view", spec, "-p", "bottom", "--db", db, "--view", "v", "--accept-risk", "guard test")
     source.write_text("age,admitted,race,zip,payer\n"
                       "45.5,2020-03-04 13:45:00,Black,37202,Medicare\n"
                       "45.0,2020-03-05 00:00:00,White,37204,\n"
@@ -241,7 +241,7 @@ def test_a_postgres_view_over_a_refilled_table_shows_no_raw_value(postgres: Post
     with Problem.from_spec(spec) as problem:
         expected = {p: expected_rows(problem, p, altered_table(), "other") for p in POLICIES}
     for i, policy in enumerate(POLICIES):
-        run("view", spec, "-p", policy, "--name", postgres.qualified(f"v{i}"), "--accept-risk", "guard test")
+        run("view", spec, "-p", policy, "--view", postgres.qualified(f"v{i}"), "--accept-risk", "guard test")
     cohort = postgres.qualified("cohort")
     postgres.backend.register_table("altered", altered_table())
     postgres.backend.con.execute(f'DELETE FROM "{postgres.schema}"."cohort"')

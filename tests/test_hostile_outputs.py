@@ -111,7 +111,7 @@ def test_compile_quotes_every_part_of_a_table_name(project, run, name: str, sql:
 
 
 @pytest.mark.parametrize("option", [("materialize", "--out", "r.duckdb", "--table"),
-                                    ("view", "--db", "v.duckdb", "--name")])
+                                    ("view", "--db", "v.duckdb", "--view")])
 def test_outputs_refuse_a_table_that_is_not_a_name(project, run, tmp_path: Path, option) -> None:
     command, flag, file, name_flag = option
     result = run(command, project.spec_path, "-p", "age:top", flag, tmp_path / file, name_flag, "main.v--", *ACCEPT,
@@ -127,7 +127,7 @@ def test_a_schema_qualified_view_lands_in_its_schema(project, run, tmp_path: Pat
     import duckdb
 
     db = tmp_path / "v.duckdb"
-    run("view", project.spec_path, "-p", "age:top", "--db", db, "--name", "main.v1", *ACCEPT)
+    run("view", project.spec_path, "-p", "age:top", "--db", db, "--view", "main.v1", *ACCEPT)
     run("materialize", project.spec_path, "-p", "age:top", "--out", db, "--table", "main.t1", *ACCEPT)
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -138,8 +138,8 @@ def test_a_schema_qualified_view_lands_in_its_schema(project, run, tmp_path: Pat
         assert con.execute("SELECT count(*) FROM main.v1").fetchone()[0] == len(project.source)
     finally:
         con.close()
-    # the same view by its bare name is the same object: refused without --replace
-    result = run("view", project.spec_path, "-p", "age:top", "--db", db, "--name", "v1", *ACCEPT, expect=2)
+    # the same view by its bare name is the same object: refused without --overwrite
+    result = run("view", project.spec_path, "-p", "age:top", "--db", db, "--view", "v1", *ACCEPT, expect=2)
     assert "already has a table or view named" in _error_line(result)
 
 
@@ -242,7 +242,7 @@ main()
 
 
 def _output_args(project, out: Path, command: str = "materialize") -> list[str]:
-    where = ["--out", str(out)] if command == "materialize" else ["--db", str(out), "--name", "v"]
+    where = ["--out", str(out)] if command == "materialize" else ["--db", str(out), "--view", "v"]
     return [command, str(project.spec_path), "-p", "age:top", *where, *ACCEPT]
 
 
@@ -309,7 +309,7 @@ def test_a_quoted_name_with_a_dot_is_one_view_with_its_sidecar(project, run, tmp
     import duckdb
 
     db = tmp_path / "q.duckdb"
-    run("view", project.spec_path, "-p", "age:top", "--db", db, "--name", '"main.v1"', *ACCEPT)
+    run("view", project.spec_path, "-p", "age:top", "--db", db, "--view", '"main.v1"', *ACCEPT)
     con = duckdb.connect(str(db), read_only=True)
     try:
         views = con.execute("SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal").fetchall()

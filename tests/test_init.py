@@ -208,10 +208,10 @@ def test_an_existing_spec_is_kept_without_force(cohort: Path, run, tmp_path: Pat
     spec = tmp_path / "mine.toml"
     spec.write_text("# mine\n", encoding="utf-8")
     refused = run("init", cohort / "cohort.parquet", "--out", spec, expect=2)
-    assert refused.stderr.strip() == f"error: {spec} already exists; pass --force to replace it (or --out FILE to " \
-                                     f"write another)"
+    assert refused.stderr.strip() == f"error: {spec} already exists; pass --overwrite to replace it (or --out FILE " \
+                                     f"to write another)"
     assert spec.read_text(encoding="utf-8") == "# mine\n"
-    run("init", cohort / "cohort.parquet", "--out", spec, "--force")
+    run("init", cohort / "cohort.parquet", "--out", spec, "--overwrite")
     assert tomllib.loads(spec.read_text(encoding="utf-8"))["source"]["path"] == (cohort / "cohort.parquet").as_posix()
 
 
@@ -223,7 +223,7 @@ def test_an_existing_spec_is_kept_without_force(cohort: Path, run, tmp_path: Pat
     (("{data}", "--population", "10", "--region", "usa"), "give one of --census, --population and --region"),
     (("{data}", "--out", "nowhere/x.toml"), "output folder nowhere does not exist"),
     (("{data}", "--out", "{data}"), "is the data file itself"),
-    (("{data}", "--table", "t"), "--table is only for DuckDB files"),
+    (("{data}", "--source-table", "t"), "--source-table is only for DuckDB files"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(cohort: Path, run, tmp_path: Path, args: tuple[str, ...],
                                                   message: str) -> None:
@@ -244,8 +244,8 @@ def test_a_duckdb_table_needs_its_name(run, tmp_path: Path) -> None:
         con.execute('CREATE TABLE "my patients" (age INTEGER, gender VARCHAR, note VARCHAR)')
         con.execute("INSERT INTO \"my patients\" SELECT 20 + i % 50, CASE WHEN i % 2 = 0 THEN 'F' ELSE 'M' END, "
                     "'n' || (i % 3) FROM range(200) t(i)")
-    assert "pass --table NAME" in run("init", db, expect=2).stderr
-    run("init", db, "--table", "my patients")
+    assert "pass --source-table NAME" in run("init", db, expect=2).stderr
+    run("init", db, "--source-table", "my patients")
     raw = tomllib.loads((tmp_path / "data.toml").read_text(encoding="utf-8"))
     assert raw["source"] == {"path": "data.duckdb", "table": "my patients"}
     assert [q["name"] for q in raw["qi"]] == ["age", "gender"] and raw["columns"]["drop"] == ["note"]

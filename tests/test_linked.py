@@ -191,7 +191,7 @@ def test_a_refused_set_writes_nothing_and_every_single_table_path_is_refused(tmp
     assert not out.exists() and not (tmp_path / ".deid-sql-tmp").exists()
     spec.write_text(spec.read_text(encoding="utf-8").replace("min_k = 50", "max_record_risk = 1.0"), encoding="utf-8")
     for args in (["materialize", str(spec), "--policy", "age:top", "--out", str(tmp_path / "one.parquet")],
-                 ["view", str(spec), "--policy", "age:top", "--db", str(tmp_path / "v.duckdb"), "--name", "v"],
+                 ["view", str(spec), "--policy", "age:top", "--db", str(tmp_path / "v.duckdb"), "--view", "v"],
                  ["compile", str(spec), "--policy", "age:top"]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 2, (args, result.output)

@@ -46,7 +46,7 @@ def test_every_release_path_refuses_a_spec_without_criteria(tmp_path: Path) -> N
     spec = _spec(tmp_path, None)
     out = tmp_path / "r.parquet"
     for args in (["materialize", str(spec), "--policy", "age:top", "--out", str(out)],
-                 ["view", str(spec), "--policy", "age:top", "--db", str(tmp_path / "a.duckdb"), "--name", "v"],
+                 ["view", str(spec), "--policy", "age:top", "--db", str(tmp_path / "a.duckdb"), "--view", "v"],
                  ["compile", str(spec), "--policy", "age:top"],
                  ["compile", str(spec), "--policy", "age:top", "--out", str(tmp_path / "r.sql")],
                  ["dbt", str(spec), "--policy", "age:top", "--project", str(tmp_path / "dbt"), "--model", "m"]):
@@ -80,7 +80,7 @@ def test_a_release_table_with_only_outside_label_counts_as_none(tmp_path: Path, 
         assert ("deprecated: [release] outside_label" in output) == (policy == "bottom")
     spec.write_text(spec.read_text().replace('name = "age"', 'name = "age"\nrole = "age"')
                     .replace('name = "zip"', 'name = "zip"\nrole = "zip"'))
-    code, output = _run("safe-harbor", str(spec), "--materialize", str(out))
+    code, output = _run("safe-harbor", str(spec), "--out", str(out))
     assert code == 2 and "declares no release criteria" in output, output
     assert not out.exists()
 

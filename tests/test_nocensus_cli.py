@@ -51,12 +51,12 @@ def one_line_error(result) -> str:
 @pytest.mark.parametrize("risk", NO_CENSUS_RISKS)
 def test_evaluate_with_each_model_gives_its_figures(project, run, risk: str) -> None:
     spec = skewed(project)
-    out = json.loads(run("evaluate", spec, "--risk-model", risk, "--policy", "age:every=10", "--format", "json").stdout)
+    out = json.loads(run("evaluate", spec, "--risk-model", risk, "--policy", "age:every=10", "--json").stdout)
     assert out["risk_model"] == risk
     figures = out["no_census"]
     assert figures["population_size"] == SIZE and figures["sampling_fraction"] == pytest.approx(500 / SIZE)
     sql = json.loads(run("evaluate", spec, "--risk-model", risk, "--policy", "age:every=10", "--path", "sql",
-                         "--format", "json").stdout)
+                         "--json").stdout)
     assert sql["risk_sum"] == pytest.approx(out["risk_sum"], rel=1e-9)
     # the expected re-identifications are the model's own estimate, never the count of groups
     # (the sample as its own population would make every sample unique a certain re-identification)
@@ -94,7 +94,7 @@ def test_zayatz_risk_by_hand(project) -> None:
 @pytest.mark.slow
 def test_region_preset(project, run) -> None:
     spec = no_census(project, size='population = { region = "canada" }')
-    out = json.loads(run("evaluate", spec, "--risk-model", "dankar", "--policy", "top", "--format", "json").stdout)
+    out = json.loads(run("evaluate", spec, "--risk-model", "dankar", "--policy", "top", "--json").stdout)
     assert out["no_census"]["population_size"] == REGIONS["canada"][0]
     assert "canada" in run("validate", spec).stdout
 
@@ -107,7 +107,7 @@ def test_benedetti_franconi_with_weights_by_hand(project, run) -> None:
                      extra='\n[weights]\ncolumn = "w"\n')
     text = spec.read_text().replace('drop = ["patient_id"]', 'drop = ["patient_id", "w"]')
     spec.write_text(text)
-    out = json.loads(run("evaluate", spec, "--policy", "age:every=20|zip:top", "--format", "json").stdout)
+    out = json.loads(run("evaluate", spec, "--policy", "age:every=20|zip:top", "--json").stdout)
     # by hand: groups of the policy, their records f and summed weights F, p = f / F
     rows = project.source.to_pylist()
     groups: dict[tuple, list[float]] = {}

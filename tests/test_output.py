@@ -141,12 +141,12 @@ def test_view_with_awkward_name(weird, run, tmp_path: Path) -> None:
     spec, table = weird
     db = tmp_path / "views.duckdb"
     name = 'v; DROP TABLE "x" --'
-    run("view", spec, "-p", "bottom", "--db", db, "--name", name, *ACCEPT)
+    run("view", spec, "-p", "bottom", "--db", db, "--view", name, *ACCEPT)
     assert read_duckdb(db, name).to_pylist() == as_released(table)
-    result = run("view", spec, "-p", "bottom", "--db", db, "--name", name, *ACCEPT, expect=2)
+    result = run("view", spec, "-p", "bottom", "--db", db, "--view", name, *ACCEPT, expect=2)
     assert "already has a table or view named" in result.stderr
     # select:top alone still tells every record apart by "it's" (the original data): generalize that too
-    run("view", spec, "-p", "select:top|it's:cuts=60", "--db", db, "--name", name, "--replace")
+    run("view", spec, "-p", "select:top|it's:cuts=60", "--db", db, "--view", name, "--overwrite")
     assert set(read_duckdb(db, name).column("select").to_pylist()) == {"|".join(SELECT_VALUES)}
 
 

@@ -214,7 +214,7 @@ def test_a_view_counts_and_partitions_by_the_key_bytes(collated: Collated) -> No
     spec = collated.spec(rows, DROPPED)
     name = collated.qualified("visits_deid")
     args = ["--db", collated.db] if collated.engine is None else []
-    result = run("view", spec, "--policy", "age:every=10", "--name", name, *args, "--no-cache")
+    result = run("view", spec, "--policy", "age:every=10", "--view", name, *args, "--no-cache")
     if collated.spark:  # the test's Spark keeps its catalog in memory: a view would not outlive the command
         assert result.exit_code == 2 and "catalog lives in memory" in result.output, result.output
         return
@@ -263,7 +263,7 @@ def test_set_views_give_each_spelling_its_own_pseudonym(nocase: Collated) -> Non
     their own person's pseudonym, as the person view does."""
     persons: list[Row] = [("Q1", 30, "F", 1), ("q1", 31, "F", 1)]
     spec = linked_spec(nocase, persons, [("Q1", "A"), ("q1", "B"), ("q1", "C")])
-    result = run("view", spec, "--policy", "age:every=10", "--db", nocase.db, "--name", "deid_", "--no-cache")
+    result = run("view", spec, "--policy", "age:every=10", "--db", nocase.db, "--view", "deid_", "--no-cache")
     assert result.exit_code == 0, result.output
     con = duckdb.connect(str(nocase.db), read_only=True)
     try:

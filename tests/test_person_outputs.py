@@ -99,7 +99,7 @@ def test_a_view_with_the_key_pseudonymized_is_refused(tmp_path: Path, monkeypatc
     spec = releasable(write(tmp_path, ROWS, visits=False))
     db = tmp_path / "views.duckdb"
     result = CliRunner().invoke(cli, ["view", str(spec), "--policy", "age:every=10", "--db", str(db),
-                                      "--name", "enc_deid"])
+                                      "--view", "enc_deid"])
     assert result.exit_code == 2 and "would hold the secret key" in result.output
     assert "\n" not in result.output.strip()
 

@@ -288,8 +288,12 @@ def test_anonymize_suppresses_all_rows_of_a_suppressed_person(tmp_path: Path, mo
     suppressed = 5
     import json
 
-    figures = json.loads((tmp_path / "a.parquet.release.json").read_text(encoding="utf-8"))["figures"]
+    sidecar = json.loads((tmp_path / "a.parquet.release.json").read_text(encoding="utf-8"))
+    figures = sidecar["figures"]
     assert figures["unit"] == "persons" and figures["suppressed"] == suppressed and figures["records"] == 80
+    # the words count persons too: the search's line and the suppression rule a reviewer reads
+    assert f"suppressed   {suppressed} persons (" in result.stdout and " records" not in result.stdout
+    assert "every row of a group that fails" in json.dumps(sidecar) and "of the persons allowed" in json.dumps(sidecar)
 
 
 def test_the_cells_cache_keys_on_the_person_declaration(tmp_path: Path) -> None:

@@ -208,7 +208,7 @@ def test_apply_a_duckdb_batch(project, run) -> None:
     line = one_error_line(run("apply", policy, "--source", db, "--source-table", "patients", "--out", db, expect=2))
     assert "is an input of the spec" in line  # as materialize: never write into the source's file
     out = project.dir / "release.duckdb"
-    result = run("apply", policy, "--source", db, "--source-table", "patients", "--out", out, "--out-table", "released")
+    result = run("apply", policy, "--source", db, "--source-table", "patients", "--out", out, "--table", "released")
     assert "wrote 300 rows" in result.stdout and "table released" in result.stdout
     assert read_duckdb(out, "released").num_rows == 300
     line = one_error_line(run("apply", policy, "--source", db, "--source-table", "patients", "--view", "v", "--db", out,

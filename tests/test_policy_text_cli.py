@@ -59,7 +59,7 @@ def test_evaluate_prints_json_when_piped_and_a_table_on_request(project, run):
         assert problem.policy(data["policy"]) == parsed
     both = json.loads(run("evaluate", project.spec_path, "--policy", policy, "--policy", "top", "--bits").stdout)
     assert both[0]["bits"] == parsed.bit_text() and both[1]["policy"] == "age:top|sex:top|race:top|zip:top"
-    table = run("evaluate", project.spec_path, "--policy", policy, "--format", "table").stdout
+    table = run("evaluate", project.spec_path, "--policy", policy, "--no-json").stdout
     lines = table.splitlines()
     assert lines[0].split()[:3] == ["#", "risk", "loss"]
     assert lines[1].endswith(data["policy"]) and f"{data['risk']:.6f}" in lines[1]
@@ -92,7 +92,7 @@ def test_the_demo_prints_policies_a_user_can_type(run, tmp_path):
     assert len(text) < 200 and "…" not in text  # short, whole, in the policy language (no bit strings)
     assert all(":" in part and set(part.split(":", 1)[1]) - set("01") for part in text.split("|"))
     typed = json.loads(run("evaluate", tmp_path / "demo" / "demo-publishable.toml", "--policy", text,
-                           "--format", "json").stdout)
+                           "--json").stdout)
     assert typed["policy"] == text  # typed back, it is the same policy
     view = json.loads((tmp_path / "demo" / "report.json").read_text())["method"]["commands"]["report"]
     assert text in view

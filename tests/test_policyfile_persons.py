@@ -139,7 +139,7 @@ def test_a_person_with_fifty_rows_counts_once(tmp_path: Path, run) -> None:
     assert pq.read_table(out).num_rows == 54  # every row written, the row count checked against the batch's rows
     assert {dict(next(iter(v)))["age"] for v in released_by_person(out).values()} == {"40-49", "70-79"}
     db = tmp_path / "release.duckdb"
-    run("apply", policy, "--source", tmp_path / "enc.parquet", "--out", db, "--out-table", "r")
+    run("apply", policy, "--source", tmp_path / "enc.parquet", "--out", db, "--table", "r")
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM r").fetchone() == (54,)
         record = json.loads(con.execute("SELECT sidecar FROM r__release").fetchone()[0])

@@ -102,13 +102,13 @@ def drop_role(con, role: str) -> None:
 
 def test_a_view_in_a_file_is_refused_for_postgres(run, tmp_path: Path, pg: PostgresEngine) -> None:
     line = one_line(run, "view", spec(tmp_path, pg.dsn, pg.qualified("patients")), "-p", "top",
-                    "--db", tmp_path / "x.duckdb", "--name", "v")
+                    "--db", tmp_path / "x.duckdb", "--view", "v")
     assert "create the view there (leave out --db)" in line
     assert not (tmp_path / "x.duckdb").exists()
 
 
 def test_duckdb_needs_a_file_for_views(run, project) -> None:
-    line = one_line(run, "view", project.spec_path, "-p", "top", "--name", "v")
+    line = one_line(run, "view", project.spec_path, "-p", "top", "--view", "v")
     assert "the engine is DuckDB: name the database file" in line
 
 

@@ -64,7 +64,7 @@ def test_1_quoted_names_land_as_written_and_folding_is_refused(pg: PostgresEngin
         run("materialize", spec, "--policy", POLICY, "--table", f'{s}."My Table"')
         run("materialize", spec, "--policy", POLICY, "--table", f'"{s}"."quoted"')
         run("materialize", spec, "--policy", POLICY, "--table", f'{s}."we.ird"')
-        run("view", spec, "--policy", POLICY, "--name", f'{s}."My View"')
+        run("view", spec, "--policy", POLICY, "--view", f'{s}."My View"')
         run("materialize", spec, "--policy", POLICY, "--table", f'"{mixed}"."T"')
         assert {"My Table", "My Table__release", "quoted", "quoted__release", "we.ird", "we.ird__release",
                 "My View", "My View__release"} <= catalog(pg, s)
@@ -82,7 +82,7 @@ def test_3_an_input_is_never_a_target(pg: PostgresEngine, spec: Path, run) -> No
     before = scalar(pg, f'SELECT count(*) FROM "{s}"."patients"')
     for args in (("materialize", spec, "--policy", POLICY, "--table", f"{s}.patients", "--overwrite"),
                  ("anonymize", spec, "--table", f"{s}.census", "--overwrite"),
-                 ("view", spec, "--policy", POLICY, "--name", f"{s}.patients", "--replace")):
+                 ("view", spec, "--policy", POLICY, "--view", f"{s}.patients", "--overwrite")):
         line = one_line(run, *args)
         assert "is an input" in line, line
     assert scalar(pg, f'SELECT count(*) FROM "{s}"."patients"') == before
@@ -120,14 +120,14 @@ def test_4_refresh_keeps_grants_comment_and_dependent_views(pg: PostgresEngine, 
 
 def test_5_table_vs_view_names_what_exists_and_the_flag(pg: PostgresEngine, spec: Path, run) -> None:
     s = pg.schema
-    run("view", spec, "--policy", POLICY, "--name", f"{s}.v")
+    run("view", spec, "--policy", POLICY, "--view", f"{s}.v")
     run("materialize", spec, "--policy", POLICY, "--table", f"{s}.t")
     line = one_line(run, "materialize", spec, "--policy", POLICY, "--table", f"{s}.v")
     assert "a view named" in line and "--overwrite" in line and "a table named" not in line
-    line = one_line(run, "view", spec, "--policy", POLICY, "--name", f"{s}.t")
-    assert "a table named" in line and "--replace" in line and "--overwrite" not in line
+    line = one_line(run, "view", spec, "--policy", POLICY, "--view", f"{s}.t")
+    assert "a table named" in line and "--overwrite" in line and "--replace" not in line
     run("materialize", spec, "--policy", POLICY, "--table", f"{s}.v", "--overwrite")
-    run("view", spec, "--policy", POLICY, "--name", f"{s}.t", "--replace")
+    run("view", spec, "--policy", POLICY, "--view", f"{s}.t", "--overwrite")
     kinds = dict(pg.backend.con.execute(
         "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = %s", [s]).fetchall())

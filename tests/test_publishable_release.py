@@ -35,7 +35,7 @@ def test_a_publishable_policy_as_view_dbt_model_and_policy_file(project, run, na
     assert sidecar["gate"]["verdict"] == "passed" and sidecar["policy"]["text"] == text
     # a view
     db = folder / "views.duckdb"
-    result = run("view", project.spec_path, "--policy", policy, "--db", db, "--name", name)
+    result = run("view", project.spec_path, "--policy", policy, "--db", db, "--view", name)
     assert "gate: passed" in result.stdout
     assert sorted_rows(read_duckdb(db, name)) == sorted_rows(pq.read_table(out))
     # a dbt model, its meta naming the policy in words

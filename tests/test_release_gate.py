@@ -80,7 +80,7 @@ def test_empty_policy_is_an_error_everywhere(project, run) -> None:
     for args in (("materialize", project.spec_path, "--policy", "", "--out", project.dir / "r.parquet"),
                  ("materialize", project.spec_path, "--policy", " | ", "--out", project.dir / "r.parquet"),
                  ("evaluate", project.spec_path, "--policy", ""),
-                 ("view", project.spec_path, "--policy", "", "--db", project.dir / "v.duckdb", "--name", "v"),
+                 ("view", project.spec_path, "--policy", "", "--db", project.dir / "v.duckdb", "--view", "v"),
                  ("compile", project.spec_path, "--policy", "")):
         assert "policy text is empty" in one_line(run(*args, expect=2))
     assert project.files() == before
@@ -166,8 +166,8 @@ def test_each_failed_criterion_names_the_figure_and_limit(project, run, criterio
     key, limit = (s.strip() for s in criterion.split("="))
     for args in (("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.parquet"),
                  ("materialize", spec, "--policy", POLICY, "--out", project.dir / "r.duckdb"),
-                 ("view", spec, "--policy", POLICY, "--db", project.dir / "v.duckdb", "--name", "v"),
-                 ("safe-harbor", spec, "--materialize", project.dir / "sh.parquet"),
+                 ("view", spec, "--policy", POLICY, "--db", project.dir / "v.duckdb", "--view", "v"),
+                 ("safe-harbor", spec, "--out", project.dir / "sh.parquet"),
                  ("compile", spec, "--policy", POLICY, "--dialect", "postgres")):
         result = run(*args, expect=2)
         assert result.stdout == "" or args[0] == "safe-harbor"  # it prints Safe Harbor's figures first
@@ -270,7 +270,7 @@ def test_suppression_is_measured_on_what_is_written(project, run) -> None:
 def test_table_and_view_sidecars_land_in_the_database(project, run) -> None:
     db = project.dir / "out.duckdb"
     run("materialize", project.spec_path, "--policy", POLICY, "--out", db, "--table", "released")
-    run("view", project.spec_path, "--policy", POLICY, "--db", db, "--name", "patients_deid")
+    run("view", project.spec_path, "--policy", POLICY, "--db", db, "--view", "patients_deid")
     assert tables_in(db) >= {"released", "released__release", "patients_deid", "patients_deid__release"}
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -281,7 +281,7 @@ def test_table_and_view_sidecars_land_in_the_database(project, run) -> None:
     assert json.loads(text)["release"]["name"] == "released" and verdict == "passed"
     # a refused view leaves the file as it was
     spec = with_release(project, "min_k = 1000", name="strict.toml")
-    one_line(run("view", spec, "--policy", POLICY, "--db", db, "--name", "v2", expect=2))
+    one_line(run("view", spec, "--policy", POLICY, "--db", db, "--view", "v2", expect=2))
     assert "v2" not in tables_in(db) and "v2__release" not in tables_in(db)
 
 
@@ -307,7 +307,7 @@ def test_python_api_goes_through_the_gate(project) -> None:
 
 def test_safe_harbor_writes_a_sidecar(project, run) -> None:
     spec = with_release(project, "max_risk = 1")
-    run("safe-harbor", spec, "--materialize", project.dir / "sh.parquet")
+    run("safe-harbor", spec, "--out", project.dir / "sh.parquet")
     assert read_sidecar(sidecar_path(project.dir / "sh.parquet"))["gate"]["verdict"] == "passed"
 
 

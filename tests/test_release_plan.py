@@ -50,7 +50,7 @@ def test_a_scattered_level_is_a_recoding_every_release_path_takes(run, spec: Pat
     assert sidecar["policy"]["text"] == policy and sidecar["gate"]["verdict"] == "passed"
     # the same rows as a view, from a policy file applied to the source, and in a dbt model's SQL
     db = tmp_path / "views.duckdb"
-    run("view", spec, "--policy", policy, "--db", db, "--name", "scattered")
+    run("view", spec, "--policy", policy, "--db", db, "--view", "scattered")
     assert sorted_rows(read_duckdb(db, "scattered")) == sorted_rows(pq.read_table(out))
     saved = tmp_path / "scattered.json"
     run("policy", "save", spec, "--policy", policy, "--out", saved)
@@ -90,7 +90,7 @@ def test_levels_release_the_hierarchies_labels_everywhere(run, spec: Path, tmp_p
     assert sorted_rows(pq.read_table(tmp_path / "same.parquet")) == sorted(
         zip(*(anonymized.column(c).to_pylist() for c in anonymized.column_names if c != "deid_suppressed")), key=repr)
     db = tmp_path / "views.duckdb"
-    run("view", spec, "--levels", levels, "--db", db, "--name", "by_levels")
+    run("view", spec, "--levels", levels, "--db", db, "--view", "by_levels")
     assert sorted_rows(read_duckdb(db, "by_levels")) == sorted_rows(pq.read_table(out))
     saved = tmp_path / "levels.json"
     run("policy", "save", spec, "--levels", levels, "--out", saved)

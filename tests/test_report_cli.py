@@ -284,15 +284,15 @@ def test_a_report_that_fails_after_the_release_removes_the_release(run, project,
 @pytest.mark.slow
 def test_view_with_report(run, project) -> None:
     db, page = project.dir / "analysts.duckdb", project.dir / "view.html"
-    result = run("view", project.spec_path, "--policy", POLICY, "--db", db, "--name", "patients_deid",
+    result = run("view", project.spec_path, "--policy", POLICY, "--db", db, "--view", "patients_deid",
                  "--report", page)
     assert "created view patients_deid" in result.stdout and f"report: {page}" in result.stdout
     assert "view patients_deid" in json.loads(page.with_suffix(".json").read_text())["summary"]["released"]
-    # again without --replace: the report target is refused before the view is touched
-    result = run("view", project.spec_path, "--policy", "top", "--db", db, "--name", "other_view",
+    # again without --overwrite: the report target is refused before the view is touched
+    result = run("view", project.spec_path, "--policy", "top", "--db", db, "--view", "other_view",
                  "--report", page, expect=2)
     one_line_error(result, "already exists")
-    run("view", project.spec_path, "--policy", POLICY, "--db", db, "--name", "patients_deid", "--replace",
+    run("view", project.spec_path, "--policy", POLICY, "--db", db, "--view", "patients_deid", "--overwrite",
         "--report", page)
 
 
@@ -352,7 +352,7 @@ def _with_safe_harbor_roles(project) -> Path:
 def test_safe_harbor_release_writes_its_report_and_report_names_safe_harbor(run, project) -> None:
     spec = _with_safe_harbor_roles(project)
     out, page = project.dir / "sh.parquet", project.dir / "sh.html"
-    result = run("safe-harbor", spec, "--materialize", out, "--report", page)
+    result = run("safe-harbor", spec, "--out", out, "--report", page)
     assert out.exists() and page.exists() and page.with_suffix(".json").exists()
     assert f"report: {page}" in result.stdout
     twin = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
@@ -369,7 +369,7 @@ def test_safe_harbor_release_writes_its_report_and_report_names_safe_harbor(run,
 def test_safe_harbor_report_without_a_release_is_refused(run, project) -> None:
     spec = _with_safe_harbor_roles(project)
     before = project.files()
-    one_line_error(run("safe-harbor", spec, "--report", project.dir / "sh.html", expect=2), "--materialize")
+    one_line_error(run("safe-harbor", spec, "--report", project.dir / "sh.html", expect=2), "--out")
     assert project.files() == before
 
 

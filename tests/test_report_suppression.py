@@ -123,7 +123,7 @@ def test_a_sidecar_whose_figures_differ_is_refused_with_nothing_written(run, pro
 @pytest.mark.slow
 def test_a_view_with_suppression_gets_its_report_too(run, project) -> None:
     db, page = project.dir / "views.duckdb", project.dir / "view.html"
-    run("view", project.spec_path, "--policy", POLICY, "--suppress-below", "3", "--db", db, "--name", "released",
+    run("view", project.spec_path, "--policy", POLICY, "--suppress-below", "3", "--db", db, "--view", "released",
         "--report", page)
     twin = _read(page.with_suffix(".json"))
     assert twin["policy"]["suppression"]["below"] == 3 and twin["risk"]["figures"]["k"] >= 3

@@ -183,10 +183,10 @@ RELEASES = {
     "materialize": lambda spec, d: ["materialize", spec, "-p", POLICY, "--out", d / "out.parquet"],
     "materialize-csv": lambda spec, d: ["materialize", spec, "-p", POLICY, "--out", d / "out.csv"],
     "materialize-duckdb": lambda spec, d: ["materialize", spec, "-p", POLICY, "--out", d / "out.duckdb"],
-    "view": lambda spec, d: ["view", spec, "-p", POLICY, "--db", d / "v.duckdb", "--name", "v"],
+    "view": lambda spec, d: ["view", spec, "-p", POLICY, "--db", d / "v.duckdb", "--view", "v"],
     "compile": lambda spec, d: ["compile", spec, "-p", POLICY],
     "dbt": lambda spec, d: ["dbt", spec, "-p", POLICY, "--project", d / "warehouse"],
-    "safe-harbor": lambda spec, d: ["safe-harbor", spec, "--materialize", d / "sh.parquet"],
+    "safe-harbor": lambda spec, d: ["safe-harbor", spec, "--out", d / "sh.parquet"],
     "safe-harbor-view": lambda spec, d: ["safe-harbor", spec, "--db", d / "sh.duckdb", "--view", "sh"],
     "anonymize": lambda spec, d: ["anonymize", spec, "--min-k", "2", "--out", d / "anon.parquet"],
 }

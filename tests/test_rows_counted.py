@@ -68,7 +68,7 @@ def test_a_release_that_drops_the_key_is_judged_by_its_labels(tmp_path: Path) ->
                                                     'drop = ["patient_id"]').replace(
         'drop = ["seen", "dx"]\ndrop = ["patient_id"]', 'drop = ["seen", "dx", "patient_id"]')
     spec.write_text(text, encoding="utf-8")
-    result = CliRunner().invoke(cli, ["view", str(spec), "--policy", POLICY, "--name", "v",
+    result = CliRunner().invoke(cli, ["view", str(spec), "--policy", POLICY, "--view", "v",
                                       "--db", str(tmp_path / "v.duckdb")])
     assert result.exit_code == 0, result.output
     assert "k = 40" in result.output

@@ -1,11 +1,11 @@
-"""A release set as views (``view SET_SPEC --name PREFIX``, ``sets.views``).
+"""A release set as views (``view SET_SPEC --view PREFIX``, ``sets.views``).
 
 The views show ``materialize --out FOLDER``'s rows byte for byte (sorted), their stored SQL holds
 no key (the keyed values come from the key table, computed once), suppressed persons are gone
-from every linked view, a person added later shows in no view until ``--replace``, everything is
+from every linked view, a person added later shows in no view until ``--overwrite``, everything is
 created all or none, and the places that could not protect the key table are refused in one
 line: a DuckDB file that does not hold the person source, Spark.  On PostgreSQL an analyst granted
-the views reads them and cannot read the key table, before and after ``--replace``.
+the views reads them and cannot read the key table, before and after ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def record(db: Path, name: str = "deid_release") -> dict[str, Any]:
 def test_the_views_show_what_materialize_writes_and_hold_no_key(tmp_path: Path) -> None:
     files, spec, db = warehouse(tmp_path, tables())
     assert run("materialize", files, *ARGS, "--out", tmp_path / "want").exit_code == 0
-    result = run("view", spec, *ARGS, "--db", db, "--name", "deid_")
+    result = run("view", spec, *ARGS, "--db", db, "--view", "deid_")
     assert result.exit_code == 0, result.output
     assert "created 3 views" in result.output and "deid_keys, deid_pseudonyms" in result.output
     assert "released 60 persons" in result.output and "4 suppressed" in result.output
@@ -121,7 +121,7 @@ def test_the_views_show_what_materialize_writes_and_hold_no_key(tmp_path: Path) 
 
 def test_a_person_added_later_shows_in_no_view_until_replace(tmp_path: Path) -> None:
     _, spec, db = warehouse(tmp_path, tables(), edit=lambda t: t)
-    assert run("view", spec, "--policy", POLICY, "--db", db, "--name", "deid_").exit_code == 0
+    assert run("view", spec, "--policy", POLICY, "--db", db, "--view", "deid_").exit_code == 0
     assert "deid_pseudonyms" not in objects(db)  # only the key is pseudonymized: one key table
     before = {n: utc_rows(read_duckdb(db, f"deid_{n}")) for n in NAMES}
     newcomer = pseudonym(KEY.encode(), "P900")
@@ -132,7 +132,7 @@ def test_a_person_added_later_shows_in_no_view_until_replace(tmp_path: Path) -> 
     con.execute("INSERT INTO diagnoses VALUES ('P900', 'C1', DATE '2021-03-01')")
     con.close()
     assert {n: utc_rows(read_duckdb(db, f"deid_{n}")) for n in NAMES} == before
-    result = run("view", spec, "--policy", POLICY, "--db", db, "--name", "deid_", "--replace")
+    result = run("view", spec, "--policy", POLICY, "--db", db, "--view", "deid_", "--overwrite")
     assert result.exit_code == 0, result.output
     for name in NAMES:  # judged again, the newcomer shows everywhere
         assert newcomer in read_duckdb(db, f"deid_{name}").column("patient_id").to_pylist(), name
@@ -144,11 +144,11 @@ def test_a_person_added_later_shows_in_no_view_until_replace(tmp_path: Path) -> 
 
 def test_orphans_are_refused_with_their_count_or_left_out_by_the_join(tmp_path: Path) -> None:
     _, spec, db = warehouse(tmp_path, tables(ghosts=3))
-    one_line(run("view", spec, "--policy", POLICY, "--db", db, "--name", "deid_"), "has 3 row(s) whose person")
+    one_line(run("view", spec, "--policy", POLICY, "--db", db, "--view", "deid_"), "has 3 row(s) whose person")
     assert set(objects(db)) == set(NAMES)
     spec.write_text(spec.read_text(encoding="utf-8").replace('keep = ["kind"]', 'keep = ["kind"]\norphans = "drop"'),
                     encoding="utf-8")
-    assert run("view", spec, "--policy", POLICY, "--db", db, "--name", "deid_").exit_code == 0
+    assert run("view", spec, "--policy", POLICY, "--db", db, "--view", "deid_").exit_code == 0
     entry = record(db)["release"]["tables"][1]
     shown = len(read_duckdb(db, "deid_encounters"))
     assert entry["orphans"] == 3 and entry["rows"] == entry["source_rows"] - 3 == shown
@@ -157,35 +157,35 @@ def test_orphans_are_refused_with_their_count_or_left_out_by_the_join(tmp_path: 
 def test_places_and_names_that_cannot_hold_the_set_are_one_line_with_nothing_created(tmp_path: Path) -> None:
     files, spec, db = warehouse(tmp_path, tables(12))
     other = tmp_path / "analysts.duckdb"
-    one_line(run("view", files, "--policy", POLICY, "--db", other, "--name", "deid_"),
+    one_line(run("view", files, "--policy", POLICY, "--db", other, "--view", "deid_"),
              "may live only in the DuckDB file that already holds the person source")
     assert not other.exists()
     duckdb.connect(str(other)).close()
-    one_line(run("view", spec, "--policy", POLICY, "--db", other, "--name", "deid_"), "materialize")
-    one_line(run("view", spec, "--policy", POLICY, "--name", "deid_"), "--db")
+    one_line(run("view", spec, "--policy", POLICY, "--db", other, "--view", "deid_"), "materialize")
+    one_line(run("view", spec, "--policy", POLICY, "--view", "deid_"), "--db")
     spec_keys = tmp_path / "keys.toml"
     spec_keys.write_text(spec.read_text(encoding="utf-8").replace('name = "diagnoses"', 'name = "keys"'),
                          encoding="utf-8")
-    one_line(run("view", spec_keys, "--policy", POLICY, "--db", db, "--name", "deid_"), "key table 'deid_keys'")
+    one_line(run("view", spec_keys, "--policy", POLICY, "--db", db, "--view", "deid_"), "key table 'deid_keys'")
     con = duckdb.connect(str(db))
     con.execute("ALTER TABLE encounters RENAME TO deid_encounters")
     con.close()
     clash = tmp_path / "clash.toml"
     clash.write_text(spec.read_text(encoding="utf-8").replace('table = "encounters"', 'table = "deid_encounters"'),
                      encoding="utf-8")
-    one_line(run("view", clash, "--policy", POLICY, "--db", db, "--name", "deid_"), "is an input of the set")
+    one_line(run("view", clash, "--policy", POLICY, "--db", db, "--view", "deid_"), "is an input of the set")
     assert set(objects(db)) == {"patients", "deid_encounters", "diagnoses"}
 
 
 def test_existing_names_need_replace_and_a_refused_set_leaves_the_earlier_one(tmp_path: Path) -> None:
     _, spec, db = warehouse(tmp_path, tables(30))
-    assert run("view", spec, "--policy", POLICY, "--db", db, "--name", "deid_").exit_code == 0
+    assert run("view", spec, "--policy", POLICY, "--db", db, "--view", "deid_").exit_code == 0
     before = {n: utc_rows(read_duckdb(db, f"deid_{n}")) for n in NAMES}
-    one_line(run("view", spec, "--policy", "age:every=20", "--db", db, "--name", "deid_"), "--replace")
+    one_line(run("view", spec, "--policy", "age:every=20", "--db", db, "--view", "deid_"), "--overwrite")
     strict = tmp_path / "strict.toml"
     strict.write_text(spec.read_text(encoding="utf-8").replace("max_record_risk = 1.0", "min_k = 50"),
                       encoding="utf-8")
-    result = run("view", strict, "--policy", POLICY, "--db", db, "--name", "deid_", "--replace")
+    result = run("view", strict, "--policy", POLICY, "--db", db, "--view", "deid_", "--overwrite")
     assert result.exit_code != 0 and "refused" in result.output
     assert {n: utc_rows(read_duckdb(db, f"deid_{n}")) for n in NAMES} == before
 
@@ -220,7 +220,7 @@ def test_a_failing_view_creates_nothing_and_keeps_the_earlier_set(tmp_path: Path
 def test_the_report_of_a_set_of_views_lists_every_view(tmp_path: Path) -> None:
     _, spec, db = warehouse(tmp_path, tables(30))
     report = tmp_path / "views.html"
-    result = run("view", spec, *ARGS, "--db", db, "--name", "deid_", "--report", report)
+    result = run("view", spec, *ARGS, "--db", db, "--view", "deid_", "--report", report)
     assert result.exit_code == 0, result.output
     data = json.loads(report.with_suffix(".json").read_text(encoding="utf-8"))
     listed = data["data"]["set"]["tables"]
@@ -233,7 +233,7 @@ def test_spark_refuses_a_set_of_views_before_it_starts(tmp_path: Path) -> None:
     files = write(tmp_path, tables(12))
     files.write_text('[backend]\nengine = "spark"\nmaster = "local[1]"\n\n' + files.read_text(encoding="utf-8"),
                      encoding="utf-8")
-    one_line(run("view", files, "--policy", POLICY, "--name", "deid_"), "cannot be created on Spark")
+    one_line(run("view", files, "--policy", POLICY, "--view", "deid_"), "cannot be created on Spark")
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def test_postgres_views_equal_materialize_and_lock_the_key_table(engine: Engine,
     spec.write_text(engine.header() + "\n" + text, encoding="utf-8")
     prefix = f"{engine.schema}.v_"  # type: ignore[attr-defined]
     assert run("materialize", files, *ARGS, "--out", tmp_path / "want").exit_code == 0
-    result = run("view", spec, *ARGS, "--name", prefix)
+    result = run("view", spec, *ARGS, "--view", prefix)
     assert result.exit_code == 0, result.output
     want = folder_rows(tmp_path / "want")
     for name in NAMES:
@@ -298,16 +298,16 @@ def test_postgres_views_equal_materialize_and_lock_the_key_table(engine: Engine,
         assert not readable(engine, analyst, table), table
     con.execute(f'REVOKE ALL ON "{engine.schema}"."sv_patients" FROM "{analyst}"')  # type: ignore[attr-defined]
     assert not readable(engine, analyst, "sv_patients") and readable(engine, analyst, "v_patients")
-    result = run("view", spec, "--policy", "age:every=20", "--name", prefix, "--replace")
+    result = run("view", spec, "--policy", "age:every=20", "--view", prefix, "--overwrite")
     assert result.exit_code == 0, result.output
     assert all(readable(engine, analyst, v) for v in views)  # the grants stayed on the replaced views
-    again = run("view", spec, "--policy", "age:every=10", "--name", prefix, "--replace")  # same columns: in place
+    again = run("view", spec, "--policy", "age:every=10", "--view", prefix, "--overwrite")  # same columns: in place
     assert again.exit_code == 0, again.output
     assert all(readable(engine, analyst, v) for v in views)
     assert not readable(engine, analyst, "v_keys") and not readable(engine, analyst, "v_pseudonyms")
     assert len(engine.read(f"{prefix}keys")) == 60
     assert record_of_engine(engine, f"{prefix}release")["policy"]["text"].startswith("age:every=10")
-    one_line(run("view", spec, "--policy", POLICY, "--name", prefix), "--replace")
+    one_line(run("view", spec, "--policy", POLICY, "--view", prefix), "--overwrite")
 
 
 def record_of_engine(engine: Engine, name: str) -> dict[str, Any]:

@@ -210,7 +210,7 @@ def test_stored_sql_of_a_shift_is_refused(tmp_path: Path) -> None:
     text = spec.read_text(encoding="utf-8").replace('pseudonymize = ["pid"]', 'drop = ["pid"]')
     spec.write_text(text, encoding="utf-8")
     result = CliRunner().invoke(cli, ["view", str(spec), "--policy", "age:top", "--db", str(tmp_path / "v.duckdb"),
-                                      "--name", "v"])
+                                      "--view", "v"])
     assert result.exit_code == 2 and "would hold the secret key" in result.output
     assert not (tmp_path / "v.duckdb").exists()
 

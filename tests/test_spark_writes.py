@@ -139,9 +139,9 @@ def test_existing_folders_and_views_are_refused_before_spark_with_the_commands_f
     (warehouse / "released__release").mkdir(parents=True)
     line = _refused(study, "materialize", str(study), "--policy", "top", "--table", "released")
     assert "released__release" in line and "--overwrite" in line, line
-    line = _refused(study, "view", str(study), "--policy", "top", "--name", "released_v")
+    line = _refused(study, "view", str(study), "--policy", "top", "--view", "released_v")
     assert "forgets the view" in line and "--overwrite" not in line and "materialize --table" in line, line
-    line = _refused(study, "view", str(study), "--policy", "top", "--name", "released_v", "--replace")
+    line = _refused(study, "view", str(study), "--policy", "top", "--view", "released_v", "--overwrite")
     assert "forgets the view" in line and "--overwrite" not in line, line
 
 

@@ -1,7 +1,8 @@
-"""One vocabulary on the command line (issue 31): an option name means one thing on every command,
-old spellings still work with one deprecation line, --help and messages stand alone (no docs
-paths; topic pages ship with the package), evaluate --suppress-below gives the gate's figures,
-readable policy forms show their groups, timings measure what they name, validate aligns."""
+"""One vocabulary on the command line (issues 31 and 42): an option name means one thing on every
+command and each meaning has one name on every command (``MEANINGS_42``: the input and output
+table, the view, replacing an output, JSON on stdout, the file written), old spellings still work
+hidden with one deprecation line, --help and messages stand alone (no docs paths; topic pages ship
+with the package).  Issue 31's figures, forms and timings are in tests/test_cli_figures.py."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import re
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from click.testing import CliRunner
 
 from deid_sql.cli import cli
 from deid_sql.cli.help import topics
-from deid_sql.cli.options import FiniteFloat, RenamedOption, renamed
+from deid_sql.cli.options import FiniteFloat, RenamedOption, deprecation, renamed
 from deid_sql.cli.vocabulary import MEANINGS
 
 from .test_fulldomain import RELEASE, small_spec
@@ -125,8 +128,12 @@ EXPECTED_RENAMES = {
     ("alternatives", "--risk"): "--risk-model", ("frontier", "--risk"): "--risk-model",
     ("alternatives", "--threshold"): "--max-risk", ("alternatives", "-t"): "--max-risk",
     ("policy save", "--threshold"): "--drift-limit", ("dbt", "--k"): "--min-k",
-    ("compile", "--table"): "--source-table", ("apply", "--table"): "--source-table",
-    ("check", "--table"): "--source-table", ("channels", "--report"): "--figures",
+    ("compile", "--table"): "--source-table", ("check", "--table"): "--source-table",
+    ("channels", "--report"): "--figures",
+    # issue 42 (RETIRED below): apply's --table names its output now, so its old alias of --source-table is gone
+    ("apply", "--out-table"): "--table", ("view", "--name"): "--view", ("view", "--replace"): "--overwrite",
+    ("safe-harbor", "--replace"): "--overwrite", ("safe-harbor", "--materialize"): "--out",
+    ("init", "--force"): "--overwrite", ("init", "--table"): "--source-table", ("evaluate", "--format"): "--json",
 }
 
 
@@ -137,7 +144,7 @@ def test_every_old_spelling_is_hidden_and_names_an_option_of_its_command() -> No
         found[(where, old.opts[0])] = old.new
         new = [p for p in command.params if old.new in getattr(p, "opts", ()) and not getattr(p, "hidden", False)]
         assert len(new) == 1 and new[0].name == old.dest, (where, old.opts, old.new)
-        assert kind(old) == kind(new[0]), (where, old.opts)
+        assert kind(old) == kind(new[0]) or (old.values and kind(new[0]) == "flag"), (where, old.opts)
         with click.Context(command, info_name=path[-1]) as ctx:
             shown = command.get_help(ctx)
         assert not re.search(rf"(?<![\w-]){re.escape(old.opts[0])}(?![\w-])", shown.split("Options:")[1]), \
@@ -154,23 +161,59 @@ def _value(param: click.Parameter) -> list[str]:
     return {"int": ["2"], "number": ["0.5"]}.get(k, ["x.csv"])
 
 
-@pytest.mark.parametrize("path,old", [(path, old.opts[0]) for path, _, old in renamed_options()],
-                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
-def test_old_and_new_spelling_together_is_one_usage_error(path: tuple[str, ...], old: str, tmp_path: Path) -> None:
-    """Every alias is wired to its option: given with it, the command stops before it reads anything."""
-    command = dict(commands(cli))[path]
-    option = next(p for p in command.params if isinstance(p, RenamedOption) and p.opts[0] == old)
-    new = next(p for p in command.params if option.new in getattr(p, "opts", ()))
+def _base_args(path: tuple[str, ...], command: click.Command, tmp_path: Path) -> list[str]:
+    """The command with its arguments (a file that does not exist) and required options."""
     args = [*path]
     for param in command.params:
         if isinstance(param, click.Argument):
             args.append(str(tmp_path / "x.toml"))
         elif param.required:
             args += [param.opts[0], *_value(param)]
-    args += [old, *_value(option), option.new, *_value(new)]
+    return args
+
+
+@pytest.mark.parametrize("path,old", [(path, old.opts[0]) for path, _, old in renamed_options()],
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_old_and_new_spelling_together_is_one_usage_error(path: tuple[str, ...], old: str, tmp_path: Path) -> None:
+    """Every alias is wired to its option: given with it, the command stops before it reads anything
+    (a flag given both ways means one thing: it is only announced; a choice whose values became
+    options, ``--format table``, clashes with the other value's option)."""
+    command = dict(commands(cli))[path]
+    option = next(p for p in command.params if isinstance(p, RenamedOption) and p.opts[0] == old)
+    new = next(p for p in command.params if option.new in getattr(p, "opts", ()))
+    args = _base_args(path, command, tmp_path)
+    spelled = old
+    if option.is_flag:
+        result = CliRunner().invoke(cli, [*args, old, option.new])
+        assert "old spelling" not in result.output and _deprecations(result) == [deprecation(old, option.new)]
+        return
+    if option.values:  # --format table beside --json
+        value, (new_name, _) = next((v, n) for v, n in option.values.items() if n[0] != option.new)
+        args += [old, value, option.new]
+        spelled = f"{old} {value}"
+    else:
+        args += [old, *_value(option), option.new, *_value(new)]
+        new_name = option.new
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (args, result.output)
-    assert f"{old} is the old spelling of {option.new}; give {option.new} only" in result.output
+    assert f"{spelled} is the old spelling of {new_name}; give {new_name} only" in result.output
+
+
+@pytest.mark.parametrize("path,old", [(path, old.opts[0]) for path, _, old in renamed_options()],
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_every_old_spelling_parses_and_prints_one_deprecation_line(path: tuple[str, ...], old: str,
+                                                                    tmp_path: Path) -> None:
+    """Each hidden spelling is read and announced in exactly one line before the command runs (here
+    it then stops at its missing input: exit 2, one error line, no traceback)."""
+    command = dict(commands(cli))[path]
+    option = next(p for p in command.params if isinstance(p, RenamedOption) and p.opts[0] == old)
+    cases = ([([old, v], f"{old} {v}", new) for v, (new, _) in option.values.items()] if option.values else
+             [([old, *_value(option)], old, option.new)])
+    for given, spelled, new in cases:
+        result = CliRunner().invoke(cli, [*_base_args(path, command, tmp_path), *given])
+        assert result.exit_code == 2 and "Traceback" not in result.output, (given, result.output)
+        assert _deprecations(result) == [deprecation(spelled, new)], (given, result.stderr)
+        assert result.stderr.splitlines()[0] == deprecation(spelled, new)
 
 
 def _stdout(result: Any) -> list[str]:
@@ -233,6 +276,212 @@ def test_old_spellings_of_files_and_tables_still_work(tmp_path: Path, run: Any, 
                                   "(same meaning)"]
     line = run("check", policy, "--source", project.source_parquet, "--source-table", "patients", expect=2).stderr
     assert "--source-table with --source is only for a DuckDB batch" in line
+
+
+# -- one name per meaning (issue 42) -------------------------------------------------------------
+@dataclass(frozen=True)
+class Meaning:
+    """What an option means, the name every command gives it, the names it had, how to find it
+    whatever it is called (``has``: the option's help, kind and choices), and the commands that
+    have it today (a command that gains or loses it is a change the table must record)."""
+
+    words: str
+    name: str
+    kind: str
+    retired: tuple[str, ...]
+    has: Callable[[click.Option], bool]
+    commands: frozenset[str]
+    short: str | None = None  # the short form the name comes with
+
+
+def _help(option: click.Option) -> str:
+    return " ".join((option.help or "").split())
+
+
+def _written_file(o: click.Option) -> bool:
+    """The one file or folder a command writes (what it is for, not an extra file beside it)."""
+    return kind(o) == "path" and bool(re.match(r"(Write the|Where to write|Output file|The (policy file|report "
+                                                r"page)|Folder for (frontier|the demo))", _help(o)))
+
+
+MEANINGS_42 = (
+    Meaning("the name of the table a command reads", "--source-table", "text", ("--table",),
+            lambda o: kind(o) == "text" and bool(re.match(r"(The )?(source table|new batch's table|table to read)",
+                                                          _help(o), re.I)),
+            frozenset({"apply", "channels", "check", "compile", "dbt", "init"})),
+    Meaning("the name of the table a release is written to", "--table", "text", ("--out-table",),
+            lambda o: kind(o) == "text" and bool(re.match(r"Table name inside|the table to create", _help(o), re.I)),
+            frozenset({"anonymize", "apply", "channels", "materialize"})),
+    Meaning("the name of the view a release is created as", "--view", "text", ("--name",),
+            lambda o: kind(o) == "text" and bool(re.search(r"\bview\b", _help(o), re.I))
+            and "--view" not in _help(o),
+            frozenset({"anonymize", "apply", "channels", "safe-harbor", "view"})),
+    Meaning("replace an output that exists", "--overwrite", "flag", ("--replace", "--force"),
+            lambda o: kind(o) == "flag" and bool(re.match(r"(Replace|Start again)", _help(o))),
+            frozenset({"adversary", "alternatives", "anonymize", "apply", "channels", "compile", "dbt", "frontier",
+                       "init", "materialize", "policy save", "report", "safe-harbor", "view"})),
+    Meaning("print JSON on stdout", "--json", "flag", ("--format",),
+            lambda o: (kind(o) == "flag" and bool(re.match(r"Print .*JSON", _help(o))))
+            or (isinstance(o.type, click.Choice) and "json" in o.type.choices),
+            frozenset({"check", "evaluate", "ledger"})),
+    Meaning("the file (or folder) a command writes", "--out", "path", ("--materialize",), _written_file,
+            frozenset({"alternatives", "anonymize", "apply", "channels", "compile", "demo", "frontier", "init",
+                       "materialize", "policy save", "report", "safe-harbor"}), short="-o"),
+)
+# options found by a meaning that keep their own name, and why
+KEPT = {
+    ("demo", "--dir"): "the folder the demo fills (data, spec, database, runs): its place, not one output",
+}
+# retired everywhere; the rest are retired only in one meaning (--table read, --format printed)
+RETIRED_EVERYWHERE = {"--out-table", "--name", "--replace", "--force", "--materialize"}
+
+
+def visible_options(group: click.Group) -> list[tuple[str, click.Option]]:
+    return [(" ".join(path), p) for path, command in commands(group) for p in command.params
+            if isinstance(p, click.Option) and not p.hidden]
+
+
+def meaning_problems(group: click.Group, meanings: Sequence[Meaning] = MEANINGS_42) -> list[str]:
+    """(a) no visible option is spelled a retired way; (c) every option with a meaning has its name
+    (and kind and short form), and the commands that have each meaning are the table's."""
+    problems = []
+    options = visible_options(group)
+    for where, o in options:
+        names = set(o.opts) | set(o.secondary_opts)
+        for name in sorted(names & RETIRED_EVERYWHERE):
+            problems.append(f"{where} shows the retired spelling {name}")
+    for m in meanings:
+        found = [(where, o) for where, o in options if m.has(o)]
+        for where, o in found:
+            spelled = "/".join(o.opts + o.secondary_opts)
+            if (where, o.opts[0]) in KEPT:
+                continue
+            if m.name not in o.opts:
+                problems.append(f"{where} {spelled}: {m.words} is named {m.name}")
+            elif m.short is not None and m.short not in o.opts:
+                problems.append(f"{where} {spelled}: {m.name} comes with {m.short}")
+            if kind(o) != m.kind:
+                problems.append(f"{where} {spelled}: {m.name} takes a {m.kind}, not a {kind(o)}")
+        having = {where for where, _ in found}
+        if having != m.commands:
+            problems.append(f"{m.name} ({m.words}): commands {sorted(having)}, the table says {sorted(m.commands)}")
+        for where, o in options:  # the chosen name means only this
+            if m.name in o.opts and not m.has(o):
+                problems.append(f"{where} {m.name} does not mean {m.words}")
+    return problems
+
+
+def test_every_meaning_has_its_one_name_on_every_command() -> None:
+    assert meaning_problems(cli) == []
+
+
+def test_a_retired_or_stray_spelling_fails_the_meaning_check() -> None:
+    """The check can fail: a new command that writes a view as --view-name, shows --replace, prints
+    JSON with --format json, reads its table as --table."""
+
+    @click.group()
+    def root() -> None: ...
+
+    @root.command(name="new")
+    @click.option("--view-name", help="Create a view of the release by this name.")
+    @click.option("--replace", is_flag=True, help="Replace an existing view.")
+    @click.option("--format", type=click.Choice(["table", "json"]), help="A table, or JSON.")
+    @click.option("--table", help="The table to read when DATA is a DuckDB file.")
+    def new(**_: Any) -> None: ...
+
+    problems = meaning_problems(root)
+    assert "new shows the retired spelling --replace" in problems
+    assert "new --view-name: the name of the view a release is created as is named --view" in problems
+    assert "new --format: print JSON on stdout is named --json" in problems
+    assert "new --table: the name of the table a command reads is named --source-table" in problems
+    assert "new --replace: replace an output that exists is named --overwrite" in problems
+    assert "new --table does not mean the name of the table a release is written to" in problems
+
+
+def test_each_retired_spelling_of_the_table_is_kept_hidden() -> None:
+    """Every retired name of a meaning still works where a command had it: hidden, as the new one."""
+    hidden = {(" ".join(path), old.opts[0]): old.new for path, _, old in renamed_options()}
+    for m in MEANINGS_42:
+        for name in m.retired:
+            assert any(old == name and new == m.name for (_, old), new in hidden.items()), (m.name, name)
+
+
+# old and new spelling, the same run: the same stdout, one deprecation line
+def _same_run(run: Any, old: list[Any], new: list[Any], warned: str, names: tuple[str, str] = ("", "")) -> None:
+    """``names``: the output the old run wrote and the one the new run wrote (read as the same)."""
+    before, after = run(*old), run(*new)
+    assert [line.replace(*names) for line in _stdout(before)] == _stdout(after), (before.stdout, after.stdout)
+    assert _deprecations(before) == [warned] and _deprecations(after) == []
+
+
+@pytest.mark.slow
+def test_view_name_and_replace_still_work(tmp_path: Path, run: Any) -> None:
+    spec = small_spec(tmp_path, release=RELEASE)
+    base = ["view", spec, "--policy", "age:level=1", "--db", tmp_path / "v.duckdb"]
+    _same_run(run, [*base, "--name", "v1"], [*base, "--view", "v2"], deprecation("--name", "--view"), ("v1", "v2"))
+    _same_run(run, [*base, "--view", "v1", "--replace"], [*base, "--view", "v2", "--overwrite"],
+              deprecation("--replace", "--overwrite"), ("v1", "v2"))
+    missing = run(*base, expect=2)
+    assert "Missing option '--view'" in missing.stderr
+
+
+def test_evaluate_format_still_works(tmp_path: Path, run: Any) -> None:
+    spec = small_spec(tmp_path, release=RELEASE)
+    base = ["evaluate", spec, "--policy", "age:level=1"]
+    _same_run(run, [*base, "--format", "json"], [*base, "--json"], deprecation("--format json", "--json"))
+    _same_run(run, [*base, "--format", "table"], [*base, "--no-json"], deprecation("--format table", "--no-json"))
+    piped = run(*base).stdout  # not a terminal: JSON, as before
+    assert json.loads(piped)["readable"] == json.loads(run(*base, "--json").stdout)["readable"]
+
+
+@pytest.mark.slow
+def test_init_table_and_force_still_work(tmp_path: Path, run: Any, project: Any) -> None:
+    import duckdb
+
+    db = tmp_path / "data.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE patients AS SELECT * FROM read_parquet('{project.source_parquet}')")
+    spec = tmp_path / "s.toml"
+    _same_run(run, ["init", db, "--table", "patients", "--out", spec],
+              ["init", db, "--source-table", "patients", "--out", spec, "--overwrite"],
+              deprecation("--table", "--source-table"))
+    _same_run(run, ["init", db, "--source-table", "patients", "--out", spec, "--force"],
+              ["init", db, "--source-table", "patients", "--out", spec, "--overwrite"],
+              deprecation("--force", "--overwrite"))
+
+
+@pytest.mark.slow
+def test_apply_out_table_still_works_and_its_old_table_is_refused_loudly(tmp_path: Path, run: Any,
+                                                                         project: Any) -> None:
+    """apply's --table names its output now; the old ``apply --table`` (its batch's table in a
+    .duckdb --source) cannot silently become an output name: the batch's table is then missing."""
+    import duckdb
+
+    policy = tmp_path / "p.json"
+    run("policy", "save", project.spec_path, "--policy", "age:every=10|zip:top", "--out", policy)
+    base = ["apply", policy, "--source", project.source_parquet]
+    _same_run(run, [*base, "--out", tmp_path / "a.duckdb", "--out-table", "t"],
+              [*base, "--out", tmp_path / "b.duckdb", "--table", "t"], deprecation("--out-table", "--table"),
+              ("a.duckdb", "b.duckdb"))
+    db = tmp_path / "batch.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"CREATE TABLE patients AS SELECT * FROM read_parquet('{project.source_parquet}')")
+    old = run("apply", policy, "--source", db, "--table", "patients", "--out", tmp_path / "c.duckdb", expect=2)
+    assert old.stderr.splitlines() == [f"error: batch {db} is a DuckDB file: name its table with --source-table"]
+
+
+@pytest.mark.slow
+def test_safe_harbor_materialize_and_replace_still_work(run: Any, project: Any) -> None:
+    qis = [q.replace('name = "age"', 'name = "age"\nrole = "age"').replace('name = "zip"', 'name = "zip"\nrole = "zip"')
+           for q in project.DEFAULT_QIS]
+    spec = project.spec(name="roles.toml", qis=qis)
+    base = ["safe-harbor", spec]
+    _same_run(run, [*base, "--materialize", project.dir / "a.parquet"], [*base, "--out", project.dir / "b.parquet"],
+              deprecation("--materialize", "--out"), ("a.parquet", "b.parquet"))
+    db = project.dir / "v.duckdb"
+    run(*base, "--view", "v", "--db", db)
+    _same_run(run, [*base, "--view", "v", "--db", db, "--replace"], [*base, "--view", "v", "--db", db, "--overwrite"],
+              deprecation("--replace", "--overwrite"))
 
 
 # -- stand-alone help ----------------------------------------------------------------------------
@@ -312,101 +561,3 @@ def test_renamed_refuses_both_spellings_before_the_command_runs() -> None:
     assert runner.invoke(command, ["--new", "5"]).stderr == "" and ran == [3, 4, 5]
     assert runner.invoke(command, ["--old", "1", "--new", "2"]).exit_code == 2 and ran == [3, 4, 5]
     assert "--old" not in runner.invoke(command, ["--help"]).stdout
-
-
-# -- evaluate --suppress-below: the gate's figures -----------------------------------------------
-@pytest.mark.parametrize("policy,below", [("age:every=10|zip:digits=3", 5), ("age:level=1|race:level=1", 4)])
-def test_evaluate_suppress_below_gives_the_release_gate_and_report_figures(tmp_path: Path, run: Any, policy: str,
-                                                                          below: int) -> None:
-    spec = small_spec(tmp_path, release="min_k = 4")
-    shown = json.loads(run("evaluate", spec, "--policy", policy, "--suppress-below", below, "--format", "json").stdout)
-    release = shown["release"]
-    out, page = tmp_path / "r.parquet", tmp_path / "r.html"
-    run("materialize", spec, "--policy", policy, "--suppress-below", below, "--out", out, "--report", page,
-        expect=None)
-    sidecar = json.loads(out.with_name("r.parquet.release.json").read_text())
-    report = json.loads(page.with_suffix(".json").read_text())
-    assert {k: release[k] for k in sidecar["figures"]} == sidecar["figures"]
-    figures = report["risk"]["figures"]
-    assert release["suppressed"] == figures["suppressed"] > 0
-    assert (release["k"], release["risk"], release["expected_reidentifications"], release["max_record_risk"]) == \
-        (figures["k"], figures["risk"], figures["expected_reidentifications"], figures["max_record_risk"])
-    assert release["loss"] == pytest.approx(report["utility"]["normalized_loss"], rel=1e-12)
-    assert release["gate"] == sidecar["gate"]["verdict"] == "passed" and release["suppress_below"] == below
-    # without suppression the top-level figures are the policy's own (smaller k: the groups suppressed)
-    assert shown["k"] < release["k"] and shown["risk"] > release["risk"]
-
-
-def test_evaluate_suppress_below_says_when_the_gate_would_refuse(tmp_path: Path, run: Any) -> None:
-    spec = small_spec(tmp_path, release="min_k = 50")
-    shown = json.loads(run("evaluate", spec, "--policy", "age:every=10", "--suppress-below", 2).stdout)
-    assert shown["release"]["gate"] == "refused" and "min_k" in shown["release"]["failures"][0]
-    spec_table = run("evaluate", spec, "--policy", "age:every=10", "--suppress-below", 2, "--format", "table").stdout
-    assert "refused" in spec_table and "suppressed" in spec_table.splitlines()[1]
-    assert list(tmp_path.glob("*.release.json")) == []  # nothing written
-
-
-# -- readable forms ------------------------------------------------------------------------------
-def test_every_policy_form_reads_as_its_groups(tmp_path: Path, run: Any) -> None:
-    spec = small_spec(tmp_path, release=RELEASE)
-    forms = {"race:level=1": "race: White+Asian = [White, Asian], Black+Other = [Black, Other]",
-             "age:level=1": "age: [0-4], [5-9]", "age:cuts=10,20": "age: [0-9], [10-19], [20-30]",
-             "age:every=10": "age: [0-9], [10-19], [20-29]", "sex:top": "sex: [Female, Male]",
-             "zip:level=1": "zip: [", "bottom": "original data"}
-    for text, readable in forms.items():
-        shown = json.loads(run("evaluate", spec, "--policy", text, "--format", "json").stdout)["readable"]
-        assert shown.startswith(readable) and shown != text, (text, shown)
-    shown = json.loads(run("evaluate", spec, "--levels", "race:1", "--format", "json").stdout)["readable"]
-    assert "race: level 1 of 2 (" in shown and "White+Asian" in shown
-
-
-# -- timings -------------------------------------------------------------------------------------
-def _seconds(pattern: str, text: str) -> float:
-    found = re.search(pattern, text)
-    assert found, (pattern, text)
-    return float(found.group(1))
-
-
-def test_frontier_times_what_it_names_and_ends_with_the_wall_time(tmp_path: Path, run: Any) -> None:
-    spec = small_spec(tmp_path, release=RELEASE)
-    out = run("frontier", spec, "--budget", 40, "--out", tmp_path / "run").stdout
-    lines = out.splitlines()
-    assert re.search(r"policies evaluated \(seed 0\); search \d+\.\d s$", lines[0])
-    search = _seconds(r"time: search (\d+\.\d) s", out)
-    compare = _seconds(r"k-anonymity frontiers (\d+\.\d) s", out)
-    write = _seconds(r"writing the files (\d+\.\d) s", out)
-    wall = _seconds(r"^done in (\d+\.\d) s \(wall time of the whole command\)$", lines[-1])
-    assert wall + 0.15 >= search + compare + write  # each rounded to 0.1 s
-    again = run("frontier", spec, "--budget", 60, "--out", tmp_path / "run", "--resume").stdout
-    assert "in this run" in again.splitlines()[0] or _seconds(r"search (\d+\.\d) s", again) < 0.05
-
-
-@pytest.mark.parametrize("command", [["anonymize", "{spec}", "--min-k", "2"],
-                                     ["alternatives", "{spec}", "--iterations", "2", "--max-risk", "0.5"],
-                                     ["adversary", "{spec}", "--policy", "top"]])
-def test_timed_commands_end_with_the_wall_time(tmp_path: Path, run: Any, command: list[str]) -> None:
-    spec = str(small_spec(tmp_path, release=RELEASE))
-    out = run(*[a.format(spec=spec) for a in command]).stdout.splitlines()
-    assert re.fullmatch(r"done in \d+\.\d s \(wall time of the whole command\)", out[-1])
-    assert not any("wall time" in line for line in out[:-1])  # no step time calls itself the wall time
-
-
-def test_the_wall_time_starts_when_the_command_line_is_parsed() -> None:
-    import importlib
-
-    from deid_sql.cli import options
-
-    assert importlib.import_module("deid_sql.cli.main").STARTED == options.STARTED
-
-
-# -- validate ------------------------------------------------------------------------------------
-def test_validate_aligns_long_qi_names(project: Any, run: Any) -> None:
-    long_age = project.QI["age"].replace('name = "age"', 'name = "age_at_first_admission_in_years"\ncolumn = "age"')
-    qis = [long_age, project.QI["sex"], project.QI["zip"]]
-    spec = project.write_spec(project.spec_text(qis=qis, columns='[columns]\ndrop = ["patient_id", "race"]\n'
-                                                                  'sensitive = ["diagnosis"]\n'), "long.toml")
-    rows = [line for line in run("validate", spec).stdout.splitlines() if line.startswith("  qi ")]
-    assert len(rows) == 3 and "age_at_first_admission_in_years" in rows[0]
-    assert len({line.index(" values") for line in rows}) == 1
-    kinds = [re.search(r"\s(integer|category|zip|date)\s+[\d,]+ values", line) for line in rows]
-    assert all(kinds) and len({k.start() for k in kinds if k}) == 1

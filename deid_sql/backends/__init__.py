@@ -20,7 +20,7 @@ Modules:
   package and pip extra each needs, and Spark's ``leftovers`` sweep)
 - ``postgres.py``: PostgreSQL (psycopg 3): sources and outputs in the server, ``python_udfs = False``, HMAC
   in SQL
-- ``postgres_refresh.py``: ``--overwrite``/``--replace`` in PostgreSQL: staged, judged and swapped in one
+- ``postgres_refresh.py``: ``--overwrite`` in PostgreSQL: staged, judged and swapped in one
   transaction, keeping owner, grants, comment and dependent views, and (``Kept``) column comments and
   grants, constraints, indexes, triggers, storage parameters, row security, policies and publications
 - ``spark.py``: Apache Spark (PySpark 4): one Spark context per process, a session per backend, outputs in

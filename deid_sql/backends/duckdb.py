@@ -265,8 +265,8 @@ class DuckDBBackend(Backend):
         with _building(database) as work, self._writing(work) as con:
             if not replace and _exists(con, name):
                 raise OutputError(
-                    f"{database} already has a table or view named {name!r}; pick another --name "
-                    f"or pass --replace"
+                    f"{database} already has a table or view named {name!r}; pick another --view "
+                    f"or pass --overwrite"
                 )
             con.execute("BEGIN TRANSACTION")
             try:
@@ -294,8 +294,8 @@ class DuckDBBackend(Backend):
                 _check_schema(con, database, name)
             taken = [] if replace else [name for name in names if _exists(con, name)]
             if taken:
-                raise OutputError(f"{database} already has a table or view named {taken[0]!r}; pick another --name "
-                                  f"or pass --replace")
+                raise OutputError(f"{database} already has a table or view named {taken[0]!r}; pick another --view "
+                                  f"or pass --overwrite")
             con.execute("BEGIN TRANSACTION")
             try:
                 for name, _, _ in views:  # the old views first: they read the old key tables

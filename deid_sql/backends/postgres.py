@@ -199,7 +199,7 @@ class PostgresBackend(Backend):
         with self._errors(), self.con.transaction():
             existing = kind_of(self.con, target)
             if existing is not None and not replace:
-                raise taken(existing, name, "--replace")
+                raise taken(existing, name, "--overwrite")
             if existing == "table":
                 replace_table_by_view(self.con, target)
             elif existing not in (None, "view"):
@@ -254,7 +254,7 @@ class PostgresBackend(Backend):
             for (name, *_), target in zip([*keys, *views], [*key_names, *view_names]):
                 existing = kind_of(self.con, target)
                 if existing is not None and not replace:
-                    raise taken(existing, name, "--replace")
+                    raise taken(existing, name, "--overwrite")
             aside = []
             for (name, query), target in zip(keys, key_names):
                 existing = kind_of(self.con, target)
@@ -263,8 +263,8 @@ class PostgresBackend(Backend):
                     self.con.execute(pgsql.SQL("ALTER TABLE {} RENAME TO {}").format(
                         ident(target), pgsql.Identifier(aside[-1].name)))
                 elif existing is not None:
-                    raise OutputError(f"the database has a {existing} named {name!r}; --replace replaces the key "
-                                      f"table of a set only when it is a table: drop it first or pick another --name")
+                    raise OutputError(f"the database has a {existing} named {name!r}; --overwrite replaces the key "
+                                      f"table of a set only when it is a table: drop it first or pick another --view")
                 self._run(exp.Create(this=target.table(), kind="TABLE", expression=query))
                 described = self.con.execute(self.render(exp.select("*").from_(target.table()).limit(0)))
                 first = (described.description or [])[0].name

@@ -1,4 +1,4 @@
-"""PostgreSQL writes that replace a release in place (``--overwrite``, ``--replace``), and the
+"""PostgreSQL writes that replace a release in place (``--overwrite``), and the
 names they use.
 
 A refresh must not break what the warehouse hangs on a release: the grants analysts were given,
@@ -272,7 +272,7 @@ def replace_view(con: psycopg.Connection[Any], name: Name, create: Callable[[], 
         return
     except psycopg.errors.InvalidTableDefinition:
         pass  # its columns changed (a policy with suppression adds deid_suppressed, one without drops it)
-    refuse_dependents(con, name, "view", "--replace")
+    refuse_dependents(con, name, "view", "--overwrite")
     props = properties(con, name)
     con.execute(pgsql.SQL("DROP VIEW {}").format(ident(name)))
     create()
@@ -314,9 +314,9 @@ def refuse_dependents(con: psycopg.Connection[Any], name: Name, kind: str, flag:
 
 
 def replace_table_by_view(con: psycopg.Connection[Any], target: Name) -> None:
-    """``view --replace`` over a table: the table is dropped in the view's transaction (unless views
+    """``view --overwrite`` over a table: the table is dropped in the view's transaction (unless views
     depend on it)."""
-    refuse_dependents(con, target, "table", "--replace")
+    refuse_dependents(con, target, "table", "--overwrite")
     con.execute(pgsql.SQL("DROP TABLE {}").format(ident(target)))
 
 

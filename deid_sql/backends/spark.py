@@ -393,7 +393,7 @@ class SparkBackend(Backend):
 
     def _refuse_taken(self, name: str, kind: str | None, leftover: str | None, flag: str = "--overwrite") -> None:
         """One line when ``name`` is taken (by a catalog object, or by a leftover folder), naming the
-        flag the command has (``view`` has ``--replace``)."""
+        flag the command has (``--overwrite``)."""
         if kind is not None:
             raise OutputError(f"the database already has a {kind.lower()} named {name!r}; pick another name or "
                               f"pass {flag}")

@@ -17,6 +17,7 @@ from ..adversary.solvers import SOLVERS
 from ..domains.recoding import Recoding
 from ..errors import OutputError
 from ..problem import Problem
+from ..release.unit import RECORDS, Unit
 from .options import FiniteFloat, handles_errors, read_policy, reports_wall_time, spec_argument
 
 # CLI option → AdversaryParams field, type, help
@@ -99,9 +100,10 @@ def adversary(spec: Path, policy_text: str, scenario: str | None, solver: str, s
         label, recoding = resolve(problem, policy_text)
         m, _, g = problem.fast.path.groups(recoding)
         result = assess(params, m, g, problem.population_total, solver)
+        unit = Unit.of(problem.spec.person)  # the cells count persons with [person]
     finally:
         problem.close()
-    _report(label, result)
+    _report(label, result, unit)
     if sensitivity is not None:
         from ..adversary.sensitivity import plot, sweep, write_csv
 
@@ -134,7 +136,7 @@ def _planned_exploits(t: Thresholds) -> str:
                                                  f"already bought: {sunk}")
 
 
-def _report(label: str, a: Assessment) -> None:
+def _report(label: str, a: Assessment, unit: Unit = RECORDS) -> None:
     p = a.params
     risk = np.repeat(a.record_risk, a.m.astype(np.int64))
     click.echo(f"policy      {label}")
@@ -148,9 +150,9 @@ def _report(label: str, a: Assessment) -> None:
     if t.k < t.k_prime_sunk:  # Fig. 3.7: partly exploited groups
         click.echo(f"exploits    planned per external group size (X:exploits, all failing unnoticed): "
                    f"{_planned_exploits(t)}")
-    click.echo(f"records     {a.records:,}; at risk (P_reid > 0): {a.records_at_risk:,} "
+    click.echo(f"{unit.many:<11} {a.records:,}; at risk (P_reid > 0): {a.records_at_risk:,} "
                f"({a.records_at_risk / a.records:.1%})")
-    click.echo("record risk distribution")
+    click.echo(f"{unit.risk} distribution")
     for lo, hi, name in BUCKETS:
         n = int(np.count_nonzero(risk == 0)) if hi == 0 else int(np.count_nonzero((risk > lo) & (risk <= hi)))
         click.echo(f"  {name:<12} {n:>10,}  {n / risk.size:7.2%}")
@@ -158,7 +160,7 @@ def _report(label: str, a: Assessment) -> None:
                f"{np.percentile(risk, 95):.5g}  max {risk.max():.5g}")
     base = np.repeat(a.baseline(), a.m.astype(np.int64))
     pop = np.repeat(a.population_risk(), a.m.astype(np.int64))
-    click.echo("dataset risk (mean record risk)")
+    click.echo(f"dataset risk (mean {unit.risk})")
     click.echo(f"  adversary MDP        {a.dataset_risk:.5g}")
-    click.echo(f"  baseline (eq. 3.7)   {base.mean():.5g}  ({int(np.count_nonzero(base > 0)):,} records attacked)")
+    click.echo(f"  baseline (eq. 3.7)   {base.mean():.5g}  ({int(np.count_nonzero(base > 0)):,} {unit.many} attacked)")
     click.echo(f"  population 1/g       {pop.mean():.5g}")

@@ -21,6 +21,7 @@ from ..jobs.earlier import earlier_releases
 from ..problem import Problem
 from ..release.plan import ReleasePlan
 from ..release.targets import release_targets
+from ..release.unit import Unit
 from ..search.bfs import STORES
 from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from .options import (
@@ -90,7 +91,7 @@ from .report import finish_release_report, prepare_release_report, report_option
                    "the antichain invariant (for comparison).")
 @click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the de-identified table (.parquet, .csv or .duckdb).")
-@click.option("--table", default=None,
+@click.option("--table", default=None, metavar="NAME",
               help="Table name inside a .duckdb --out (default deidentified), or the table to create in the "
                    "spec's PostgreSQL or Spark engine when --out is left out.")
 @view_options
@@ -156,7 +157,8 @@ def anonymize_(spec: Path, k: int | None, l: int | None, min_entropy_l: float | 
         else:
             click.echo(f"optimum      {run.space.text(best.levels)}")
             click.echo(f"{metric:<12} {best.quality:.6g}")
-            click.echo(f"suppressed   {best.suppressed:,} records ({best.suppressed_share:.2%}), "
+            unit = Unit.of(problem.spec.person)  # the cells count persons with [person]
+            click.echo(f"suppressed   {unit.count(best.suppressed)} ({best.suppressed_share:.2%}), "
                        f"{best.groups_kept:,} groups kept")
         click.echo(f"checked      {r.checked:,} of {r.size:,} transformations ({r.checked_share:.2%}), "
                    f"{r.pruned:,} excluded by their quality bound; search {r.seconds:.2f} s ({r.traversal})"

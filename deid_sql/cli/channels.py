@@ -33,9 +33,11 @@ def _candidates(value: str | None) -> int | str | None:
               help="Write the release: .parquet or .csv (composition beside it as NAME.channels.csv) or .duckdb "
                    "(table --table, composition table TABLE_channels).")
 @format_option
-@click.option("--table", default=None, help="Table name inside a .duckdb output (default released); without --out, "
-                                            "the table to create inside a PostgreSQL or Spark engine.")
-@click.option("--view", default=None, help="Create a view of the release (with --db); composition in VIEW_channels.")
+@click.option("--table", default=None, metavar="NAME",
+              help="Table name inside a .duckdb output (default released); without --out, the table to create "
+                   "inside a PostgreSQL or Spark engine.")
+@click.option("--view", default=None, metavar="NAME",
+              help="Create a view of the release (with --db); composition in VIEW_channels.")
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view (created if missing).")
 @click.option("--candidates", "candidates", default=None, metavar="N|all",

@@ -324,8 +324,8 @@ def _report(problem: Problem, spec: Path, plan: ReleasePlan, folder: Path) -> No
     t0 = time.perf_counter()
     out, frontier, db = folder / "report.html", folder / "frontier", folder / "demo.duckdb"
     # the release this report stands beside: the demo's view (the command that recreates it)
-    view = shlex.join(["deid-sql", "view", str(spec), "--policy", str(plan.text), "--db", str(db), "--name",
-                       "patients_deid", "--replace"])
+    view = shlex.join(["deid-sql", "view", str(spec), "--policy", str(plan.text), "--db", str(db), "--view",
+                       "patients_deid", "--overwrite"])
     built = build_report(problem, plan, frontier=frontier, command=view)
     built["summary"]["released"] = f"view patients_deid in {db}"
     built["method"]["commands"]["report"] = shlex.join(

@@ -10,7 +10,7 @@ import click
 from ..errors import OutputError
 from ..spec.population_size import REGIONS
 from ..starter.write import Population, Starter, build, criteria_lines, default_out, write
-from .options import handles_errors
+from .options import handles_errors, renamed
 
 
 @click.command()
@@ -23,10 +23,13 @@ from .options import handles_errors
                    "the sample).")
 @click.option("--region", type=click.Choice(sorted(REGIONS)), default=None,
               help="Without a census: a region whose census counted the population (its size is built in).")
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--out", "-o", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Where to write the spec (default: beside DATA, DATA's name with .toml).")
-@click.option("--force", "--overwrite", "force", is_flag=True, help="Replace the spec file if it exists.")
-@click.option("--table", default=None, metavar="NAME", help="The table to read when DATA is a DuckDB file.")
+@click.option("--overwrite", "force", is_flag=True, help="Replace the spec file if it exists.")
+@renamed("--force", "--overwrite", "force", is_flag=True)
+@click.option("--source-table", "table", default=None, metavar="NAME",
+              help="The table to read when DATA is a DuckDB file.")
+@renamed("--table", "--source-table", "table", type=str)
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "duckdb"]), default=None,
               help="DATA's format when its extension does not tell.")
 @handles_errors
@@ -34,7 +37,7 @@ def init(data: Path, census: tuple[Path, str] | None, size: int | None, region: 
          force: bool, table: str | None, fmt: str | None) -> None:
     """Write a starting spec for DATA: likely QIs proposed, every other column dropped for review.
 
-    DATA is a CSV or Parquet file, or a table of a DuckDB file (--table). Every column is listed with
+    DATA is a CSV or Parquet file, or a table of a DuckDB file (--source-table). Every column is listed with
     its type, distinct values and two samples; likely quasi-identifiers (age, dates, sex, race, ZIP,
     marital status) are proposed with their domains read from the data; identifiers (names, ids,
     phone, e-mail, SSN-like values) and every other column are dropped with a note; the release
@@ -42,7 +45,7 @@ def init(data: Path, census: tuple[Path, str] | None, size: int | None, region: 
 
     Without --census, --population or --region, each group's population is its own records (the most
     cautious assumption). The spec is written beside DATA as DATA's name with .toml; an existing one is
-    kept unless --force. Read its comments, then run 'deid-sql validate' on it.
+    kept unless --overwrite. Read its comments, then run 'deid-sql validate' on it.
 
     Example: deid-sql init demo/cohort.parquet --census demo/population.parquet count --out demo/mine.toml
     """
@@ -56,7 +59,7 @@ def init(data: Path, census: tuple[Path, str] | None, size: int | None, region: 
     if target.resolve() == data.resolve():
         raise OutputError(f"--out {target} is the data file itself; give the spec another name")
     if target.exists() and not force:  # said before the data is read
-        raise OutputError(f"{target} already exists; pass --force to replace it (or --out FILE to write another)")
+        raise OutputError(f"{target} already exists; pass --overwrite to replace it (or --out FILE to write another)")
     starter = build(data, population, out, fmt=fmt, table=table)
     write(starter, force)
     _summary(starter)

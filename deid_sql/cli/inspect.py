@@ -18,6 +18,7 @@ from .options import (
     handles_errors,
     open_problem,
     release_plan,
+    renamed,
     risk_model_option,
     spec_argument,
     suppress_option,
@@ -153,13 +154,15 @@ def _report_channels(loaded: Loaded) -> None:
               help="Hierarchy levels, as 'deid-sql anonymize' prints them: 'sex:0|age:3|…' (repeat for several).")
 @click.option("--path", "path", type=click.Choice(["fast", "sql"]), default="fast", show_default=True,
               help="Evaluate on the cell arrays (fast) or with the reference SQL query.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default=None,
-              help="A brief table, or JSON (the default when the output is not a terminal, so scripts get JSON).")
+@click.option("--json/--no-json", "as_json", default=None,
+              help="Print JSON, or (--no-json) the brief table; by default the table on a terminal and JSON "
+                   "otherwise, so scripts get JSON.")
+@renamed("--format", "--json", "as_json", values={"json": ("--json", True), "table": ("--no-json", False)})
 @click.option("--bits", is_flag=True, help="Also give each policy as its bit string (one 0/1 per boundary).")
 @suppress_option
 @risk_model_option(old_risk=True)
 @handles_errors
-def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], path: str, fmt: str | None,
+def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], path: str, as_json: bool | None,
              bits: bool, suppress_below: int | None, risk_model: str | None) -> None:
     """Print the risk and utility metrics of policies: a brief table on a terminal, JSON otherwise.
 
@@ -171,7 +174,8 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
 
     Example: deid-sql evaluate demo/demo.toml --policy 'age:every=10|zip:digits=3' --suppress-below 5
     """
-    fmt = fmt or ("table" if sys.stdout.isatty() else "json")
+    if as_json is None:
+        as_json = not sys.stdout.isatty()
     if not policies and not levels:
         raise PolicyError("say what to evaluate: --policy P (e.g. 'age:every=10|zip:digits=3') or --levels L")
     with open_problem(spec, risk_model) as problem:
@@ -193,7 +197,7 @@ def evaluate(spec: Path, policies: tuple[str, ...], levels: tuple[str, ...], pat
             if bits:
                 row["bits"] = plan.item.bit_text() if isinstance(plan.item, Policy) else None
             out.append(row)
-        if fmt == "json":
+        if as_json:
             echo_json(out[0] if len(out) == 1 else out)
         else:
             _table(out)

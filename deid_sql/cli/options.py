@@ -10,7 +10,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -99,7 +99,7 @@ def spec_argument(fn: F) -> F:
     (whether this run reuses the cells an earlier run read from the same data)."""
     return verbose_option(_NO_CACHE(_SPEC(fn)))
 
-_VIEW = click.option("--view", default=None,
+_VIEW = click.option("--view", default=None, metavar="NAME",
                      help="Create a view of the release instead: in the DuckDB file --db, or in the spec's engine.")
 _DB = click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
                    help="DuckDB file for --view (created if missing).")
@@ -274,15 +274,24 @@ class RenamedOption(click.Option):
     """The old spelling of an option (``new``): accepted, hidden from --help, and announced with one
     deprecation line on stderr when given (``renamed``)."""
 
-    def __init__(self, *args: Any, new: str, dest: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, new: str, dest: str, values: Mapping[str, tuple[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, hidden=True, **kwargs)
-        self.new, self.dest = new, dest
+        self.new, self.dest, self.values = new, dest, values
 
 
-def renamed(old: str, new: str, dest: str, type: Any = None, is_flag: bool = False) -> Callable[[F], F]:
+def deprecation(old: str, new: str) -> str:
+    """The one line an old spelling prints on stderr."""
+    return f"warning: {old} is deprecated and will be removed; use {new} (same meaning)"
+
+
+def renamed(old: str, new: str, dest: str, type: Any = None, is_flag: bool = False,
+            values: Mapping[str, tuple[str, Any]] | None = None) -> Callable[[F], F]:
     """``old`` still works as the option ``new`` (whose parameter is ``dest``): the value goes to
     ``dest`` and one line on stderr says the new spelling; given together with ``new`` it is a usage
-    error (two spellings, maybe two values: which one was meant cannot be told)."""
+    error (two spellings, maybe two values: which one was meant cannot be told), except a flag given
+    both ways (one meaning, one value).  ``values``: an old choice whose values become different new
+    spellings (``--format json`` -> ``--json``): each old value -> (its new spelling, ``dest``'s value)."""
     hidden = "renamed_" + old.lstrip("-").replace("-", "_")
 
     def decorate(fn: F) -> F:
@@ -290,16 +299,24 @@ def renamed(old: str, new: str, dest: str, type: Any = None, is_flag: bool = Fal
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             value = kwargs.pop(hidden, None)
             if value is not None and value is not False:
+                spelled, spelling, given = old, new, value
+                if values is not None:
+                    spelling, given = values[value]
+                    spelled = f"{old} {value}"
                 ctx = click.get_current_context()
                 source = ctx.get_parameter_source(dest)
-                if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
-                    raise click.UsageError(f"{old} is the old spelling of {new}; give {new} only", ctx)
-                click.echo(f"warning: {old} is deprecated and will be removed; use {new} (same meaning)", err=True)
-                kwargs[dest] = value
+                if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP") and not (
+                        (is_flag or values is not None) and kwargs.get(dest) == given):
+                    raise click.UsageError(f"{spelled} is the old spelling of {spelling}; give {spelling} only", ctx)
+                click.echo(deprecation(spelled, spelling), err=True)
+                kwargs[dest] = given
             return fn(*args, **kwargs)
 
-        extra: dict[str, Any] = {"is_flag": True} if is_flag else {"type": type, "default": None}
-        return click.option(old, hidden, cls=RenamedOption, new=new, dest=dest, **extra)(wrapper)  # type: ignore[return-value]
+        extra: dict[str, Any] = ({"is_flag": True} if is_flag else
+                                 {"type": click.Choice(list(values)), "default": None} if values is not None else
+                                 {"type": type, "default": None})
+        return click.option(old, hidden, cls=RenamedOption, new=new, dest=dest, values=values,  # type: ignore[return-value]
+                            **extra)(wrapper)
 
     return decorate
 

@@ -92,8 +92,9 @@ def compile_(spec: Path, policy: str | None, levels: str | None, dialect: str, t
                    "PostgreSQL or Spark engine); a folder when the spec links tables ([[table]]): one file per "
                    "table and one release.json.")
 @format_option
-@click.option("--table", default=None, help="Table name inside a .duckdb output (default deidentified), or the "
-                                            "table to create in the engine when --out is left out.")
+@click.option("--table", default=None, metavar="NAME",
+              help="Table name inside a .duckdb output (default deidentified), or the table to create in the engine "
+                   "when --out is left out.")
 @click.option("--tables", "tables", default=None, metavar="PREFIX",
               help="A spec that links tables ([[table]]): write the set as tables PREFIX + each release name "
                    "and the record table PREFIX + release, all or none, inside the engine (or with --out "
@@ -214,14 +215,16 @@ def _materialize_set_tables(spec: Spec, policy: str | None, levels: str | None, 
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB database file to create the view in (created if missing); leave it out when the "
                    "spec's [backend] is PostgreSQL or Spark: the view goes into that engine.")
-@click.option("--name", required=True, help="View name; with linked tables ([[table]]) the prefix of each view's "
-                                           "name.")
-@click.option("--replace", is_flag=True, help="Replace an existing view of that name (and --report).")
+@click.option("--view", "name", default=None, metavar="NAME",
+              help="The view's name (required); with linked tables ([[table]]) the prefix of each view's name.")
+@renamed("--name", "--view", "name", type=str)
+@click.option("--overwrite", "replace", is_flag=True, help="Replace an existing view of that name (and --report).")
+@renamed("--replace", "--overwrite", "replace", is_flag=True)
 @suppress_option
 @accept_risk_option
 @report_option
 @handles_errors
-def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, name: str, replace: bool,
+def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, name: str | None, replace: bool,
          suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
     """Create a DuckDB view that analysts can SELECT from; it reads the source in place.
 
@@ -236,17 +239,19 @@ def view(spec: Path, policy: str | None, levels: str | None, db: Path | None, na
     values (pseudonyms, date offsets) are computed once into the key table NAME + keys, which holds
     raw person keys: allowed in PostgreSQL (readable by its owner only) or in the DuckDB file that
     holds the person source. The views show the persons of that moment: a person added later
-    shows in no view until view --replace judges the set again.
+    shows in no view until view --overwrite judges the set again.
 
-    Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --name patients_deid
+    Example: deid-sql view demo/demo.toml --policy 'age:cuts=18,65|race:top' --db analysts.duckdb --view patients_deid
     """
+    if name is None:  # not click's required=True: the old spelling --name gives it too
+        raise click.MissingParameter(param_hint="'--view'", param_type="option")
     parsed = Spec.read(spec)
     if parsed.tables:
         from .output_sets import view_set
 
         view_set(parsed, policy, levels, db, name, replace, suppress_below, accept_risk, report)
         return
-    early = release_targets(view=name, db=db, report=report, replace=replace, flag="--replace")
+    early = release_targets(view=name, db=db, report=report, replace=replace)
     with open_problem(spec, targets=early) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
         pending = prepare_release_report(problem, plan, report, replace, accept_risk,

@@ -15,14 +15,14 @@ from .report import add_set, finish_release_report, prepare_release_report
 
 def view_set(spec: Spec, policy: str | None, levels: str | None, db: Path | None, prefix: str, replace: bool,
              suppress_below: int | None, accept_risk: str | None, report: Path | None) -> None:
-    """``view SET_SPEC --name PREFIX``: refused in one line before any data is read where the key
+    """``view SET_SPEC --view PREFIX``: refused in one line before any data is read where the key
     table could not be protected (``sets.views.check_place``) or a name is taken."""
     from ..sets.views import check_place, create_set_views, set_view_names
 
     names = set_view_names(spec, prefix)
     check_place(spec, engine_class(spec.backend.engine), db, names)  # before the engine starts
-    targets = [Target("view", db, name, replace, False, "--replace", "--name") for name in names.all]
-    with open_problem(spec.path, targets=targets + file(report, replace, flag="--replace")) as problem:
+    targets = [Target("view", db, name, replace, False, "--overwrite", "--view") for name in names.all]
+    with open_problem(spec.path, targets=targets + file(report, replace)) as problem:
         plan = release_plan(problem, policy, levels, suppress_below)
         where = f"in {db}" if db is not None else f"in the {spec.backend.engine} engine"
         pending = prepare_release_report(problem, plan, report, replace, accept_risk,

@@ -56,7 +56,8 @@ source_table_option = click.option(
 
 
 def table_option(fn: F) -> F:
-    """``--table``, the old spelling of ``--source-table`` for the table inside a .duckdb --source."""
+    """``--table``, the old spelling of ``--source-table`` for the table inside a .duckdb --source
+    (``check``; on ``apply`` --table names the table written, the project's word for an output table)."""
     return renamed("--table", "--source-table", "source_table", type=str)(fn)
 
 
@@ -162,13 +163,13 @@ def _batch(source: Path | None, source_table: str | None) -> TableRef:
 @policy_file_argument
 @source_option
 @source_table_option
-@table_option
 @click.option("--out", "-o", type=click.Path(path_type=Path), default=None,
-              help="Write the release: .parquet, .csv or .duckdb (table --out-table); with --linked, the folder of "
+              help="Write the release: .parquet, .csv or .duckdb (table --table); with --linked, the folder of "
                    "the set (one file per table and release.json).")
-@click.option("--out-table", default=None,
+@click.option("--table", "out_table", default=None, metavar="NAME",
               help="Table name inside a .duckdb --out (default deidentified); without --out, a table of the spec's "
                    "PostgreSQL or Spark engine.")
+@renamed("--out-table", "--table", "out_table", type=str)
 @view_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file, table or view.")
 @click.option("--accept-drift", default=None, metavar="REASON", callback=checked_reason,
@@ -193,7 +194,7 @@ def apply_(policy_file: Path, source: Path | None, source_table: str | None, out
     if linked or linked_tables:
         if view is not None or db is not None or out_table is not None or out is None:
             raise OutputError("the batches of a set are released together into a folder: give --out FOLDER (one "
-                              "file per table and release.json), without --view, --db or --out-table")
+                              "file per table and release.json), without --view, --db or --table")
         if report is not None:
             raise OutputError("--report is not written for a set of linked tables yet: release.json in the folder is "
                               "the set's record; leave out --report")

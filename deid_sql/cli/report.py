@@ -299,7 +299,8 @@ def batch_report(out: Path | None, overwrite: bool, accept_risk: str | None, rel
 
     def prepare(batch: Batch, gate: ReleaseGate) -> PendingReport:
         if batch.outside.records:
-            raise OutputError(f"--report: {batch.outside.records:,} record(s) of the batch hold values outside the "
+            rows = "row(s)" if batch.policy.person is not None else "record(s)"  # rows: [person] counts persons
+            raise OutputError(f"--report: {batch.outside.records:,} {rows} of the batch hold values outside the "
                               f"saved domains ({batch.outside.summary()}), released as the fallback label; the "
                               f"report describes only batches within them: release without --report, or save the "
                               f"policy again on data that covers these values")

@@ -16,6 +16,7 @@ from ..release.output import create_view, materialize
 from ..release.plan import plan_of
 from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
 from ..release.targets import release_targets
+from ..release.unit import Unit
 from ..report import write_boundaries
 from ..search import BoundarySearch, bisecting_policy_search, directed_policy_search
 from .options import (
@@ -35,26 +36,27 @@ METHODS = {"bps": bisecting_policy_search, "directed": directed_policy_search}
 
 @click.command(name="safe-harbor")
 @spec_argument
-@click.option("--materialize", "out", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Also write the Safe Harbor release (.parquet, .csv or .duckdb).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing --materialize output.")
-@click.option("--view", "view_name", default=None, help="Also create this DuckDB view (needs --db).")
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the Safe Harbor release (.parquet, .csv or .duckdb).")
+@renamed("--materialize", "--out", "out", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file or --view.")
+@click.option("--view", "view_name", default=None, metavar="NAME", help="Also create this DuckDB view (needs --db).")
 @click.option("--db", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="DuckDB file for --view.")
-@click.option("--replace", is_flag=True, help="Replace an existing view.")
+@renamed("--replace", "--overwrite", "overwrite", is_flag=True)
 @accept_risk_option
 @report_option
 @handles_errors
 def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str | None, db: Path | None,
-                 replace: bool, accept_risk: str | None, report: Path | None) -> None:
+                 accept_risk: str | None, report: Path | None) -> None:
     """Apply HIPAA Safe Harbor (ZIP3 with small prefixes to 000, ages 90+, dates to years) and print its risk.
 
-    Example: deid-sql safe-harbor demo/demo.toml --materialize safe_harbor.parquet
+    Example: deid-sql safe-harbor demo/demo.toml --out safe_harbor.parquet
     """
     if (view_name is None) != (db is None):
         raise OutputError("--view and --db go together: name the view and the DuckDB file")
     early = (release_targets(out=out, replace=overwrite) if out is not None else [])
-    early += release_targets(view=view_name, db=db, replace=replace, flag="--replace") if view_name is not None else []
+    early += release_targets(view=view_name, db=db, replace=overwrite) if view_name is not None else []
     with open_problem(spec, targets=early) as problem:
         sh = safe_harbor(problem)
         m = problem.evaluate(sh.recoding)
@@ -65,14 +67,15 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
                    f"{restricted}")
         click.echo(f"  age   {AGE_LIMIT} and above become {AGE_LIMIT}+; dates become years; other QIs kept")
         click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
-                   f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique records {m.sample_unique_records}")
+                   f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique {Unit.of(problem.spec.person).many} "
+                   f"{m.sample_unique_records}")
         if report is not None and out is None and view_name is None:
-            raise OutputError("--report describes a release: add --materialize FILE or --view NAME --db FILE "
+            raise OutputError("--report describes a release: add --out FILE or --view NAME --db FILE "
                               "(or run 'deid-sql report SPEC --policy safe-harbor --out FILE.html')")
         released = " and ".join(([f"{out}"] if out is not None else [])
                                 + ([f"view {view_name} in {db}"] if view_name is not None else []))
         plan = plan_of(problem, sh.recoding)
-        pending = prepare_release_report(problem, plan, report, overwrite or replace, accept_risk, released, out)
+        pending = prepare_release_report(problem, plan, report, overwrite, accept_risk, released, out)
         undo: list[Path] = []
         if out is not None:
             written = materialize(problem, plan, out, overwrite=overwrite, accept_risk=accept_risk)
@@ -80,7 +83,7 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
             echo_release(written)
             undo = written_files(written)
         if view_name is not None and db is not None:
-            shown = create_view(problem, plan, db, view_name, replace, accept_risk=accept_risk)
+            shown = create_view(problem, plan, db, view_name, overwrite, accept_risk=accept_risk)
             click.echo(f"created view {view_name} in {db}")
             echo_release(shown)
         finish_release_report(pending, undo)

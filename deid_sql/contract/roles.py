@@ -9,7 +9,7 @@ the spec's ``[columns]`` table::
     drop = ["name", "ssn"]           # identifiers removed
     pseudonymize = ["patient_id"]    # identifiers replaced by HMAC-SHA-256(key, value as text)
     shift = ["admitted"]             # dates moved by the person's secret offset ([person] shift_days)
-    secret_env = "DEID_SECRET"       # the environment variable holding the key (never the spec)
+    secret_env = "DEID_SQL_DEMO_KEY" # the environment variable holding the key (never the spec)
     pseudonym = "hex"                # "hex" (64 lowercase hex digits) or "integer" (first 15 as BIGINT)
     unlisted = "error"               # or "drop": every column listed nowhere is dropped
 

@@ -41,6 +41,7 @@ from ..fulldomain import (
 )
 from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
+from ..release.unit import RECORDS, Unit
 from ..search.bfs import STORES, BFSResult
 from ..search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 from .earlier import EarlierReleases, earlier_releases
@@ -246,13 +247,15 @@ def model_words(models: Sequence[PrivacyModel]) -> str:
     return " and ".join(words)
 
 
-def release_suppression(run: Anonymization) -> Suppression:
+def release_suppression(run: Anonymization, unit: Unit = RECORDS) -> Suppression:
     """The optimum's suppression as the report and sidecar describe it: the groups the search
-    suppressed, the rule in words, and the search's parameters (to run it again)."""
+    suppressed, the rule in words (``unit``: persons with ``[person]``, whose rows all go with
+    them), and the search's parameters (to run it again)."""
     groups = suppressed_groups(run)
-    rule = (f"every record of a group that fails {model_words(run.models)} shows '*' in each QI (and "
+    what = "row" if unit.persons else "record"
+    rule = (f"every {what} of a group that fails {model_words(run.models)} shows '*' in each QI (and "
             f"deid_suppressed = true): {len(groups):,} group(s) chosen by the search, at most "
-            f"{run.limit:.1%} of the records allowed")
+            f"{run.limit:.1%} of the {unit.many} allowed")
     return Suppression.of_groups(groups, rule, {"anonymize": {
         "models": model_parameters(run.models), "suppression": run.limit, "metric": run.metric,
         "traversal": run.traversal, "levels": list(run.levels) if run.levels is not None else None}})
@@ -303,7 +306,8 @@ def release_plan(problem: Problem, run: Anonymization) -> ReleasePlan:
     dbt model, policy file) like any policy."""
     if run.levels is None:
         raise DeidError("no transformation meets the privacy model within the suppression limit; nothing to release")
-    return plan_of(problem, levels=run.space.text(run.levels), suppression=release_suppression(run))
+    return plan_of(problem, levels=run.space.text(run.levels),
+                   suppression=release_suppression(run, Unit.of(problem.spec.person)))
 
 
 def release_query(problem: Problem, run: Anonymization) -> exp.Select:

@@ -77,7 +77,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
         # before the batch is read: an output that is an input (the batch, the spec's source or
         # population) would be replaced by the data computed from it
         raw = spec_for_batch(pf.spec, ref)[1]
-        check_output_name(engine, name, "--view" if view is not None else "--out-table",
+        check_output_name(engine, name, "--view" if view is not None else "--table",
                           inputs=[*engine_inputs(ref), *sorted(engine_tables(raw))])
     with open_batch(pf, ref) as batch:
         name = view if view is not None else out_table
@@ -177,13 +177,13 @@ def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str
     if out is not None and view is not None:
         raise OutputError("give --out FILE or --view NAME (one of them), not both")
     if view is not None and out_table is not None:
-        raise OutputError("--out-table names the table of a release, not of a view; give one of them")
+        raise OutputError("--table names the table of a release, not of a view; give one of them")
     if out is None and view is None and (out_table is None or not in_engine):
         if out_table is not None:
-            raise OutputError("--out-table names the table inside a .duckdb --out (the spec runs on DuckDB); "
+            raise OutputError("--table names the table inside a .duckdb --out (the spec runs on DuckDB); "
                               "add --out FILE.duckdb")
         raise OutputError("give --out FILE, or --view NAME with --db FILE.duckdb (one of them)" if not in_engine else
-                          f"give --out FILE, --out-table NAME (a table in {engine}) or --view NAME (a view in "
+                          f"give --out FILE, --table NAME (a table in {engine}) or --view NAME (a view in "
                           f"{engine})")
     if view is not None:
         if not in_engine and db is None:
@@ -202,7 +202,7 @@ def _check_target(pf: PolicyFile, engine: str, out: str | Path | None, view: str
     if out is not None and fmt is None:
         raise OutputError(f"cannot tell the output format of {target}; use .parquet, .csv or .duckdb")
     if out is not None and out_table is not None and fmt != "duckdb":
-        raise OutputError(f"--out-table names the table inside a .duckdb --out; {target} is a {fmt} file")
+        raise OutputError(f"--table names the table inside a .duckdb --out; {target} is a {fmt} file")
     if out is not None and fmt != "duckdb" and target.exists() and not overwrite:
         raise OutputError(f"output {target} already exists; pass --overwrite to replace it")
     return target

@@ -265,10 +265,10 @@ def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None
     ``<name>__release`` beside the view, created with it."""
     db = Path(database) if database is not None else None
     if db is None and problem.backend.catalog:
-        check_output_name(problem.backend.dialect, name, "--name",
+        check_output_name(problem.backend.dialect, name, "--view",
                           inputs=engine_inputs(problem.spec.source, problem.spec.population))
     else:
-        check_name(name, "--name")
+        check_name(name, "--view")
     call = (f"deid_sql.release.output.create_view(problem, {plan.repr_call()}, "
             f"{str(db) if db else None!r}, {name!r})")
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
@@ -309,7 +309,7 @@ def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> 
 def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:
     """The first rows of a view or table in a DuckDB file, as an analyst would see them (a reader
     of its own: the file opened read-only, nothing of the session that wrote it)."""
-    check_name(name, "--name")
+    check_name(name, "--view")
     reader = local()
     try:
         return reader.head(Path(database), name, rows)

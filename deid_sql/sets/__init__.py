@@ -17,7 +17,7 @@ Modules:
 - ``tables.py``: a release set written as tables (``materialize --tables PREFIX``): ``PREFIX`` + each
   release name and the record table ``PREFIX`` + ``release``, in the engine or a DuckDB file, all or none
   (``Backend.create_tables``), the gate judging the person source's table as written inside the write
-- ``views.py``: a release set as views (``view SET_SPEC --name PREFIX``): the keyed values run once into the
+- ``views.py``: a release set as views (``view SET_SPEC --view PREFIX``): the keyed values run once into the
   key table ``PREFIX`` + ``keys`` (and ``PREFIX`` + ``pseudonyms``), one view per table reading its source
   and the key table, so no stored SQL holds the key; key tables only where protected (PostgreSQL, locked to
   their owner; the DuckDB file of the person source); all or none (``Backend.create_set_views``), judged

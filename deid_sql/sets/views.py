@@ -1,4 +1,4 @@
-"""A release set as views: ``view SET_SPEC --name PREFIX``.
+"""A release set as views: ``view SET_SPEC --view PREFIX``.
 
 A view's SQL is stored, so it cannot hold the HMAC pads of the spec's secret (``contract.keys``),
 and a set pseudonymizes its person key and may shift dates.  The keyed values are therefore
@@ -12,7 +12,7 @@ release name, reads its source in place and the key tables:
 
 - the person source's view restricts the source to the persons of the key table (an inner join
   on the raw key, *before* generalizing, so a person added later changes no group of the view:
-  they show nowhere until ``view --replace`` judges the set again), shifts its dates by the
+  they show nowhere until ``view --overwrite`` judges the set again), shifts its dates by the
   key table's offset, generalizes and suppresses as ``materialize`` does, and takes the person
   key's pseudonym from the key table;
 - each linked table's view inner-joins the key table on the raw key, keeping the persons the
@@ -100,7 +100,7 @@ def set_view_names(spec: Spec, prefix: str) -> SetViewNames:
     names, record = set_names(spec, prefix)
     for reserved in (KEYS, PSEUDONYMS):
         if reserved in [n for n, _ in names]:
-            raise OutputError(f"--name {prefix}: the table released as {reserved!r} would take the name of the set's "
+            raise OutputError(f"--view {prefix}: the table released as {reserved!r} would take the name of the set's "
                               f"key table {prefix + reserved!r}; give it another name = \"…\" in the spec")
     return SetViewNames(names, prefix + KEYS, prefix + PSEUDONYMS if other_pseudonymized(spec) else None, record)
 
@@ -117,7 +117,7 @@ def check_place(spec: Spec, backend: Backend | Any, database: Path | None, names
             raise OutputError(f"name the DuckDB file that holds the person source with --db "
                               f"({spec.source.describe()})")
         for name in names.all:
-            check_output_name(backend.dialect, name, "--name", inputs=input_tables(spec), sidecar=False)
+            check_output_name(backend.dialect, name, "--view", inputs=input_tables(spec), sidecar=False)
         return
     if backend.catalog:
         raise OutputError(f"the engine is {backend.title}: the views of the set go into its database; leave out --db")
@@ -130,9 +130,9 @@ def check_place(spec: Spec, backend: Backend | Any, database: Path | None, names
     inputs = {parse_name(str(r.table), "duckdb", "table").key() for r in [ref, *(t.source for t in spec.tables)]
               if r.format == "duckdb" and r.path is not None and Path(r.path).resolve() == database.resolve()}
     for name in names.all:
-        check_name(name, "--name")
-        if parse_name(name, "duckdb", "--name").key() in inputs:
-            raise OutputError(f"--name {name!r} is an input of the set (a table of {database}); pick another prefix")
+        check_name(name, "--view")
+        if parse_name(name, "duckdb", "--view").key() in inputs:
+            raise OutputError(f"--view {name!r} is an input of the set (a table of {database}); pick another prefix")
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,8 @@ def key_tables(backend: Backend, names: SetViewNames, person: str, person_type: 
                joined: bool = False) -> KeyTables:
     """The key holder of a view of the set ``names``, its tables parsed by the engine's rules;
     ``person_type``: the SQL type of the ``person`` column the views read."""
-    pseudonyms = parse_name(names.pseudonyms, backend.dialect, "--name").table() if names.pseudonyms else None
-    return KeyTables(parse_name(names.keys, backend.dialect, "--name").table(), pseudonyms, person, joined,
+    pseudonyms = parse_name(names.pseudonyms, backend.dialect, "--view").table() if names.pseudonyms else None
+    return KeyTables(parse_name(names.keys, backend.dialect, "--view").table(), pseudonyms, person, joined,
                      person_type=person_type)
 
 
@@ -294,7 +294,7 @@ def create_set_views(problem: Problem, plan: ReleasePlan, prefix: str, database:
     db = Path(database) if database is not None else None
     spec, backend = problem.spec, problem.backend
     if spec.person is None or not spec.tables:
-        raise OutputError(f"spec {spec.path} declares no [[table]]: --name names one view")
+        raise OutputError(f"spec {spec.path} declares no [[table]]: --view names one view")
     names = set_view_names(spec, prefix)
     check_place(spec, backend, db, names)
     call = (f"deid_sql.sets.views.create_set_views(problem, {plan.repr_call()}, {prefix!r}"

@@ -108,9 +108,9 @@ def source_ref(data: Path, fmt: str | None, table: str | None, where: str = "DAT
         raise SpecError(f"{where} {data}: cannot tell the format from the extension {suffix or '(none)'}; "
                         f"pass --format csv, parquet or duckdb")
     if kind == "duckdb" and not table:
-        raise SpecError(f"{where} {data} is a DuckDB file: pass --table NAME (the table to de-identify)")
+        raise SpecError(f"{where} {data} is a DuckDB file: pass --source-table NAME (the table to de-identify)")
     if kind != "duckdb" and table:
-        raise SpecError(f"--table is only for DuckDB files; {data} is read as {kind}")
+        raise SpecError(f"--source-table is only for DuckDB files; {data} is read as {kind}")
     return TableRef(data.resolve(), kind, table)
 
 
@@ -167,9 +167,9 @@ def build(data: Path, population: Population, out: Path | None = None, fmt: str 
 
 
 def write(starter: Starter, force: bool) -> None:
-    """Write the spec atomically; an existing file only with ``force``."""
+    """Write the spec atomically; an existing file only with ``force`` (``--overwrite``)."""
     if starter.out.exists() and not force:
-        raise OutputError(f"{starter.out} already exists; pass --force to replace it (or --out FILE to write "
+        raise OutputError(f"{starter.out} already exists; pass --overwrite to replace it (or --out FILE to write "
                           f"another)")
     write_text(starter.out, starter.text, overwrite=force)
 
