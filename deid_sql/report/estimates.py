@@ -78,7 +78,11 @@ def estimates(figures: dict[str, Any], model: dict[str, Any], no_census: dict[st
     values = [gate["expected_reidentifications"], *(e["expected_reidentifications"] for e in shown)]
     low, high = min(values), max(values)
     disagree = high - low > RELATIVE * max(1.0, abs(high))
-    pessimistic = max(shown, key=lambda e: e["expected_reidentifications"]) if shown else None
+    # the gate's model first: of equal figures, the one the headline already gives is named
+    candidates = [{"key": gate["key"], "name": f"{gate['name']} (the gate's model)",
+                   "expected_reidentifications": gate["expected_reidentifications"], "gate": True},
+                  *({**e, "gate": False} for e in shown)]
+    pessimistic = max(candidates, key=lambda e: e["expected_reidentifications"]) if shown else None
     return {"gate": gate, "estimators": shown, "range": [low, high], "disagree": disagree,
             "most_pessimistic": pessimistic if disagree else None}
 
@@ -99,8 +103,7 @@ def disagreement_caution(e: dict[str, Any]) -> dict[str, str] | None:
         return None
     worst, gate = e["most_pessimistic"], e["gate"]
     low, high = e["range"]
-    same = gate["expected_reidentifications"] >= high - RELATIVE * max(1.0, abs(high))
-    where = ("the gate's model is the most pessimistic estimate on this page" if same else
+    where = ("the gate's model is the most pessimistic estimate on this page" if worst["gate"] else
              f"the most pessimistic estimator on this page, {worst['name']}, expects "
              f"{number(worst['expected_reidentifications'])}")
     return {"kind": "estimators_disagree",

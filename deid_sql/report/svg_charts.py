@@ -121,21 +121,24 @@ def axis_text(value: float) -> str:
 
 
 def spaced(positions: Sequence[float], texts: Sequence[str], gap: float = 6.0, size: float = FONT_SIZE) -> list[int]:
-    """The indices of the centred tick labels to draw so that no two overlap: from the left, each
-    label whose box starts ``gap`` after the last kept one ends; the last label is always kept
-    (the one before it dropped when the two would touch)."""
-    kept: list[int] = []
-    for i, (x, text) in enumerate(zip(positions, texts)):
-        half = text_width(text, size) / 2
-        if not kept or x - half >= positions[kept[-1]] + text_width(texts[kept[-1]], size) / 2 + gap:
-            kept.append(i)
-    last = len(positions) - 1
-    if last >= 0 and kept[-1] != last:
-        half = text_width(texts[last], size) / 2
-        while kept and positions[last] - half < positions[kept[-1]] + text_width(texts[kept[-1]], size) / 2 + gap:
-            kept.pop()
-        kept.append(last)
-    return kept
+    """The indices of the centred tick labels to draw so that no two overlap: every label, else every
+    second, third … (the smallest stride whose labels keep ``gap`` apart), the last label always
+    (the strided one before it dropped when the two would touch)."""
+    n = len(positions)
+    half = [text_width(t, size) / 2 for t in texts]
+
+    def clear(a: int, b: int) -> bool:
+        return positions[b] - half[b] >= positions[a] + half[a] + gap
+
+    for every in range(1, n + 1):
+        kept = list(range(0, n, every))
+        if kept and kept[-1] != n - 1:
+            while kept and not clear(kept[-1], n - 1):
+                kept.pop()
+            kept.append(n - 1)
+        if all(clear(a, b) for a, b in zip(kept, kept[1:])):
+            return kept
+    return [n - 1] if n else []
 
 
 def nice_ceiling(value: float) -> float:
