@@ -93,8 +93,10 @@ def disagreement_sentence(e: dict[str, Any]) -> str | None:
         return None
     low, high = e["range"]
     worst = e["most_pessimistic"]
+    highest = ("the gate's model the highest" if worst["gate"] else
+               f"the highest by {worst['name']}; the headline gives the gate's model's")
     return (f"the estimators on this page disagree: expected re-identifications range from {number(low)} to "
-            f"{number(high)} ({worst['name']} the highest); the headline figure is the gate's model's")
+            f"{number(high)}, {highest}")
 
 
 def disagreement_caution(e: dict[str, Any]) -> dict[str, str] | None:
