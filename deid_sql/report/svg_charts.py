@@ -12,7 +12,10 @@ No label may be cut off at the chart's edge ("50,00" for 50,000): an SVG has no 
 engine, so every chart here measures its texts (``text_width``: per-glyph advance widths of
 Helvetica/Arial, the metrics the page's sans-serif fonts are close to, with a margin for the
 wider system fonts) and sizes its margins to the widest tick label, or shortens a label that
-cannot fit (``fit_text``, with "…"; the bar's ``<title>`` keeps it whole).
+cannot fit (``fit_text``, with "…"; the bar's ``<title>`` keeps it whole).  Nor may two axis labels
+overlap ("200,000" on "500,000"): tick labels are short (``axis_text``: 200k, 1M) and, where neighbours
+would still touch, drawn at a regular stride (``spaced``), the last always; each carries
+``class="tick"``, which the browser test measures.
 """
 
 from __future__ import annotations
