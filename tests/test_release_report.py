@@ -37,7 +37,8 @@ KEYS = {
     "unit": {"one", "many", "risk"},
     "policy.sample": {"source", "columns", "rows"},
     "risk": {"figures", "before_suppression", "at_risk", "record_risk_histogram", "group_sizes", "model",
-             "no_census", "attribute", "union", "comparison", "gate"},
+             "no_census", "estimates", "attribute", "union", "comparison", "gate"},
+    "risk.estimates": {"gate", "estimators", "range", "disagree", "most_pessimistic"},
     "risk.figures": {"records", "groups", "expected_reidentifications", "mean_record_risk", "max_record_risk", "k",
                      "sample_uniques", "suppressed", "risk"},
     "risk.record_risk_histogram": {"edges", "counts"},
@@ -47,7 +48,7 @@ KEYS = {
     "risk.gate": {"criteria", "checks", "verdict"},
     "utility": {"kl_loss", "normalized_loss", "iyengar_loss", "per_qi", "marginals"},
     "method": {"papers", "parameters", "commands"},
-    "method.commands": {"release", "report"},
+    "method.commands": {"release", "report", "environment"},
     "attestation": {"fields"},
 }
 ROW_KEYS = {"name", "expected_reidentifications", "max_record_risk", "k", "sample_uniques", "risk", "loss"}
@@ -75,7 +76,7 @@ def check_contract(report: dict[str, Any]) -> None:
         assert a["worst_group"] is None or set(a["worst_group"]) == {"labels", "share", "value", "holding", "of"}
         assert a["confidence_histogram"] is None or set(a["confidence_histogram"]) == {"edges", "counts"}
     assert all(set(c) == {"figure", "value", "limit", "at_most", "passed"} for c in report["risk"]["gate"]["checks"])
-    assert all(set(r) == {"qi", "words", "labels"} for r in report["policy"]["rules"])
+    assert all(set(r) == {"qi", "words", "labels", "empty"} for r in report["policy"]["rules"])
     assert all(set(lab) == {"label", "values", "records"} for r in report["policy"]["rules"] for lab in r["labels"])
     assert all(set(c) == {"name", "type", "role"} for c in report["data"]["columns"])
     assert all(set(q) == {"name", "column", "kind", "domain", "size"} for q in report["data"]["qis"])
@@ -155,7 +156,7 @@ def test_same_digits_as_evaluate_on_the_demo(tmp_path, run) -> None:
     assert rules["age"].startswith("age in 10 bands: 0-9, 10-19, ")
     assert report["summary"]["headline"][0] == (
         f"expected re-identifications {report['risk']['figures']['expected_reidentifications']:.3g} among "
-        "20,000 records")
+        "20,000 records (risk model: population-based (1/g)^γ, g counted in the census)")
     assert len(json.dumps(report)) < 200_000  # capped labels: the page stays small
 
 
@@ -182,13 +183,17 @@ def test_distributions_add_up(project) -> None:
 
 
 def test_marginals_cap_at_30_labels(project) -> None:
-    """Age has 121 values: before is 30 bands or fewer in domain order; the ZIP keeps every label (10)."""
+    """Age has 121 values: before is 30 bands or fewer in domain order; the ZIP keeps every label (10).
+    The rule lists only the ages some record carries (the others counted in ``empty``), at most 30 rows."""
     with Problem.from_spec(project.spec_path) as problem:
         report = build_report(problem, plan_of(problem, "zip:top"))
+        q = problem.spec.qi_names.index("age")
+        carried = len(set(problem.sample.positions[:, q].tolist()))
     age = next(m for m in report["utility"]["marginals"] if m["qi"] == "age")
     assert 20 <= len(age["before"]) <= 30 and age["before"][0]["label"].startswith("0 … ")
     age_rule = next(r for r in report["policy"]["rules"] if r["qi"] == "age")
-    assert len(age_rule["labels"]) == 30 and age_rule["labels"][-1]["label"] == "other (92 labels)"
+    assert age_rule["empty"] == 121 - carried and all(lab["records"] > 0 for lab in age_rule["labels"])
+    assert len(age_rule["labels"]) == 30 and age_rule["labels"][-1]["label"] == f"other ({carried - 29} labels)"
 
 
 # -- verdicts --------------------------------------------------------------------------------------

@@ -2,6 +2,12 @@
 verdict, the policy's rules and the figures, the page requests nothing from the network, and the PDF it
 prints holds the same figures as ``deid-sql evaluate`` prints for the policy.
 
+Issue 42: on the demo's report and on the report of a wide extract (a persons spec releasing 20
+columns, without a census), Chromium's own layout is measured (``FIT``: every text's boxes from a
+Range, every chart's tick labels) at 1280 and 800 px: no text reaches past the window's width, no two
+tick labels of a chart overlap, and printed on A4 and Letter every word of the PDF lies inside the
+page's printable area and every released column name is in it (``pdftotext -bbox``).
+
 Needs Debian's ``chromium`` and ``pdftotext`` (poppler-utils), which ``.ci/run`` installs: skipped
 locally without them, a failure under ``CI`` (like the engines).  The network is blocked for every
 run (``--host-resolver-rules``: any host name fails to resolve), so a page that fetched a font or a
@@ -17,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -225,9 +232,192 @@ def test_the_attribute_section_neither_clips_nor_overlaps(tmp_path: Path, width:
     (section,) = json.loads(dom.find()["data-layout"])
     left, right = section["body"]
     boxes = section["boxes"]
-    assert [b["tag"] for b in boxes] == ["H3", "TABLE", "P", "TABLE", "FIGURE"]
+    assert [b["tag"] for b in boxes] == ["H3", "DIV", "P", "DIV", "FIGURE"]  # each table in its box (.table-box)
     for b in boxes:
         assert left - 1 <= b["left"] and b["right"] <= right + 1 and b["scroll"] <= 0, b
     for before, after in zip(boxes, boxes[1:]):
         assert before["bottom"] <= after["top"] + 0.5, (before, after)
     assert len(section["texts"]) > 10 and [t for t in section["texts"] if not t["inside"]] == []
+
+
+# appended to a copy of a page (issue 42): what Chromium's layout cuts or overlaps, measured after load.
+# A text node's boxes (a Range's client rects) must lie inside the window, or inside the scrolling box
+# of its table (.table-box, overflow-x: auto), which itself must lie inside the window; every chart's
+# tick labels (text.tick) must not overlap each other, and every chart text must lie inside its chart.
+FIT = r"""<script>window.addEventListener('load', () => {
+const root = document.documentElement, vw = root.clientWidth, out = {vw, cut: [], boxes: [], overlaps: [],
+  outside: [], ticks: 0, texts: 0, scrolled: 0};
+const inside = (r, a) => r.left >= a.left - 0.5 && r.right <= a.right + 0.5;
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), range = document.createRange();
+for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+  const p = n.parentElement;
+  if (!n.textContent.trim() || p.closest('svg, style, script')) continue;
+  const box = p.closest('.table-box');
+  const limit = box ? box.getBoundingClientRect() : {left: 0, right: vw};
+  range.selectNodeContents(n);
+  for (const r of range.getClientRects()) {
+    if (r.width === 0) continue;
+    out.texts++;
+    if (!inside(r, limit)) out.cut.push({text: n.textContent.trim().slice(0, 60), left: r.left, right: r.right});
+  }
+}
+for (const el of document.querySelectorAll('.table-box, pre, dl, figure, svg.chart, p, h2, h3, ul, ol')) {
+  const r = el.getBoundingClientRect();
+  if (!inside(r, {left: 0, right: vw})) out.boxes.push({tag: el.tagName, id: el.id, left: r.left, right: r.right});
+  if (el.matches('.table-box') && el.scrollWidth > el.clientWidth + 1) out.scrolled++;
+}
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const v = svg.getBoundingClientRect();
+  const ticks = [...svg.querySelectorAll('text.tick')].map(t => [t.textContent, t.getBoundingClientRect()]);
+  out.ticks += ticks.length;
+  for (let i = 0; i < ticks.length; i++) for (let j = i + 1; j < ticks.length; j++) {
+    const a = ticks[i][1], b = ticks[j][1];
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 0.5 && h > 0.5) out.overlaps.push([svg.id, ticks[i][0], ticks[j][0]]);
+  }
+  for (const t of svg.querySelectorAll('text')) {
+    const b = t.getBoundingClientRect();
+    if (b.width && !(inside(b, v) && b.top >= v.top - 0.5 && b.bottom <= v.bottom + 0.5))
+      out.outside.push([svg.id, t.textContent]);
+  }
+}
+root.setAttribute('data-fit', JSON.stringify(out));
+});</script>"""
+A4, LETTER = "210mm 297mm", "8.5in 11in"
+MARGIN_PT = 14 / 25.4 * 72  # the page's @page side margin, 14 mm, in points
+
+
+def fit(page: Path, width: int, tmp: Path) -> dict[str, Any]:
+    """``FIT``'s measurements of ``page`` laid out by Chromium in a window ``width`` px wide."""
+    probed = tmp / f"fit-{width}-{page.name}"
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", FIT + "</body>"), encoding="utf-8")
+    dom = DOM(chromium(probed, "--dump-dom", f"--window-size={width},2000",
+                       profile=tmp / f"profile-fit-{width}").stdout)
+    attrs = dom.find()
+    assert "data-fit" in attrs, "the layout probe did not run"
+    return json.loads(attrs["data-fit"])
+
+
+def printed_words(page: Path, size: str, tmp: Path) -> tuple[list[tuple[float, float, str]], float, str]:
+    """Every word of ``page`` printed by Chromium on paper ``size`` (``@page size``): (xMin, xMax, word)
+    each from ``pdftotext -bbox``, the page width in points, and the text."""
+    name = size.split()[0].replace(".", "")
+    sized = tmp / f"print-{name}-{page.name}"
+    sized.write_text(page.read_text(encoding="utf-8").replace("</head>", f"<style>@page{{size:{size}}}</style></head>"),
+                     encoding="utf-8")
+    pdf = tmp / f"print-{name}-{page.stem}.pdf"
+    chromium(sized, "--no-pdf-header-footer", f"--print-to-pdf={pdf}", profile=tmp / f"profile-print-{name}")
+    assert PDFTOTEXT is not None
+    bbox = subprocess.run([PDFTOTEXT, "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    widths = {float(w) for w in re.findall(r'<page width="([\d.]+)"', bbox)}
+    assert len(widths) == 1, widths
+    words = [(float(a), float(b), unescape(w)) for a, b, w in
+             re.findall(r'<word xMin="([-\d.]+)" yMin="[-\d.]+" xMax="([-\d.]+)" yMax="[-\d.]+">([^<]*)</word>', bbox)]
+    text = subprocess.run([PDFTOTEXT, "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    return words, widths.pop(), text
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A wide extract released with its report: the encounters demo (``demo --ehr``) with 11 more
+    columns, 20 in all, 18 of them released (a pseudonymized key, dates, vitals, labs, free-text
+    categories), counted in persons, a population of 2,000,000 given by its size (no census) and
+    Dankar's rule as the gate's model, no ZIP (so no Safe Harbor comparison)."""
+    _tools()
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("report-wide")
+    subprocess.run([DEID_SQL, "demo", "--ehr", "--dir", "ehr"], cwd=root, capture_output=True, text=True,
+                   timeout=600, check=True)
+    table = pq.read_table(root / "ehr" / "encounters.parquet")
+    rng = np.random.default_rng(42)
+    n = table.num_rows
+    extra = {"systolic_bp": rng.integers(90, 180, n), "diastolic_bp": rng.integers(50, 110, n),
+             "heart_rate": rng.integers(45, 130, n), "temperature_c": np.round(rng.normal(37, 0.6, n), 1),
+             "weight_kg": np.round(rng.normal(78, 15, n), 1), "height_cm": np.round(rng.normal(170, 10, n), 1),
+             "glucose_mg_dl": rng.integers(60, 300, n), "hba1c_percent": np.round(rng.normal(6, 1, n), 1),
+             "ldl_cholesterol_mg_dl": rng.integers(60, 220, n),
+             "attending_department": rng.choice(["Cardiology", "Internal Medicine", "Emergency Department"], n),
+             "discharge_disposition": rng.choice(["home", "skilled nursing facility", "rehabilitation"], n)}
+    for name, values in extra.items():
+        table = table.append_column(name, pa.array(values))
+    pq.write_table(table, root / "encounters.parquet")
+    kept = ["admitted", "discharged", *extra]
+    (root / "wide.toml").write_text(
+        'name = "wide"\npopulation = { size = 2_000_000 }\nrisk = "dankar"\n\n[source]\npath = "encounters.parquet"\n'
+        '\n[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 120\nrole = "age"\nper_person = "first"\n'
+        '\n[[qi]]\nname = "gender"\ncolumn = "sex"\nkind = "category"\nvalues = ["Female", "Male"]\n'
+        '\n[[qi]]\nname = "race"\nkind = "category"\n'
+        'values = ["White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other"]\n'
+        '\n[columns]\ndrop = ["encounter_id", "zip"]\nsensitive = ["diagnosis"]\npseudonymize = ["patient_id"]\n'
+        f'secret_env = "DEID_WIDE_KEY"\nkeep = {json.dumps(kept)}\n'
+        '\n[person]\ncolumn = "patient_id"\norder = "admitted"\n\n[release]\nmin_k = 5\nmax_record_risk = 0.2\n',
+        encoding="utf-8")
+    env = os.environ | {"DEID_WIDE_KEY": "5f1c0e9a7b3d2c4e6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e"}
+    done = subprocess.run([DEID_SQL, "materialize", "wide.toml", "--policy", "age:cuts=18,30,45,65,90|race:top",
+                           "--out", "release.parquet", "--report", "report.html"], cwd=root, capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    page = root / "report.html"
+    report = json.loads(page.with_suffix(".json").read_text(encoding="utf-8"))
+    released = [c["name"] for c in report["data"]["columns"] if c["role"] != "dropped"]
+    assert len(released) >= 15, released
+    return {"root": root, "page": page, "report": report, "released": released}
+
+
+@pytest.fixture(params=["demo", "wide"])
+def page(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_nothing_reaches_past_the_window_and_no_ticks_overlap(page: dict[str, Any], width: int) -> None:
+    measured = fit(page["page"], width, page["root"])
+    assert measured["texts"] > 300 and measured["ticks"] > 20, measured  # the probe saw the page
+    assert measured["cut"] == [], measured["cut"][:10]
+    assert measured["boxes"] == [], measured["boxes"][:10]
+    assert measured["overlaps"] == [], measured["overlaps"]
+    assert measured["outside"] == [], measured["outside"]
+    if width == 1280:
+        assert measured["scrolled"] == 0  # at full width every table fits without its scroll bar
+
+
+@pytest.mark.parametrize("size", [A4, LETTER])
+def test_the_printed_page_cuts_nothing(page: dict[str, Any], size: str) -> None:
+    words, width, text = printed_words(page["page"], size, page["root"])
+    assert len(words) > 500
+    cut = [(a, b, w) for a, b, w in words if a < MARGIN_PT - 2 or b > width - MARGIN_PT + 2]
+    assert cut == [], cut[:10]
+    flat = " ".join(text.split())
+    report = page["report"]
+    for column in [c["name"] for c in report["data"]["columns"]]:
+        assert column in flat, column  # the columns table and the analyst's rows, every name whole
+    for rule in report["policy"]["rules"]:
+        for label in rule["labels"]:
+            assert " ".join(label["label"].split())[:30] in flat.replace("- ", "-"), label["label"]
+    for sentence in report["summary"]["headline"]:
+        assert " ".join(sentence.split())[:50] in flat, sentence
+
+
+def test_the_fit_check_sees_a_cut_and_an_overlap(tmp_path: Path) -> None:
+    """A page with a line too long for any window, a table too wide without a scroll box and a chart with
+    two tick labels on one spot: the probe reports all three, so its empty lists on the reports mean
+    something; and printed, the long line's words run past the printable area."""
+    _tools()
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!doctype html><html><head><style>@page{margin:16mm 14mm}</style></head><body>"
+                   f"<p style='white-space:nowrap'>{'overflowing ' * 200}</p>"
+                   "<table><tr>" + "<td style='white-space:nowrap'>a_wide_column_name</td>" * 60 + "</tr></table>"
+                   "<svg class='chart' id='c' viewBox='0 0 200 100' width='200'><text class='tick' x='50' y='50'>"
+                   "200,000</text><text class='tick' x='60' y='50'>500,000</text></svg></body></html>",
+                   encoding="utf-8")
+    measured = fit(bad, 800, tmp_path)
+    assert {c["text"].split()[0] for c in measured["cut"]} == {"overflowing", "a_wide_column_name"}
+    assert measured["overlaps"] == [["c", "200,000", "500,000"]]
+    words, width, _ = printed_words(bad, A4, tmp_path)
+    assert any(b > width - MARGIN_PT + 2 for _, b, _ in words)

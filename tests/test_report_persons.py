@@ -119,7 +119,7 @@ def test_a_persons_report_says_persons_and_the_rows_of_the_suppressed(ehr: Path)
     assert (report["data"]["source"]["persons"], report["data"]["source"]["person_key"]) == (persons, "patient_id")
 
     line = verdict_line(out)
-    assert f"among {persons:,} persons;" in line and "no person's risk above 1/" in line
+    assert f"among {persons:,} persons (risk model: " in line and "no person's risk above 1/" in line
     assert f"every released group holds at least {figures['k']:,} persons" in line
     assert f"; {suppressed:,} persons suppressed ({len(blanked):,} rows);" in line
     assert "record" not in line

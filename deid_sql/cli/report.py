@@ -237,7 +237,8 @@ def prepare_release_report(problem: Problem, plan: ReleasePlan, out: Path | None
     if whole_set:  # `deid-sql report` describes one table: the set's release command writes this report again
         rebuild: list[str] | None = None
     elif plan.suppression is None:
-        named = ["--levels", plan.levels] if plan.levels is not None else ["--policy", plan.text or plan.readable]
+        named = (["--levels", plan.levels] if plan.levels is not None else
+                 ["--policy", plan.typed or plan.text or plan.readable])  # the policy as it was typed
         rebuild = ["deid-sql", "report", str(problem.spec.path), *named]
     elif release is not None and _sidecar_file(release):  # it records the suppression: the report rebuilds this
         rebuild = ["deid-sql", "report", str(problem.spec.path), "--from-release", str(sidecar_path(release))]

@@ -19,7 +19,15 @@ from ..errors import OutputError
 from ..evaluate.riskmodel import risk_model
 from ..release.attribute import open_linked_values, source_query
 from ..release.figures import Census
-from ..release.gate import ReleaseGate, ReleaseSource, build_gate, describe_table, override_reason, safe_harbor_risk
+from ..release.gate import (
+    ReleaseGate,
+    ReleaseSource,
+    build_gate,
+    describe_table,
+    override_reason,
+    population_without_census,
+    safe_harbor_risk,
+)
 from ..release.output import FORMATS, Written, view_source, write_query
 from ..release.sidecar import file_sha256, sidecar_table
 from ..spec.file import TableRef
@@ -149,7 +157,7 @@ def batch_gate(batch: Batch, drift: DriftReport, call: str, accept_risk: str | N
         record_risk=risk_model(spec, new.population_total),
         original_risk_sum=new.risk_sum / new.risk if new.risk > 0 else 0.0,
         source=describe_table(spec, batch.ref, batch.records, {n: batch.columns[n] for n in names}),
-        population=("sample" if spec.population is None else
+        population=(population_without_census(spec) if spec.population is None else
                     describe_table(spec, spec.population, int(new.population_total), None)),
         columns=spec.columns.released(names, [q.column for q in spec.qis], f"batch {batch.describe()}"),
         safe_harbor_risk=safe_harbor,

@@ -177,7 +177,7 @@ class ReleaseSource:
             record_risk=problem.record_risk,
             original_risk_sum=problem.fast.normalizers.bottom_risk_sum,  # computed once at load
             source=describe_table(spec, spec.source, problem.source_rows, problem.columns),
-            population=("sample" if spec.population is None else
+            population=(population_without_census(spec) if spec.population is None else
                         describe_table(spec, spec.population, problem.population_total, None)),
             columns=list(problem.released_columns),
             safe_harbor_risk=lambda: safe_harbor_risk(problem),
@@ -473,7 +473,7 @@ class ReleaseGate:
             "population": resolved(self.population),
             "columns": [{"name": n, "role": r} for n, r in self.columns],
             "risk_model": {"risk": self.spec.risk, "gamma": self.spec.gamma,
-                           "population": "sample" if self.spec.population is None else "table"},
+                           "population": population_kind(self.spec)},
             "suppress_below": self.suppression.below if self.suppression is not None else None,
             "suppression": self.suppression.to_dict() if self.suppression is not None else None,
             "figures": figures.to_dict(),
@@ -547,6 +547,28 @@ def _target(release: dict[str, Any]) -> str:
     kind = release.get("kind", "release")
     where = release.get("path") or release.get("table") or release.get("view") or release.get("name") or ""
     return f"{kind} {where}".strip()
+
+
+def population_kind(spec: Spec) -> str:
+    """Where the figures' population comes from, as the sidecar's ``risk_model`` records it: ``table``
+    (a census), ``size`` (``population = { size | region }``), ``weights`` (``[weights]``) or ``sample``
+    (the sample is its own population)."""
+    if spec.population is not None:
+        return "table"
+    if spec.weights is not None:
+        return "weights"
+    return "size" if spec.population_size is not None else "sample"
+
+
+def population_without_census(spec: Spec) -> dict[str, Any] | str:
+    """The sidecar's ``population`` without a census table: ``"sample"`` only when the sample is its
+    own population; a given size (``{"size": N, "region": …}``) or a weight column (``{"weights": …}``)
+    otherwise, so the record says the population the figures used."""
+    if spec.weights is not None:
+        return {"weights": spec.weights}
+    if spec.population_size is not None:
+        return {"size": int(spec.population_size), "region": spec.population_region}
+    return "sample"
 
 
 def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ path into a file, an engine table, a view, a dbt model or a policy file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..compiler.suppression import Suppression
@@ -39,6 +39,9 @@ class ReleasePlan:
     readable: str
     suppression: Suppression | None = None
     levels: str | None = None
+    #: the policy text as the user gave it (``age:cuts=18,65``), before it was completed to every QI
+    #: (``text``: ``age:cuts=18,65|sex:bottom|…``); None when it was not given as text
+    typed: str | None = field(default=None, compare=False)
 
     @property
     def recoding(self) -> Recoding:
@@ -96,7 +99,8 @@ def plan_of(problem: Problem, policy: Policy | Recoding | str | None = None,
         return ReleasePlan(problem.recoding(policy), None, policy.name or "recoding", rule)
     resolved = problem.item(policy)
     if isinstance(resolved, Policy):
-        return ReleasePlan(resolved, resolved.text(), resolved.readable(), rule)
+        typed = policy.strip() if isinstance(policy, str) else None
+        return ReleasePlan(resolved, resolved.text(), resolved.readable(), rule, typed=typed)
     return ReleasePlan(resolved, resolved.name, readable_recoding(problem.spec.qi_names, resolved), rule)
 
 

@@ -115,16 +115,20 @@ class Groups:
 def rule(name: str, kind: str, domain: Domain, qrec: QIRecoding, records: np.ndarray,
          line: str = "record") -> dict[str, Any]:
     """One QI's rule: a sentence and its labels with their values and records (persons with
-    ``[person]``); ``line``: what one released line is called in the sentence ("row" with persons)."""
+    ``[person]``); ``line``: what one released line is called in the sentence ("row" with persons).
+    Only the labels some released record carries are listed: ``empty`` counts the others (bands of
+    the domain no record falls in), which the page names in one line instead of a row each."""
     labels = list(qrec.labels)
     rows = [{"label": label, "values": _members(domain, qrec, g), "records": int(round(records[g]))}
             for g, label in enumerate(labels)]
+    empty = sum(1 for r in rows if r["records"] == 0)
+    rows = [r for r in rows if r["records"] > 0]
     if len(rows) > MAX_LABELS:
         rest = rows[MAX_LABELS - 1:]
         rows = rows[:MAX_LABELS - 1] + [{"label": f"other ({len(rest):,} labels)",
                                           "values": [f"{sum(len(r['values']) for r in rest):,}+ values"],
                                           "records": sum(r["records"] for r in rest)}]
-    return {"qi": name, "words": words(name, kind, domain, qrec, line), "labels": rows}
+    return {"qi": name, "words": words(name, kind, domain, qrec, line), "labels": rows, "empty": empty}
 
 
 def words(name: str, kind: str, domain: Domain, qrec: QIRecoding, line: str = "record") -> str:

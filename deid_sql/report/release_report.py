@@ -36,6 +36,7 @@ from ..release.unit import Unit
 from . import release_contents as contents
 from .attribute_section import attribute_section, sensitive_columns, unjudged
 from .cautions import cautions
+from .estimates import add_expected, disagreement_caution, disagreement_sentence, estimates
 from .frontier_report import CHECKPOINT, problem_identity, read_baselines
 from .risk_models import describe_model, method_papers, population_sentence
 
@@ -180,11 +181,16 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         comparison.append(_row("HIPAA Safe Harbor", harbor))
     comparison.append(_row("original data", original))
     no_census = _no_census(problem, recoding, groups)
+    add_expected(no_census)
+    estimated = estimates(figure_dict, model, no_census)  # the headline's model and the others' figures
     at_risk = groups.at_risk()
     sensitive = sensitive_columns([spec.columns.sensitive, *(t.roles.sensitive for t in spec.tables)])
     union = figures.union.to_dict() | {"words": figures.union.words()} if figures.union is not None else None
     warnings = cautions(figure_dict, at_risk, model, no_census, unit,
                         unjudged(sensitive, list(spec.release.attribute)), union)
+    disagreeing = disagreement_caution(estimated)
+    if disagreeing is not None:
+        warnings.insert(0, disagreeing)
     attribute = attribute_section(problem.backend.execute, problem.query(plan, measuring=True), gate,
                                   spec.qi_names, figures.attribute, dict(spec.release.attribute))
     for a in attribute:  # the worst group is counted again here: a change in between would show two releases
@@ -223,7 +229,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         "software": {"name": "deid-sql", "version": __version__},
         "summary": {"verdict": status,
                     "headline": _headline(figure_dict, verdict, status, unit,
-                                          suppressed_rows if unit.persons else None),
+                                          suppressed_rows if unit.persons else None, estimated),
                     "cautions": warnings, "spec": str(spec.path), "policy": readable, "released": _released(sidecar),
                     "operator": _operator()},
         "data": {
@@ -250,6 +256,7 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
             "group_sizes": groups.group_sizes(population=model["group_sizes"] is not None),
             "model": model,
             "no_census": no_census,
+            "estimates": estimated,  # the gate's model and every estimator the page shows (estimates.py)
             "attribute": attribute,  # per sensitive column with an attribute criterion (attribute_section)
             "union": union,  # with what the recipient already holds (the ledger): release.union
             "comparison": comparison,
@@ -260,8 +267,11 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
         "utility": {"kl_loss": kl, "normalized_loss": loss, "iyengar_loss": iyengar, "per_qi": per_qi,
                     "marginals": marginals},
         "frontier": None if frontier is None else place_on_frontier(problem, Path(frontier), metrics, harbor),
-        "method": {"papers": method_papers(problem, model), "parameters": _parameters(problem, gate),
-                   "commands": {"release": release_cmd, "report": report_cmd}},
+        "method": {"papers": method_papers(problem, model, safe_harbor=harbor is not None,
+                                           frontier=frontier is not None),
+                   "parameters": _parameters(problem, gate, harbor is not None),
+                   "commands": {"release": release_cmd, "report": report_cmd,
+                                "environment": environment(spec)}},
         "attestation": {"fields": list(ATTESTATION)},
         "unit": unit.to_dict(),  # what the figures count, in words (the keys stay "records", …)
     }
@@ -326,12 +336,17 @@ def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
 
 
 def _headline(f: dict[str, Any], verdict: Verdict, status: str, unit: Unit,
-              suppressed_rows: int | None = None) -> list[str]:
-    """The verdict's sentences, in the unit the figures count (``release.unit``)."""
+              suppressed_rows: int | None = None, estimated: dict[str, Any] | None = None) -> list[str]:
+    """The verdict's sentences, in the unit the figures count (``release.unit``): the gate's model
+    named after its figure, and the range when the estimators on the page disagree (``estimates``)."""
+    model = f" (risk model: {estimated['gate']['name']})" if estimated is not None else ""
     out = [f"expected re-identifications {contents.number(f['expected_reidentifications'])} among "
-           f"{f['records']:,} {unit.many}",
+           f"{f['records']:,} {unit.many}{model}",
            (f"no {unit.whose} risk above {contents.one_in(f['max_record_risk'])}" if f["max_record_risk"] < 1 else
             f"some {unit.many}' risk is 1: they are the only person in the population with their released values")]
+    disagreeing = disagreement_sentence(estimated) if estimated is not None else None
+    if disagreeing is not None:
+        out.append(disagreeing)
     if f["k"] > 1:
         out.append(f"every released group holds at least {unit.count(f['k'])}")
     elif f["records"]:
@@ -434,7 +449,8 @@ def _report_command(spec: Path, plan: ReleasePlan, frontier: Path | None, sample
     running = INVOCATION.get()
     if running and running.startswith("deid-sql report "):
         return running
-    named = ["--levels", plan.levels] if plan.levels is not None else ["--policy", plan.text or plan.readable]
+    named = (["--levels", plan.levels] if plan.levels is not None else
+             ["--policy", plan.typed or plan.text or plan.readable])
     args = ["deid-sql", "report", str(spec), *named, "--out", "report.html"]
     if frontier is not None:
         args += ["--frontier", str(frontier)]
@@ -443,6 +459,25 @@ def _report_command(spec: Path, plan: ReleasePlan, frontier: Path | None, sample
     if accept_risk:
         args += ["--accept-risk", accept_risk]
     return shlex.join(args)
+
+
+def environment(spec: Spec) -> list[dict[str, str]]:
+    """The environment variables the reproduce commands need (never their values): the
+    pseudonymization key that ``[columns] secret_env`` names when a column is pseudonymized or a date
+    shifted, and the database's connection string that ``[backend] dsn_env`` names."""
+    out = []
+    roles = [spec.columns, *(t.roles for t in spec.tables)]
+    keyed = any(r.pseudonymize or r.shift for r in roles)
+    names = list(dict.fromkeys(r.secret_env for r in roles if r.secret_env))
+    if keyed:
+        out += [{"name": n, "purpose": "the pseudonymization key the spec's [columns] secret_env names (the same "
+                                       "key as the release's, or the pseudonyms and shifted dates differ)"}
+                for n in names]
+    backend = spec.raw.get("backend") if isinstance(spec.raw, dict) else None
+    dsn_env = backend.get("dsn_env") if isinstance(backend, dict) else None
+    if isinstance(dsn_env, str) and dsn_env:
+        out.append({"name": dsn_env, "purpose": "the database connection string the spec's [backend] dsn_env names"})
+    return out
 
 
 def _criteria(gate: ReleaseGate) -> dict[str, Any]:
@@ -491,8 +526,8 @@ def policy_naming(plan: ReleasePlan) -> dict[str, Any]:
     for a recoding no option names)."""
     if plan.levels is not None:
         kind, named, args = "hierarchy levels", plan.levels, ["--levels", plan.levels]
-    elif plan.text is not None:
-        kind, named, args = "policy text", plan.text, ["--policy", plan.text]
+    elif plan.text is not None:  # given as the user typed it; ``named`` is its full form
+        kind, named, args = "policy text", plan.text, ["--policy", plan.typed or plan.text]
     elif plan.readable == "safe-harbor":
         kind, named, args = "recoding", "safe-harbor (HIPAA Safe Harbor's recoding)", ["--policy", "safe-harbor"]
     else:
@@ -506,13 +541,15 @@ def policy_naming(plan: ReleasePlan) -> dict[str, Any]:
     return {"kind": kind, "named": named, "arguments": shlex.join(args) if args is not None else None}
 
 
-def _parameters(problem: Problem, gate: ReleaseGate) -> dict[str, Any]:
+def _parameters(problem: Problem, gate: ReleaseGate, safe_harbor: bool = True) -> dict[str, Any]:
     spec = problem.spec
     return {"risk": spec.risk, "gamma": float(spec.gamma) if spec.risk == "population" else None,
             "population": _population_text(problem),
             "criteria": _criteria(gate),
             "adversary": spec.feature("adversary").to_dict() if spec.risk == "adversary" else None,
-            "safe_harbor": {"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}}
+            # only when the page compares with Safe Harbor (a parameter of nothing shown is not cited)
+            "safe_harbor": ({"zip_prefix_digits": 3, "restricted_prefix_population": 20_000, "age_top_code": 90}
+                            if safe_harbor else None)}
 
 
 # -- the frontier ---------------------------------------------------------------------------------

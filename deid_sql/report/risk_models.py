@@ -280,7 +280,7 @@ def _uniqueness(problem: Problem, released_m: np.ndarray) -> dict[str, Any]:
         fitted = (f"On this release {MODEL_NAMES.get(spec.risk, spec.risk)} estimates {est.uniques:,.4g} population "
                   f"uniques, so a sample-unique {u.one} is unique in the population with probability "
                   f"π = {share:.4g}")
-        if spec.risk == "dankar":
+        if spec.risk == "dankar" and est.model != "dankar":  # "dankar": nothing to fit (no sample uniques)
             fitted += f"; the rule took {MODEL_NAMES.get(est.model, est.model)}"
         if est.fallback_from:
             fitted += (f", falling back from {MODEL_NAMES.get(est.fallback_from, est.fallback_from)}: "
@@ -346,9 +346,12 @@ def _cite(key: str, used_for: str) -> dict[str, Any]:
     return {**PAPERS[key], "used_for": used_for}
 
 
-def method_papers(problem: Problem, model: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Method section's papers: Safe Harbor's and the lattice's, the risk model's own, and the
-    no-census estimators' when their figures are shown for comparison.  Each once, its uses joined."""
+def method_papers(problem: Problem, model: dict[str, Any], *, safe_harbor: bool = True,
+                  frontier: bool = False) -> list[dict[str, Any]]:
+    """The Method section's papers, only for what this report used: the lattice's, Safe Harbor's when
+    the page compares with it (``safe_harbor``), the frontier's when it places the policy on one
+    (``frontier``), the risk model's own, and the no-census estimators' when their figures are shown
+    for comparison.  Each once, its uses joined."""
     cited: dict[str, dict[str, Any]] = {}
 
     def add(paper: dict[str, Any]) -> None:
@@ -359,10 +362,10 @@ def method_papers(problem: Problem, model: dict[str, Any]) -> list[dict[str, Any
         else:
             cited[key] = dict(paper)
 
-    add(_cite("benitez2010", "HIPAA Safe Harbor as a policy and the reference it is compared with; policies as "
-                             "bit strings of kept boundaries"))
-    add(_cite("xia2013", "the policy lattice, risk normalized by the original data's, KL-divergence utility loss, "
-                         "the risk-utility frontier and its searches"))
+    add(_cite("benitez2010", ("HIPAA Safe Harbor as a policy and the reference it is compared with; " if safe_harbor
+                              else "") + "policies as bit strings of kept boundaries"))
+    add(_cite("xia2013", "the policy lattice, risk normalized by the original data's, KL-divergence utility loss"
+                         + (", the risk-utility frontier and its searches" if frontier else "")))
     for paper in model["papers"]:
         add(paper)
     if problem.spec.no_census:

@@ -12,7 +12,10 @@ No label may be cut off at the chart's edge ("50,00" for 50,000): an SVG has no 
 engine, so every chart here measures its texts (``text_width``: per-glyph advance widths of
 Helvetica/Arial, the metrics the page's sans-serif fonts are close to, with a margin for the
 wider system fonts) and sizes its margins to the widest tick label, or shortens a label that
-cannot fit (``fit_text``, with "…"; the bar's ``<title>`` keeps it whole).
+cannot fit (``fit_text``, with "…"; the bar's ``<title>`` keeps it whole).  Nor may two axis labels
+overlap ("200,000" on "500,000"): tick labels are short (``axis_text``: 200k, 1M) and, where neighbours
+would still touch, drawn at a regular stride (``spaced``), the last always; each carries
+``class="tick"``, which the browser test measures.
 """
 
 from __future__ import annotations
@@ -109,6 +112,38 @@ def tick_text(value: float) -> str:
     return readable_number(value)
 
 
+def axis_text(value: float) -> str:
+    """An axis tick label, short: 0 · 0.01 · 1e-5 · 500 · 2,000 · 200k · 1.5M (``tick_text`` with
+    thousands from 10,000 as k and millions as M, so neighbouring labels of a log axis fit)."""
+    v = float(value)
+    if v.is_integer() and abs(v) >= 10_000:
+        for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(v) >= size:
+                return f"{v / size:.3g}{suffix}"
+    return tick_text(value)
+
+
+def spaced(positions: Sequence[float], texts: Sequence[str], gap: float = 6.0, size: float = FONT_SIZE) -> list[int]:
+    """The indices of the centred tick labels to draw so that no two overlap: every label, else every
+    second, third … (the smallest stride whose labels keep ``gap`` apart), the last label always
+    (the strided one before it dropped when the two would touch)."""
+    n = len(positions)
+    half = [text_width(t, size) / 2 for t in texts]
+
+    def clear(a: int, b: int) -> bool:
+        return positions[b] - half[b] >= positions[a] + half[a] + gap
+
+    for every in range(1, n + 1):
+        kept = list(range(0, n, every))
+        if kept and kept[-1] != n - 1:
+            while kept and not clear(kept[-1], n - 1):
+                kept.pop()
+            kept.append(n - 1)
+        if all(clear(a, b) for a, b in zip(kept, kept[1:])):
+            return kept
+    return [n - 1] if n else []
+
+
 def nice_ceiling(value: float) -> float:
     """The smallest 1, 2 or 5 × 10ⁿ at or above ``value`` (the top of a count axis)."""
     if value <= 0:
@@ -137,7 +172,8 @@ def _count_axis(x0: float, x1: float, y0: float, y1: float, ticks: Sequence[tupl
     for value, t in ticks:
         y = y1 - t * (y1 - y0)
         out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ececec"/>'
-                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{escape(tick_text(value))}</text>')
+                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT} class="tick">'
+                   f"{escape(axis_text(value))}</text>")
     out.append(f'<path d="M{x0} {y0}V{y1}H{x1}" stroke="#333" fill="none"/>')
     out.append(f'<text transform="translate(12 {(y0 + y1) / 2:.0f}) rotate(-90)" text-anchor="middle" {TEXT}>'
                f"{escape(fit_text(label, y1 - y0))}</text>")
@@ -187,14 +223,14 @@ def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tup
     bins = max(len(edges) - 1, 1)
     peak = max((float(c) for _, counts, _ in series for c in counts), default=0.0)
     ticks, share = count_ticks(peak, log_counts)
-    left = 20 + max((text_width(tick_text(v)) for v, _ in ticks), default=0.0) + 8
-    every = max(1, math.ceil(len(edges) / 10))  # at most ~10 edge labels
-    shown = [i for i in range(len(edges)) if i % every == 0 or i == len(edges) - 1]
-    right = max(12.0, text_width(tick_text(edges[-1])) / 2 + 4) if edges else 12.0
-    left = max(left, text_width(tick_text(edges[0])) / 2 + 4) if edges else left
+    left = 20 + max((text_width(axis_text(v)) for v, _ in ticks), default=0.0) + 8
+    labels = [axis_text(e) for e in edges]
+    right = max(12.0, text_width(labels[-1]) / 2 + 4) if edges else 12.0
+    left = max(left, text_width(labels[0]) / 2 + 4) if edges else left
     left, right = math.ceil(left), math.ceil(right)
     x0, x1, y0, y1 = left, width - right, top, height - bottom
     step = (x1 - x0) / bins
+    shown = spaced([x0 + i * step for i in range(len(edges))], labels)  # no two edge labels overlap
     bar = step * 0.8 / max(len(series), 1)
     edge_data = _data(list(edges))
     names = list(keys) if keys is not None else [name for name, _, _ in series]
@@ -218,7 +254,8 @@ def paired_histogram(chart_id: str, edges: Sequence[float], series: Sequence[tup
     for i in shown:
         x = x0 + i * step
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y1 + 4}" stroke="#333"/>'
-                   f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{escape(tick_text(edges[i]))}</text>')
+                   f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT} class="tick">'
+                   f"{escape(labels[i])}</text>")
     out.append(f'<text x="{(x0 + x1) / 2:.0f}" y="{height - 26}" text-anchor="middle" {TEXT}>'
                f"{escape(fit_text(x_label, width - 8))}</text>")
     if len(series) > 1:
@@ -299,14 +336,18 @@ def scatter(chart_id: str, points: Sequence[Sequence[float]], marked: Sequence[t
         return y1 - 6 - min(max(float(loss), 0.0), 1.0) * (y1 - y0 - 12)
 
     out = [_open(chart_id, width, height, title, f' data-points="{len(points)}"')]
-    for d in range(round(math.log10(floor)), 1):
+    decades = list(range(round(math.log10(floor)), 1))
+    texts = [tick_text(10.0 ** d) for d in decades]
+    labelled = set(spaced([sx(10.0 ** d) for d in decades], texts))
+    for j, d in enumerate(decades):
         x = sx(10.0 ** d)
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" stroke="#ececec"/>'
-                   f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT}>{tick_text(10.0 ** d)}</text>')
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" stroke="#ececec"/>')
+        if j in labelled:
+            out.append(f'<text x="{x:.1f}" y="{y1 + 17}" text-anchor="middle" {TEXT} class="tick">{texts[j]}</text>')
     for t in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = sy(t)
         out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ececec"/>'
-                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT}>{t:g}</text>')
+                   f'<text x="{x0 - 6}" y="{y + 4:.1f}" text-anchor="end" {TEXT} class="tick">{t:g}</text>')
     out.append(f'<path d="M{x0} {y0}V{y1}H{x1}" stroke="#333" fill="none"/>')
     seen: dict[tuple[int, int], tuple[float, float]] = {}
     for p in points:
