@@ -38,6 +38,8 @@ IDENTIFIER_WORDS = {
 }
 #: words of a name that says "a name", of something or someone: judged by the values (``_named``)
 NAME_WORDS = {"name", "names"}
+#: words that make "name" a person's: first_name, family_name, nick_name
+PERSONAL_NAME_WORDS = {"first", "last", "given", "family", "middle", "maiden", "nick", "full", "birth", "sur"}
 #: words that say whose: a person's name or key is an identifier whatever its values
 PERSON_WORDS = {"patient", "patients", "person", "persons", "people", "subject", "participant", "member", "client",
                 "respondent", "individual", "customer", "employee", "user", "pid", "mrn", "nhs", "resident",
@@ -164,7 +166,7 @@ def _identifier_by_name(words: list[str]) -> tuple[str, str] | None:
     found = sorted(ws & IDENTIFIER_WORDS)
     if found:
         why = f"the name looks like an identifier ({found[0]})"
-        if ws & PERSON_WORDS or set(found) - NAME_WORDS - ID_WORDS:
+        if ws & (PERSON_WORDS | PERSONAL_NAME_WORDS) or set(found) - NAME_WORDS - ID_WORDS:
             return "other", why
         return ("id" if set(found) & ID_WORDS else "name"), why
     if len(words) > 1 and words[-1] in KEY_ENDINGS:

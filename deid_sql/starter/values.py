@@ -29,7 +29,7 @@ SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 PHONE = re.compile(r"\+?\(?\d[\d ().-]*")
 # one word of a person's name: Anna, O'Brien, Smith-Jones, McDonald, an initial (J or J.)
-NAME_WORD = re.compile(r"(?:[A-Z][a-z]+(?:['-][A-Z]?[a-z]+)*|[A-Z][a-z]?[A-Z][a-z]+|[A-Z]\.?)", re.UNICODE)
+NAME_WORD = re.compile(r"(?:[A-Z]'|Ma?c)?[A-Z][a-z]+(?:['-][A-Z]?[a-z]+)*|[A-Z]\.?")
 #: the spellings of a yes/no column, lowercased: a two-valued column of one pair is a flag
 FLAG_PAIRS = ({"y", "n"}, {"yes", "no"}, {"true", "false"}, {"t", "f"}, {"0", "1"}, {"1", "2"})
 
@@ -56,13 +56,13 @@ def phone(text: str) -> bool:
 
 
 def person_name(text: str) -> bool:
-    """``Anna Smith``, ``Smith, Anna``, ``J. O'Brien``: two to five capitalised words, at least two of
-    them more than an initial (unicode letters folded: ``José Núñez`` counts)."""
+    """``Anna Smith``, ``Smith, Anna``, ``J. O'Brien``: two to five capitalised words, one of them at
+    least more than an initial (unicode letters folded: ``José Núñez`` counts)."""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     words = [w for w in re.split(r"[\s,]+", folded.strip()) if w]
     if not 2 <= len(words) <= 5 or not all(NAME_WORD.fullmatch(w) for w in words):
         return False
-    return sum(len(w.rstrip(".")) > 1 for w in words) >= 2
+    return any(len(w.rstrip(".")) > 1 for w in words)
 
 
 def person_names(p: ColumnProfile) -> bool:
