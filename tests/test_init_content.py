@@ -11,6 +11,7 @@ import csv
 import datetime as dt
 import random
 import secrets
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from deid_sql.starter.detect import Proposal, propose
 from deid_sql.starter.persons import SECRET_ENV
@@ -282,3 +285,36 @@ def test_a_population_size_is_compared_with_the_persons(run, tmp_path: Path) -> 
     run("init", data, "--population", "60")  # fewer than the rows, more than the persons
     refused = run("init", data, "--population", "40", "--out", tmp_path / "x.toml", expect=2)
     assert "smaller than the data's 50 persons" in refused.stderr
+
+
+# -- any column name -----------------------------------------------------------------------------------------------
+
+# printable names a CSV header holds: quotes, commas, slashes, spaces, unicode, leading digits, SQL keywords
+CSV_CHARS = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"))
+CSV_NAME = st.one_of(st.text(CSV_CHARS, min_size=1, max_size=16),
+                     st.sampled_from(["C1/C2", "select", "FROM", "1st visit", 'say "hi"', "it's", "a,b", "日本 клиника",
+                                      "group by", "x\\y", "..", "#", "  padded  ", "e\u0301"]))
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(CSV_NAME, min_size=1, max_size=4, unique_by=lambda n: n.strip().lower()))
+@example(["C1/C2"])
+@example(['pa"tient', "select", "1st", "C1/C2"])
+def test_any_column_names_of_a_csv_round_trip_through_init_and_validate(run, names: list[str]) -> None:
+    """A testing log whose every column name is arbitrary (the person key's too, with " id" appended
+    so it reads as an id): init writes a spec with [person] that validate accepts untouched."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = log_rows(patients=40, dates=False, clinic_moves=False)
+        renamed = {"patient_id": f"{names[0]} id", "age": f"{names[0]} age"}
+        for i, name in enumerate(names[1:]):
+            renamed[["C1/C2", "clinic_name", "married"][i % 3]] = name
+        data = write_csv(Path(tmp) / "log.csv", [{renamed.get(k, k): v for k, v in row.items()} for row in rows])
+        done = run("init", data, expect=None)
+        assert done.exit_code == 0, done.output
+        spec = Path(tmp) / "log.toml"
+        raw = tomllib.loads(spec.read_text(encoding="utf-8"))
+        assert raw["person"]["column"].strip() == renamed["patient_id"].strip(), raw["person"]
+        checked = run("validate", spec, expect=None)
+        assert checked.exit_code == 0, (names, checked.output, spec.read_text(encoding="utf-8"))
+        assert "40 persons" in checked.stdout

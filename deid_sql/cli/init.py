@@ -7,10 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..contract.secret import HINT as SECRET_HINT
 from ..errors import OutputError
 from ..spec.population_size import REGIONS
-from ..starter.persons import SECRET_ENV
+from ..starter.persons import SECRET_ENV, SECRET_HINT
 from ..starter.write import Population, Starter, build, criteria_lines, default_out, write
 from .options import handles_errors
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..contract.secret import HINT as SECRET_HINT
 from .detect import Proposal, described, id_like, says_person, tokens
 
 #: the environment variable a proposed spec reads the pseudonyms' key from (never the spec)
 SECRET_ENV = "DEID_SECRET"
+__all__ = ["SECRET_ENV", "SECRET_HINT", "PersonProposal", "choose"]  # SECRET_HINT: how to make the key, as said
 #: the kinds of QI whose least value may stand for a person (``per_person = "min"``)
 ORDERED_KINDS = ("integer", "date", "zip")
 #: words of a date column that does not order a person's rows (it is the same on each of them)

@@ -19,7 +19,6 @@ from .. import __version__
 from ..backends import connect
 from ..backends.base import Backend
 from ..contract.criteria import STARTING_SET
-from ..contract.secret import HINT as SECRET_HINT
 from ..errors import BackendError, OutputError, SpecError
 from ..spec.file import FORMATS, Spec
 from ..spec.population_size import REGIONS, describe
@@ -27,7 +26,7 @@ from ..storage.atomic import write_text
 from ..storage.tableref import TableRef
 from . import hierarchies, persons, tomltext
 from .detect import Proposal, QIProposal, described, propose, tokens
-from .persons import SECRET_ENV, PersonProposal
+from .persons import SECRET_ENV, SECRET_HINT, PersonProposal
 from .profile import ColumnProfile, distinct_text, family, profile, repeated_values, values_outside, varying_persons
 from .values import shape
 
