@@ -128,9 +128,12 @@ def test_without_the_key_validate_says_what_to_export_in_one_line(run, tmp_path:
 @pytest.mark.parametrize("yes, no", [("yes", "no"), ("Y", "N"), ("true", "false"), ("TRUE", "FALSE"), ("1", "0")])
 def test_a_yes_no_category_keeps_the_data_spellings(run, tmp_path: Path, yes: str, no: str) -> None:
     rng = random.Random(3)
-    rows = [{"age": rng.randint(20, 70), "married": rng.choice([yes, no])} for _ in range(200)]
-    raw, _, _ = init(run, write_csv(tmp_path / "survey.csv", rows))
+    rows = [{"age": rng.randint(20, 70), "married": rng.choice([yes, no]), "smoker": rng.choice([yes, no])}
+            for _ in range(200)]
+    raw, text, _ = init(run, write_csv(tmp_path / "survey.csv", rows))
     assert qis(raw)["married"]["values"] == sorted([yes, no])
+    # a yes/no column nobody has looked at stays dropped, its note in the data's spellings
+    assert comment_of(text, "smoker").startswith(f" review: a yes/no column ({', '.join(sorted([yes, no]))})")
     run("validate", tmp_path / "survey.toml")
 
 
@@ -276,6 +279,34 @@ def test_a_qi_varying_within_a_person_without_dates(run, tmp_path: Path) -> None
     run("validate", tmp_path / "log.toml")
     assert "released 120 persons" in run("anonymize", tmp_path / "log.toml", "--min-k", "2", "--out",
                                          tmp_path / "out.parquet").stdout
+
+
+def test_an_id_repeating_on_a_few_rows_only_is_no_person(run, tmp_path: Path) -> None:
+    """Fewer distinct values than rows is not enough: most values must be on more than one row (a
+    record key with a few duplicated rows is not a person's key)."""
+    rows = [{"patient_id": f"P{i:04d}", "age": 20 + i % 50} for i in range(300)]
+    rows += [{"patient_id": f"P{i:04d}", "age": 20 + i % 50} for i in range(0, 300, 10)]  # 30 of 300 twice
+    raw, _, _ = init(run, write_csv(tmp_path / "dups.csv", rows))
+    assert "person" not in raw and raw["columns"]["drop"] == ["patient_id"]
+    rows += [{"patient_id": f"P{i:04d}", "age": 20 + i % 50} for i in range(300) if i % 10 and i % 3]  # most twice
+    raw, _, _ = init(run, write_csv(tmp_path / "twice.csv", rows))
+    assert raw["person"] == {"column": "patient_id"}
+
+
+def test_a_birth_date_does_not_order_a_persons_rows(run, tmp_path: Path) -> None:
+    rng = random.Random(5)
+    rows = []
+    for p in range(80):
+        born = dt.date(1950, 1, 1) + dt.timedelta(days=rng.randint(0, 20_000))
+        for v in range(rng.randint(1, 3)):
+            rows.append({"patient_id": f"P{p:03d}", "birth_date": born.isoformat(), "sex": rng.choice("FM"),
+                         "visit_date": (dt.date(2023, 1, 1) + dt.timedelta(days=30 * v + p)).isoformat()})
+    raw, _, _ = init(run, write_csv(tmp_path / "visits.csv", rows))
+    assert raw["person"] == {"column": "patient_id", "order": "visit_date"}
+    found = qis(raw)
+    assert found["sex"]["per_person"] == "first" and found["visit_date"]["per_person"] == "first"
+    assert "per_person" not in found["birth_date"]  # the same on each of a person's rows
+    run("validate", tmp_path / "visits.toml")
 
 
 def test_a_population_size_is_compared_with_the_persons(run, tmp_path: Path) -> None:
