@@ -231,7 +231,7 @@ def _one(p: ColumnProfile, values_of: ValuesOf) -> Proposal:
         return place
     named = _identifier_by_name(words)
     if named is not None:
-        return _named(p, words, *named)
+        return _named(p, *named)
     if p.values == 0:
         return Proposal(p, "review", "every row is NULL")
     why = identifier_by_values(p)
@@ -249,7 +249,7 @@ def _one(p: ColumnProfile, values_of: ValuesOf) -> Proposal:
     return Proposal(p, "review", _review(p, words))
 
 
-def _named(p: ColumnProfile, words: list[str], kind: str, why: str) -> Proposal:
+def _named(p: ColumnProfile, kind: str, why: str) -> Proposal:
     """A column whose name says identifier, judged by its values where the name alone may mislead:
     a generic ``..._name`` of person names is an identifier, of a handful of things repeated over
     many rows it is not; an ``..._id`` of a handful of values over many rows is a code, not a key."""
