@@ -1,5 +1,5 @@
 """The person behind the rows: a testing log has a row per test, and a patient with four tests
-would be "a group of four" on their own if rows were counted as people (``docs/persons.md``).
+would be "a group of four" on their own if rows were counted as people (``deid-sql help persons``).
 
 When a column the spec would drop as an identifier has an id-like name (``patient_id``, ``MRN``,
 ``member_no``) and its values repeat across rows (fewer distinct values than rows, most of them on

@@ -361,8 +361,8 @@ def _person(starter: Starter) -> list[str]:
     person = starter.person
     if person is None:
         return []
-    lines = ["", f"# Persons, not rows: {person.persons:,} persons over {person.rows:,} rows (docs/persons.md). Every "
-                 f"figure counts",
+    lines = ["", f"# Persons, not rows: {person.persons:,} persons over {person.rows:,} rows (deid-sql help persons). "
+                 f"Every figure counts",
              f"# persons by {tomltext.comment(person.column)}; each QI is one value per person (per_person where it "
              f"varies). The",
              '# number of a person\'s rows may single them out too: a [[qi]] with derived = "rows" makes it a QI.']
