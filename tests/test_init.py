@@ -279,12 +279,12 @@ def test_a_hierarchy_beside_the_data_is_attached_only_when_it_covers_the_domain(
     """ARX's naming (``<data>_hierarchy_<column>.csv``): a file covering every value of the proposed
     QI's domain is attached; one missing values is not, and the QI's comment says why."""
     data = tmp_path / "people.csv"
-    data.write_text("age,sex,ward\n" + "".join(f"{20 + i % 5},{'FM'[i % 2]},w{i % 3}\n" for i in range(40)),
+    data.write_text("age,sex,team\n" + "".join(f"{20 + i % 5},{'FM'[i % 2]},w{i % 3}\n" for i in range(40)),
                     encoding="utf-8")
     (tmp_path / "people_hierarchy_age.csv").write_text(
         "".join(f"{a};{a // 2 * 2}-{a // 2 * 2 + 1};*\n" for a in range(20, 25)), encoding="utf-8")
     (tmp_path / "people_hierarchy_sex.csv").write_text("F;*\n", encoding="utf-8")  # no row for M
-    (tmp_path / "people_hierarchy_ward.csv").write_text("w0;*\nw1;*\nw2;*\n", encoding="utf-8")
+    (tmp_path / "people_hierarchy_team.csv").write_text("w0;*\nw1;*\nw2;*\n", encoding="utf-8")
     result = run("init", data)
     spec = tmp_path / "people.toml"
     text = spec.read_text(encoding="utf-8")
@@ -293,8 +293,8 @@ def test_a_hierarchy_beside_the_data_is_attached_only_when_it_covers_the_domain(
     assert hier == {"age": "people_hierarchy_age.csv", "sex": None}
     assert ("people_hierarchy_sex.csv beside the data is not attached: it has no row for 1 of the domain's "
             "values (M)") in text
-    assert 'hierarchy = \\"people_hierarchy_ward.csv\\"' not in text  # a comment, not an escaped string
-    assert 'hierarchy = "people_hierarchy_ward.csv" on its [[qi]]' in text
+    assert 'hierarchy = \\"people_hierarchy_team.csv\\"' not in text  # a comment, not an escaped string
+    assert 'hierarchy = "people_hierarchy_team.csv" on its [[qi]]' in text
     assert "hierarchy people_hierarchy_age.csv" in result.stdout
     run("validate", spec)
     levels = run("anonymize", spec, "--min-k", "2").stdout

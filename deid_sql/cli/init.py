@@ -9,6 +9,7 @@ import click
 
 from ..errors import OutputError
 from ..spec.population_size import REGIONS
+from ..starter.persons import SECRET_ENV, SECRET_HINT
 from ..starter.write import Population, Starter, build, criteria_lines, default_out, write
 from .options import handles_errors, renamed
 
@@ -39,9 +40,10 @@ def init(data: Path, census: tuple[Path, str] | None, size: int | None, region: 
 
     DATA is a CSV or Parquet file, or a table of a DuckDB file (--source-table). Every column is listed with
     its type, distinct values and two samples; likely quasi-identifiers (age, dates, sex, race, ZIP,
-    marital status) are proposed with their domains read from the data; identifiers (names, ids,
-    phone, e-mail, SSN-like values) and every other column are dropped with a note; the release
-    criteria are a starting set to tune.
+    marital status, a clinic, ward or site) are proposed with their domains read from the data;
+    identifiers (person names, ids, phone, e-mail, SSN-like values) and every other column are
+    dropped with a note; an id whose values repeat across rows becomes the [person] key,
+    pseudonymized; the release criteria are a starting set to tune.
 
     Without --census, --population or --region, each group's population is its own records (the most
     cautious assumption). The spec is written beside DATA as DATA's name with .toml; an existing one is
@@ -76,12 +78,19 @@ def _summary(starter: Starter) -> None:
         names = starter.dropped(group)
         if names:
             click.echo(f"  dropped       {', '.join(_shown(n) for n in names)} ({words})")
+    person = starter.person
+    if person is not None:
+        click.echo(f"  person        {_shown(person.column)} ({person.persons:,} persons over {person.rows:,} rows; "
+                   f"pseudonymized, key in ${SECRET_ENV}"
+                   + (f"; order {_shown(person.order)})" if person.order is not None else ")"))
     click.echo(f"  population    {starter.population.words()}")
     click.echo("  release       " + ", ".join(criteria_lines({q.role for q in qis if q.role})))
     for note in starter.notes:
         click.echo(f"  note          {_shown(note, quote=False)}")
     spec = shlex.quote(str(starter.out))
     click.echo("next: read the spec's comments, then")
+    if person is not None:  # validate and every release read the pseudonyms' key
+        click.echo(f"  export {SECRET_ENV}=$({SECRET_HINT})  # once; keep the key, the same for every release")
     click.echo(f"  deid-sql validate {spec}")
     if qis:
         click.echo(f"  deid-sql anonymize {spec} --min-k 5 --max-suppressed-share 0.05")

@@ -1,12 +1,15 @@
 """Each column's proposed role, from its name, its type and its values — guessed conservatively.
 
 A column is proposed as a quasi-identifier only when its name says what it is (age, birth date,
-sex or gender, race or ethnicity, ZIP or postcode, marital status) or when it holds dates, and
-its values fit a QI kind; its domain is read from the data.  A column is called an identifier
-when its name says so (names, ids, MRN, SSN, phone, e-mail, address) or its values do (SSN-like
-``ddd-dd-dddd``, e-mail addresses, phone numbers, one value per row).  Everything else is
-dropped with a note to review it: a column nobody has looked at never leaves.  Every proposal
-carries the reason in words, written beside it in the spec.
+sex or gender, race or ethnicity, ZIP or postcode, marital status, a clinic, ward or site where a
+person was seen) or when it holds dates, and its values fit a QI kind; its domain is read from the
+data.  A column is called an identifier when its name says so (ids, MRN, SSN, phone, e-mail,
+address) or its values do (SSN-like ``ddd-dd-dddd``, e-mail addresses, phone numbers, person
+names, one value per row).  A name alone is not trusted where the values contradict it: a
+``clinic_name`` holding three clinics is a place, and a ``test_id`` holding two codes over every
+row is a code, not a key.  Everything else is dropped with a note to review it: a column nobody
+has looked at never leaves.  Every proposal carries the reason in words, written beside it in the
+spec.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..spec.file import qi_name_problem
+from . import tomltext
 from .profile import ColumnProfile, as_date, whole_numbers
+from .values import few, flag, identifier_by_values, person_names
 
 #: the most categories a proposed category QI lists (more: dropped, with a note)
 MAX_CATEGORIES = 100
-#: the share of a column's sampled values that must fit an identifier pattern
-PATTERN_SHARE = 0.8
 #: the fewest rows for "one value per row" to call a column a record key
 KEY_ROWS = 20
 
@@ -33,6 +36,21 @@ IDENTIFIER_WORDS = {
     "givenname", "middlename", "maidenname", "username", "login", "ip", "url", "website", "account", "acct",
     "iban", "license", "licence", "passport", "vin", "plate", "serial", "ein", "tin",
 }
+#: words of a name that says "a name", of something or someone: judged by the values (``_named``)
+NAME_WORDS = {"name", "names"}
+#: words that make "name" a person's: first_name, family_name, nick_name
+PERSONAL_NAME_WORDS = {"first", "last", "given", "family", "middle", "maiden", "nick", "full", "birth", "sur"}
+#: words that say whose: a person's name or key is an identifier whatever its values
+PERSON_WORDS = {"patient", "patients", "person", "persons", "people", "subject", "participant", "member", "client",
+                "respondent", "individual", "customer", "employee", "user", "pid", "mrn", "nhs", "resident",
+                "enrollee", "beneficiary", "case"}
+#: words of an id-like name: a record key, or the key of a person when its values repeat (``persons``)
+ID_WORDS = {"id", "ids", "uuid", "guid", "mrn", "nhs", "npi", "pid"}
+#: where a person was seen: a category others may know (a quasi-identifier), when it has few values
+LOCATION_WORDS = {"clinic": "clinic", "clinics": "clinic", "ward": "ward", "wards": "ward", "site": "site",
+                  "sites": "site", "department": "department", "departments": "department", "dept": "department",
+                  "unit": "unit", "units": "unit", "facility": "facility", "facilities": "facility",
+                  "hospital": "hospital", "hospitals": "hospital"}
 KEY_ENDINGS = {"key", "number", "no", "num", "nr"}  # patient_key, record_number, member_no
 PLACE_WORDS = {"address", "addr", "street", "city", "town", "county", "precinct", "geocode", "latitude",
                "longitude", "lat", "lon", "lng"}
@@ -45,9 +63,6 @@ MAYBE_QI_WORDS = {"education", "occupation", "job", "employment", "employer", "w
                   "citizenship", "language", "religion", "income", "salary", "state", "region", "height", "weight",
                   "household", "children", "veteran", "disability", "profession", "school", "degree"}
 
-SSN = re.compile(r"\d{3}-\d{2}-\d{4}")
-EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-PHONE = re.compile(r"\+?\(?\d[\d ().-]*")
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
@@ -67,6 +82,7 @@ class QIProposal:
     null_label: str | None = None  # set: NULL is a category of its own (nulls = "category")
     population_column: str | None = None  # the census's spelling of the column, when it differs
     hierarchy: str | None = None  # a hierarchy file beside the data, as the spec names it (``hierarchies``)
+    per_person: str | None = None  # which of a person's values stands for them, when it varies (``persons``)
     notes: list[str] = field(default_factory=list)  # further lines of the comment
 
     def describe(self) -> str:
@@ -83,7 +99,7 @@ class Proposal:
     """One column's proposed role: a QI, or dropped as an identifier or for review."""
 
     profile: ColumnProfile
-    group: str  # qi | identifier | review
+    group: str  # qi | identifier | review | person (the [person] key, pseudonymized: ``persons``)
     reason: str  # the comment beside it: why
     qi: QIProposal | None = None
 
@@ -136,54 +152,40 @@ def _concept(words: list[str]) -> str | None:
     return None
 
 
-def _identifier_by_name(words: list[str]) -> str | None:
-    """Why the name says identifier (None: it does not)."""
+def _identifier_by_name(words: list[str]) -> tuple[str, str] | None:
+    """What the name says of an identifier, and why in words (None: nothing): ``place`` (smaller
+    than a state), ``name`` (a name of something or someone: the values decide), ``id`` (a record
+    key, or a person's when its values repeat), or ``other`` (SSN, phone, a person's name …)."""
     if not words:
         return None
     joined = "".join(words)
     ws = set(words)
     if ws & PLACE_WORDS:
-        return ("the name looks like a place smaller than a state (Safe Harbor removes it; to release it "
-                "generalized, declare it as a category [[qi]])")
+        return "place", ("the name looks like a place smaller than a state (Safe Harbor removes it; to release it "
+                         "generalized, declare it as a category [[qi]])")
     found = sorted(ws & IDENTIFIER_WORDS)
     if found:
-        return f"the name looks like an identifier ({found[0]})"
+        why = f"the name looks like an identifier ({found[0]})"
+        if ws & (PERSON_WORDS | PERSONAL_NAME_WORDS) or set(found) - NAME_WORDS - ID_WORDS:
+            return "other", why
+        return ("id" if set(found) & ID_WORDS else "name"), why
     if len(words) > 1 and words[-1] in KEY_ENDINGS:
-        return f"the name looks like a record key ({words[-1]})"
+        return ("other" if ws & PERSON_WORDS else "id"), f"the name looks like a record key ({words[-1]})"
     if joined.endswith("name") or "email" in joined or "phone" in joined or "ssn" in joined:
-        return "the name looks like an identifier"
+        return "other", "the name looks like an identifier"
     return None
 
 
-def _identifier_by_values(p: ColumnProfile) -> str | None:
-    """Why the values say identifier: most sampled values SSN-like, e-mails or phone numbers."""
-    if p.family != "text" or not p.top:
-        return None
-    sample = [str(v).strip() for v, _ in p.top]
-    for what, test in (("are SSN-like (ddd-dd-dddd)", lambda s: SSN.fullmatch(s) is not None),
-                       ("look like e-mail addresses", lambda s: EMAIL.fullmatch(s) is not None),
-                       ("look like phone numbers", _phone)):
-        if sum(map(test, sample)) >= PATTERN_SHARE * len(sample):
-            return f"the values {what}"
-    return None
+def id_like(name: str) -> bool:
+    """The name says an id or key (``patient_id``, ``MRN``, ``member_no``): a person's key when its
+    values repeat across rows (``persons``)."""
+    words = tokens(name)
+    return bool(set(words) & ID_WORDS) or (len(words) > 1 and words[-1] in KEY_ENDINGS)
 
 
-def _phone(text: str) -> bool:
-    digits = sum(c.isdigit() for c in text)
-    return PHONE.fullmatch(text) is not None and 10 <= digits <= 15 and (digits < len(text) or text.startswith("+"))
-
-
-def shape(value: Any) -> str:
-    """A value's shape, not its content (an identifier's sample): digits as 9, letters as a or A."""
-    out = []
-    for c in str(value)[:24]:
-        if c.isdigit():
-            out.append("9")
-        elif c.isalpha():
-            out.append("A" if c.isupper() else "a")
-        else:
-            out.append(c)
-    return "".join(out) + ("…" if len(str(value)) > 24 else "")
+def says_person(name: str) -> bool:
+    """The name says whose: a patient's, a person's, a member's (``PERSON_WORDS``)."""
+    return bool(set(tokens(name)) & PERSON_WORDS)
 
 
 def propose(profiles: Sequence[ColumnProfile], values_of: ValuesOf) -> list[Proposal]:
@@ -224,12 +226,15 @@ def _qi_name(column: str, concept: str, taken: set[str]) -> str:
 
 def _one(p: ColumnProfile, values_of: ValuesOf) -> Proposal:
     words = tokens(p.name)
-    why = _identifier_by_name(words)
-    if why is not None:
-        return Proposal(p, "identifier", why)
+    place = _location(p, words, values_of)
+    if place is not None:
+        return place
+    named = _identifier_by_name(words)
+    if named is not None:
+        return _named(p, *named)
     if p.values == 0:
         return Proposal(p, "review", "every row is NULL")
-    why = _identifier_by_values(p)
+    why = identifier_by_values(p)
     if why is not None:
         return Proposal(p, "identifier", why)
     concept = _concept(words)
@@ -244,6 +249,48 @@ def _one(p: ColumnProfile, values_of: ValuesOf) -> Proposal:
     return Proposal(p, "review", _review(p, words))
 
 
+def _named(p: ColumnProfile, kind: str, why: str) -> Proposal:
+    """A column whose name says identifier, judged by its values where the name alone may mislead:
+    a generic ``..._name`` of person names is an identifier, of a handful of things repeated over
+    many rows it is not; an ``..._id`` of a handful of values over many rows is a code, not a key."""
+    if kind in ("name", "other") and p.values and person_names(p):
+        return Proposal(p, "identifier", "the values look like person names (two or more capitalised words, each "
+                                         "name on few rows)")
+    if kind == "name" and p.values:
+        if few(p):
+            return Proposal(p, "review", f"review: the name says a name, but its {p.distinct:,} values repeat over "
+                                         f"{p.values:,} rows: names of things, not of persons; declare it as a "
+                                         f"category [[qi]] if others may know it, or list it under keep or sensitive")
+    if kind == "id" and p.values and few(p):
+        listed = tomltext.array(sorted(str(v) for v, _ in p.top), width=60)
+        return Proposal(p, "review", f"review: the name looks like an id, but it holds {p.distinct:,} values over "
+                                     f"{p.values:,} rows: a code, not a record key. What it codes is not known, so "
+                                     f"it stays dropped: declare it a category [[qi]] (values = {listed}) if others "
+                                     f"may know it, or list it under keep or sensitive")
+    return Proposal(p, "identifier", why)
+
+
+def _location(p: ColumnProfile, words: list[str], values_of: ValuesOf) -> Proposal | None:
+    """A clinic, ward, site, department, unit, facility or hospital with few values: where a person
+    was seen, which others (a neighbour, an employer) may know, so a category QI rather than an
+    identifier; None when the name says no such place, names a person's detail too (a clinic's phone,
+    a patient's site), has many values or holds person names."""
+    ws = set(words)
+    found = sorted(w for w in ws if w in LOCATION_WORDS)
+    if not found or ws & PLACE_WORDS or ws & PERSON_WORDS or (ws & IDENTIFIER_WORDS) - NAME_WORDS - ID_WORDS:
+        return None
+    distinct = p.distinct or 0
+    if (not p.values or distinct > MAX_CATEGORIES or p.values < 2 * distinct or p.family not in CATEGORY_FAMILIES
+            or identifier_by_values(p) is not None):
+        return None
+    concept = LOCATION_WORDS[found[0]]
+    proposal = _category(p, concept, values_of)
+    if proposal is not None and proposal.qi is not None:
+        proposal.reason = (f"proposed QI: the name looks like {described(concept)}, where a person was seen (others "
+                           f"may know it); {len(proposal.qi.values or []):,} categories")
+    return proposal
+
+
 SENSITIVE_REVIEW = "review: looks like a sensitive attribute"
 
 
@@ -256,6 +303,10 @@ def _review(p: ColumnProfile, words: list[str]) -> str:
     if maybe:
         return (f"review: {maybe[0]} may be a quasi-identifier (others may know it): declare it as a [[qi]] "
                 f"to release it generalized, or list it under keep or sensitive")
+    spellings = flag(p)
+    if spellings is not None:
+        return (f"review: a yes/no column ({', '.join(spellings)}); declare it as a category [[qi]] if others may "
+                f"know it, or list it under keep or sensitive")
     if p.family in ("integer", "float") and (p.distinct or 0) > MAX_CATEGORIES:
         return "review: not recognised; a measurement? list it under keep or sensitive to release it"
     return "review: not recognised; list it under keep or sensitive to release it, or declare it as a [[qi]]"
@@ -298,8 +349,12 @@ def _qi(p: ColumnProfile, concept: str, values_of: ValuesOf) -> Proposal | None:
     return _category(p, concept, values_of)
 
 
+#: the column types a category QI is read from (as text, as the load reads it)
+CATEGORY_FAMILIES = ("text", "integer", "boolean")
+
+
 def _category(p: ColumnProfile, concept: str, values_of: ValuesOf) -> Proposal | None:
-    if p.family not in ("text", "integer", "boolean"):
+    if p.family not in CATEGORY_FAMILIES:
         return None
     distinct = p.distinct or 0
     if distinct > MAX_CATEGORIES:

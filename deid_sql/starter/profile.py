@@ -167,3 +167,27 @@ def whole_numbers(p: ColumnProfile) -> bool:
 
 def names_of(profiles: Sequence[ColumnProfile]) -> list[str]:
     return [p.name for p in profiles]
+
+
+def repeated_values(backend: Backend, view: str, name: str) -> int:
+    """How many distinct values of a column are held by more than one row (a key that repeats
+    across rows names something several rows share: a person with several tests)."""
+    inner = (exp.select(exp.alias_(exp.func("count", exp.Star()), _ROWS)).from_(exp.to_table(view))
+             .where(exp.Not(this=exp.Is(this=col(name), expression=exp.null()))).group_by(col(name)))
+    query = (exp.select(exp.alias_(exp.func("count", exp.Star()), _VALUE))
+             .from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("t"))))
+             .where(exp.GT(this=exp.column(_ROWS), expression=exp.Literal.number(1))))
+    return int(backend.execute(query).column(_VALUE).to_pylist()[0])
+
+
+def varying_persons(backend: Backend, view: str, key: str, name: str) -> int:
+    """How many persons (distinct values of ``key``) hold more than one value of ``name`` over their
+    rows, NULL counting as a value of its own (as a category QI's NULL label does)."""
+    has_null = exp.Case().when(exp.Is(this=col(name), expression=exp.null()), exp.Literal.number(1)).else_(
+        exp.Literal.number(0))
+    spread = exp.Add(this=exp.Count(this=exp.Distinct(expressions=[col(name)])), expression=exp.func("max", has_null))
+    inner = (exp.select(col(key)).from_(exp.to_table(view)).group_by(col(key))
+             .having(exp.GT(this=spread, expression=exp.Literal.number(1))))
+    query = exp.select(exp.alias_(exp.func("count", exp.Star()), _VALUE)).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("t"))))
+    return int(backend.execute(query).column(_VALUE).to_pylist()[0])

@@ -24,9 +24,11 @@ from ..spec.file import FORMATS, Spec
 from ..spec.population_size import REGIONS, describe
 from ..storage.atomic import write_text
 from ..storage.tableref import TableRef
-from . import hierarchies, tomltext
-from .detect import Proposal, QIProposal, described, propose, shape, tokens
-from .profile import ColumnProfile, distinct_text, family, profile, values_outside
+from . import hierarchies, persons, tomltext
+from .detect import Proposal, QIProposal, described, propose, tokens
+from .persons import SECRET_ENV, SECRET_HINT, PersonProposal
+from .profile import ColumnProfile, distinct_text, family, profile, repeated_values, values_outside, varying_persons
+from .values import shape
 
 SOURCE_VIEW = "deid_init_source"
 CENSUS_VIEW = "deid_init_census"
@@ -73,6 +75,7 @@ class Starter:
     population: Population
     text: str = ""
     notes: list[str] = field(default_factory=list)
+    person: PersonProposal | None = None  # the proposed [person]: rows repeat a person's key
 
     @property
     def qis(self) -> list[QIProposal]:
@@ -133,8 +136,10 @@ def build(data: Path, population: Population, out: Path | None = None, fmt: str 
         if problem:
             raise SpecError(f"{data}: the engine {problem}")
         columns = _open(backend, SOURCE_VIEW, ref, "DATA")
-        if ref.format == "csv":  # read codes as text, as the spec's load reads category and ZIP QIs
-            text = {c: True for c in columns if set(tokens(c)) & TEXT_CONCEPT_WORDS}
+        text: dict[str, bool] = {}
+        if ref.format == "csv":  # read codes and yes/no as text, as the spec's load reads category and ZIP QIs
+            text = {c: True for c, t in columns.items()
+                    if set(tokens(c)) & TEXT_CONCEPT_WORDS or family(t) == "boolean"}
             if text:
                 columns = _open(backend, SOURCE_VIEW, ref, "DATA", text)
         profiles = profile(backend, SOURCE_VIEW, columns)
@@ -146,12 +151,26 @@ def build(data: Path, population: Population, out: Path | None = None, fmt: str 
             return distinct_text(backend, SOURCE_VIEW, column, width)
 
         proposals = propose(profiles, values_of)
+        if ref.format == "csv":  # a category the sniffer typed (codes 01, 02 read as 1, 2): read again as text
+            typed = {q.column: True for q in (p.qi for p in proposals) if q is not None
+                     and q.kind in ("category", "zip") and not text.get(q.column)
+                     and family(columns[q.column]) != "text"}
+            if typed:
+                text |= typed
+                columns = _open(backend, SOURCE_VIEW, ref, "DATA", text)
+                profiles = profile(backend, SOURCE_VIEW, columns)
+                proposals = propose(profiles, values_of)
         starter = Starter(target, data, ref, rows, proposals, population)
         _renamed_twins(profiles, starter)
         if population.census is not None:
             _against_census(backend, starter, census_ref)
-        elif population.size is not None and population.size < rows:
-            raise SpecError(f"--population {population.size:,} is smaller than the data's {rows:,} rows; give the "
+        starter.person = persons.choose(
+            starter.proposals, lambda column: repeated_values(backend, SOURCE_VIEW, column),
+            lambda key, column: varying_persons(backend, SOURCE_VIEW, key, column))
+        people = starter.person.persons if starter.person is not None else rows
+        if population.census is None and population.size is not None and population.size < people:
+            counted = f"{people:,} persons" if starter.person is not None else f"{rows:,} rows"
+            raise SpecError(f"--population {population.size:,} is smaller than the data's {counted}; give the "
                             f"number of people the data was drawn from")
     for proposal in starter.proposals:
         qi = proposal.qi
@@ -255,6 +274,7 @@ def compose(starter: Starter) -> str:
     if pop.census is not None:
         lines += ["", "[population]", f"path = {tomltext.string(_relative(pop.census, out))}",
                   f"count = {tomltext.string(str(pop.count))}"]
+    lines += _person(starter)
     for proposal in starter.proposals:
         if proposal.qi is not None:
             lines += _qi_block(proposal)
@@ -297,11 +317,12 @@ def attribute_lines(starter: Starter) -> list[str]:
 
 def _header(starter: Starter) -> list[str]:
     qis, ids, review = starter.qis, starter.dropped("identifier"), starter.dropped("review")
+    keyed = "; the person key pseudonymized" if starter.person is not None else ""
     lines = [f"# A starting spec for {tomltext.comment(starter.data.name)}, written by 'deid-sql init' "
              f"(deid-sql {__version__}) on {dt.date.today().isoformat()}.",
              f"# {starter.rows:,} rows, {len(starter.proposals)} columns: "
              f"{_count(len(qis), 'proposed quasi-identifier')} (QIs); {_count(len(ids), 'identifier')} and "
-             f"{_count(len(review), 'other column')} dropped.",
+             f"{_count(len(review), 'other column')} dropped{keyed}.",
              "# Safe by default: only the proposed QIs are released, generalized by the policy you choose; every",
              "# other column is dropped. Read each comment, move what may be released to keep or sensitive, and",
              "# check each QI's domain. Samples are a column's most common values; identifiers show only their",
@@ -339,6 +360,24 @@ def _population(starter: Starter, out: Path) -> list[str]:
             'population = "sample"']
 
 
+def _person(starter: Starter) -> list[str]:
+    """``[person]``: the key whose values repeat across rows, so every figure counts persons."""
+    person = starter.person
+    if person is None:
+        return []
+    lines = ["", f"# Persons, not rows: {person.persons:,} persons over {person.rows:,} rows (deid-sql help persons). "
+                 f"Every figure counts",
+             f"# persons by {tomltext.comment(person.column)}; each QI is one value per person (per_person where it "
+             f"varies). The",
+             '# number of a person\'s rows may single them out too: a [[qi]] with derived = "rows" makes it a QI.']
+    if person.order is not None:
+        lines.append("# order: the column that orders a person's rows, for per_person = \"first\".")
+    lines += ["[person]", f"column = {tomltext.string(person.column)}"]
+    if person.order is not None:
+        lines.append(f"order = {tomltext.string(person.order)}")
+    return lines
+
+
 def _qi_block(proposal: Proposal) -> list[str]:
     qi = proposal.qi
     assert qi is not None
@@ -363,14 +402,25 @@ def _qi_block(proposal: Proposal) -> list[str]:
         lines.append(f"hierarchy = {tomltext.string(qi.hierarchy)}")
     if qi.role is not None:
         lines.append(f"role = {tomltext.string(qi.role)}")
+    if qi.per_person is not None:
+        lines.append(f"per_person = {tomltext.string(qi.per_person)}")
     return lines
 
 
 def _columns(starter: Starter) -> list[str]:
-    dropped = [p for p in starter.proposals if p.qi is None]
+    dropped = [p for p in starter.proposals if p.qi is None and p.group != "person"]
+    keyed = [p for p in starter.proposals if p.group == "person"]
     lines = ["", "[columns]",
              "# Every column that is not a proposed QI is dropped. Move one to keep (released as it is) or",
              "# sensitive (released as it is; what l-diversity protects) only after reviewing it."]
+    if keyed:
+        lines += ["# The person key leaves pseudonymized: an HMAC under a secret key read from the environment,",
+                  "# never the spec; make it once and keep it (the same key for every release), then before",
+                  f"# validate: export {SECRET_ENV}=$({SECRET_HINT})",
+                  "pseudonymize = ["]
+        lines += [f"    {tomltext.string(p.column)},  # {tomltext.comment(p.reason)}; "
+                  f"{tomltext.comment(_column_facts(p.profile, True))}" for p in keyed]
+        lines += ["]", f"secret_env = {tomltext.string(SECRET_ENV)}"]
     if not dropped:
         return lines + ["drop = []"]
     lines.append("drop = [")
