@@ -131,12 +131,13 @@ def bash_script(text: str) -> str:
 
 
 def environment(state: Path) -> dict[str, str]:
-    """The venv's bin first on PATH (so ``deid-sql`` and ``dbt`` are the installed ones), the package
-    imported from this checkout (an install made from another worktree runs this tree's code), quiet dbt."""
+    """The venv's bin first on PATH (so ``deid-sql`` and ``dbt`` are the installed ones), quiet dbt.  No
+    PYTHONPATH: the installed package is what runs (a checkout on the path would miss the folders it maps
+    into the package, ``udfs/``, ``sql/`` and ``fixtures/``)."""
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "DOCS_STDERR": str(state / "stderr"),
            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1", "DBT_USE_COLORS": "false"}
-    env["PYTHONPATH"] = str(REPO)  # nothing else of the caller's path
+    env.pop("PYTHONPATH", None)
     if os.environ.get("DEID_TEST_POSTGRES_DSN"):
         env["DEID_DSN"] = os.environ["DEID_TEST_POSTGRES_DSN"]
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -7,6 +7,8 @@ Modules:
 - ``boundaries.py``: boundary-policy results as rows, written to CSV or JSON atomically
 - ``cautions.py``: what a reviewer must weigh even on a pass: k = 1, unique records, record risk ≥ 0.5, a
   population estimate that fell back, a sensitive column no attribute criterion judges
+- ``estimates.py``: one headline risk (the gate's model) beside the other estimators of the page: their range,
+  whether they disagree, and the most pessimistic, for the summary and the cautions
 - ``frontier_report.py``: what a frontier report shows (stair-step, risk floor, policies beating Safe
   Harbor), independent of drawing
 - ``html.py``: the frontier as one self-contained HTML page (inline SVG, nothing fetched)
