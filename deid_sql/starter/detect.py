@@ -82,6 +82,7 @@ class QIProposal:
     null_label: str | None = None  # set: NULL is a category of its own (nulls = "category")
     population_column: str | None = None  # the census's spelling of the column, when it differs
     hierarchy: str | None = None  # a hierarchy file beside the data, as the spec names it (``hierarchies``)
+    cuts: str | None = None  # the publishable cut rule written for it (``write.publishable_cuts``), as TOML
     per_person: str | None = None  # which of a person's values stands for them, when it varies (``persons``)
     notes: list[str] = field(default_factory=list)  # further lines of the comment
 

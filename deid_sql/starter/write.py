@@ -27,7 +27,16 @@ from ..storage.tableref import TableRef
 from . import hierarchies, persons, tomltext
 from .detect import Proposal, QIProposal, described, propose, tokens
 from .persons import SECRET_ENV, SECRET_HINT, PersonProposal
-from .profile import ColumnProfile, distinct_text, family, profile, repeated_values, values_outside, varying_persons
+from .profile import (
+    ColumnProfile,
+    as_date,
+    distinct_text,
+    family,
+    profile,
+    repeated_values,
+    values_outside,
+    varying_persons,
+)
 from .values import shape
 
 SOURCE_VIEW = "deid_init_source"
@@ -174,6 +183,8 @@ def build(data: Path, population: Population, out: Path | None = None, fmt: str 
                             f"number of people the data was drawn from")
     for proposal in starter.proposals:
         qi = proposal.qi
+        if qi is not None:
+            qi.cuts = publishable_cuts(qi)  # (from the values, before a long ZIP list is left to the source)
         if (qi is not None and qi.kind == "zip" and proposal.profile.family == "text" and qi.values is not None
                 and len(qi.values) > LISTED_ZIPS):
             qi.notes.append(f"values_from = \"source\": the data's {len(qi.values):,} ZIP codes, {qi.values[0]} to "
@@ -404,7 +415,30 @@ def _qi_block(proposal: Proposal) -> list[str]:
         lines.append(f"role = {tomltext.string(qi.role)}")
     if qi.per_person is not None:
         lines.append(f"per_person = {tomltext.string(qi.per_person)}")
+    rule = qi.cuts if qi.hierarchy is None else None
+    if rule is not None:
+        lines += ["# where a policy may cut it: publishable bands, which every search keeps to (its full-domain levels",
+                  "# too); widen or remove to suit the data-use agreement", rule]
     return lines
+
+
+def publishable_cuts(qi: QIProposal) -> str | None:
+    """The cut rule ``init`` writes for a proposed QI without a hierarchy, so that every search bands it
+    out of the box: ages and birth years in 5-year bands, dates by month, quarter and year, 5-digit ZIP
+    codes by their first 3 digits; None where the domain leaves no such cut (or for a category)."""
+    if qi.hierarchy is not None:
+        return None
+    if qi.kind == "integer" and qi.concept in ("age", "birth year") and qi.min is not None and qi.max is not None:
+        lo, hi = int(qi.min), int(qi.max)
+        return "cuts = { every = 5 }" if any(v % 5 == 0 for v in range(lo + 1, hi + 1)) else None
+    if qi.kind == "date" and qi.min is not None and qi.max is not None:
+        lo, hi = as_date(qi.min), as_date(qi.max)
+        if lo is not None and hi is not None and (lo.year, lo.month) != (hi.year, hi.month):
+            return 'date_cuts = ["month", "quarter", "year"]'
+        return None
+    if qi.kind == "zip" and qi.role == "zip" and qi.values:
+        return "zip_digits = [3]" if len({v[:3] for v in qi.values}) > 1 else None
+    return None
 
 
 def _columns(starter: Starter) -> list[str]:
