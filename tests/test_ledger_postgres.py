@@ -14,42 +14,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
+import pyarrow.csv as pacsv
 import pytest
 from click.testing import Result
 
 from deid_sql.ledger.database import LedgerTables
 from deid_sql.ledger.store import Entry, Ledger, Released
 from tests.engines import Engine, opened
-from tests.test_ledger import KEY, ZIPS, A, B
+from tests.test_ledger import KEY, A, B
+from tests.test_ledger import write as write_file_spec
 
 pytestmark = pytest.mark.engine
-
-SPEC = """population = "sample"
-{header}
-[source]
-{source}
-
-[[qi]]
-name = "age"
-kind = "integer"
-min = 0
-max = 99
-
-[[qi]]
-name = "zip"
-kind = "category"
-values = [{zips}]
-
-[columns]
-pseudonymize = ["patient_id"]
-secret_env = "DEID_LEDGER_KEY"
-sensitive = ["dx"]
-
-[release]
-min_k = 10
-ledger_table = "{schema}.deid_ledger"
-"""
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +38,14 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def write(folder: Path, engine: Engine, name: str) -> Path:
-    """Person p: age 10·(p // 10) + 3 and ZIP p % 10 (as tests/test_ledger.py), in a PostgreSQL table."""
-    table = pa.table({"patient_id": [f"P{p:03d}" for p in range(100)],
-                      "age": [10 * (p // 10) + 3 for p in range(100)],
-                      "zip": [ZIPS[p % 10] for p in range(100)], "dx": ["x"] * 100})
-    source = engine.load(name, table)
-    spec = folder / "spec.toml"
-    spec.write_text(SPEC.format(header=engine.header(), source=source, zips=", ".join(f'"{z}"' for z in ZIPS),
-                                schema=engine.schema), encoding="utf-8")  # type: ignore[attr-defined]
+    """tests/test_ledger.py's persons and spec (person p: age 10·(p // 10) + 3, ZIP p % 10), the source a
+    PostgreSQL table and the ledger tables in its schema."""
+    spec = write_file_spec(folder, f'ledger_table = "{engine.schema}.deid_ledger"')  # type: ignore[attr-defined]
+    source = engine.load(name, pacsv.read_csv(folder / "src.csv"))
+    text = spec.read_text(encoding="utf-8")
+    assert text.count('[source]\npath = "src.csv"') == 1
+    spec.write_text(text.replace('[source]\npath = "src.csv"', f"{engine.header()}\n[source]\n{source}"),
+                    encoding="utf-8")
     return spec
 
 

@@ -109,7 +109,7 @@ def test_agreeing_estimators_say_nothing_more() -> None:
 
 def test_the_sidecar_names_the_population_the_figures_used(project, tmp_path) -> None:
     """A given size is recorded as that size, not as "sample"."""
-    from deid_sql.release.gate import population_kind, population_without_census
+    from deid_sql.release.sidecar import population_kind, population_without_census
 
     spec = no_census_spec(project, "dankar", "estimates-sidecar.toml")
     with Problem.from_spec(spec) as problem:

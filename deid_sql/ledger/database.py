@@ -83,11 +83,6 @@ class LedgerTables:
 Location = Path | LedgerTables
 
 
-def describe(location: Location) -> str:
-    """A ledger's place in words: its path, or ``postgres:NAME``."""
-    return str(location)
-
-
 class FileDatabase:
     """A DuckDB file (owner-only), attached to an in-memory session as ``L``: read-only for a reader (no
     lock held against a writer, nothing checkpointed on close), read-write for appending."""

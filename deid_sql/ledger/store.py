@@ -202,12 +202,6 @@ class Ledger:
         if create and self.db.state_by_text():
             self._rebuild_state()
 
-    @property
-    def path(self) -> Path:
-        """The ledger file (a ledger on PostgreSQL has none)."""
-        assert isinstance(self.location, Path)
-        return self.location
-
     def close(self) -> None:
         self.db.close()
 
@@ -240,19 +234,23 @@ class Ledger:
         rows = self.db.rows("SELECT label, groups FROM {tuples} WHERE seq = ?", [seq])
         return {int(label): np.asarray(groups, dtype=np.int64) for label, groups in rows}
 
-    def state(self, recipient: str) -> tuple[np.ndarray, np.ndarray]:
-        """``recipient``'s persons (integer keys, sorted) and each one's combined label."""
-        if self.db.state_by_text():  # a ledger of the first layout opened for reading: replayed
-            keys, combined, _ = self.replayed(recipient, 1 << 62)
-            order = np.argsort(keys, kind="stable")
-            return keys[order], combined[order]
-        table = self.db.arrow("SELECT person, combined FROM {state} WHERE recipient = ?", [recipient])
-        keys = np.asarray(table.column("person").to_numpy(zero_copy_only=False), dtype=np.int64)
-        combined = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
-        if keys.size > 1 and not (keys[1:] > keys[:-1]).all():  # stored in order; a scan may not keep it
-            order = np.argsort(keys, kind="stable")
-            keys, combined = keys[order], combined[order]
-        return keys, combined
+    def state(self, recipient: str, entries: int,
+              before: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``recipient``'s persons (integer keys, sorted), each one's combined label and the combined labels'
+        rows (``entries`` wide): the stored state, or the state as it was before entry ``before`` (replayed
+        from the entries: a report of that release, or its search run again; also a ledger of the first
+        layout opened for reading)."""
+        if before is None and not self.db.state_by_text():
+            table = self.db.arrow("SELECT person, combined FROM {state} WHERE recipient = ?", [recipient])
+            keys = np.asarray(table.column("person").to_numpy(zero_copy_only=False), dtype=np.int64)
+            combined = np.asarray(table.column("combined").to_numpy(zero_copy_only=False), dtype=np.int64)
+            matrix = self.combined(recipient, entries)
+            if keys.size < 2 or (keys[1:] > keys[:-1]).all():  # stored in order; a scan may not keep it
+                return keys, combined, matrix
+        else:
+            keys, combined, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], combined[order], matrix
 
     def held(self, recipient: str, persons: np.ndarray, entries: int,
              before: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -267,13 +265,7 @@ class Ledger:
                 before: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """``held``, with each key's place among the persons the recipient holds (−1: none; the places
         number them 0..size−1, which the caller may use as person ids) and that size."""
-        if before is None and not self.db.state_by_text():
-            keys, combined = self.state(recipient)
-            matrix = self.combined(recipient, entries)
-        else:
-            keys, combined, matrix = self.replayed(recipient, 1 << 62 if before is None else before)
-            order = np.argsort(keys, kind="stable")
-            keys, combined = keys[order], combined[order]
+        keys, combined, matrix = self.state(recipient, entries, before)
         place = sorted_lookup(keys, np.asarray(persons, dtype=np.int64))
         held = np.where(place >= 0, combined[np.maximum(place, 0)] if combined.size else -1, -1)
         return place, held, matrix, len(keys)
@@ -323,9 +315,8 @@ class Ledger:
     def _update_state(self, recipient: str, persons: np.ndarray, label: np.ndarray, tuples: int) -> int:
         """Fold a new entry's persons (one row per (person, tuple label), integer keys) into ``recipient``'s
         state; returns the persons the recipient now holds."""
-        keys, combined = self.state(recipient)
         before = self.db.rows("SELECT count(*) FROM {entries} WHERE recipient = ?", [recipient])[0][0]
-        matrix = self.combined(recipient, before)
+        keys, combined, matrix = self.state(recipient, before)
         keys, combined, rows = fold(keys, combined, matrix, persons, label, tuples)
         self._store_state(recipient, keys, combined, rows)
         return len(keys)
@@ -336,8 +327,8 @@ class Ledger:
         self.db.rows("DELETE FROM {state} WHERE recipient = ?", [recipient])
         self.db.rows("DELETE FROM {combined} WHERE recipient = ?", [recipient])
         self.db.insert("state", pa.table({"recipient": pa.array([recipient] * len(keys), pa.string()),
-                                                 "person": pa.array(keys[order], pa.int64()),
-                                                 "combined": pa.array(combined[order], pa.int64())}))
+                                          "person": pa.array(keys[order], pa.int64()),
+                                          "combined": pa.array(combined[order], pa.int64())}))
         self.db.insert("combined", pa.table({
             "recipient": pa.array([recipient] * len(rows), pa.string()),
             "combined": pa.array(np.arange(len(rows), dtype=np.int64)),
@@ -409,8 +400,7 @@ class Ledger:
         problems = []
         for (recipient,) in self.db.rows("SELECT DISTINCT recipient FROM {entries}"):
             keys, combined, matrix = self.replayed(recipient, 1 << 62)
-            stored_keys, ids = self.state(recipient)
-            held = self.combined(recipient, matrix.shape[1])
+            stored_keys, ids, held = self.state(recipient, matrix.shape[1])
             mine = dict(zip(keys.tolist(), (tuple(r) for r in matrix[combined].tolist())))
             theirs = dict(zip(stored_keys.tolist(),
                               (tuple(r) for r in held[ids].tolist()) if len(ids) and len(held) else []))

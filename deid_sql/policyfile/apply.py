@@ -25,11 +25,10 @@ from ..release.gate import (
     build_gate,
     describe_table,
     override_reason,
-    population_without_census,
     safe_harbor_risk,
 )
 from ..release.output import FORMATS, Written, view_source, write_query
-from ..release.sidecar import file_sha256, sidecar_table
+from ..release.sidecar import file_sha256, population_without_census, sidecar_table
 from ..spec.file import TableRef
 from ..storage.names import check_output_name
 from ..storage.tableref import engine_inputs

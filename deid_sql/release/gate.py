@@ -29,7 +29,6 @@ from ..contract.criteria import STARTING_SET, ReleaseCriteria
 from ..domains.recoding import Recoding
 from ..errors import OutputError, PolicyError, ReleaseRefused, SpecError
 from ..evaluate.riskmodel import RecordRisk
-from ..ledger.database import describe
 from ..ledger.store import Entry, Ledger, LedgerQI, Released, exists
 from .attribute import (
     Groups,
@@ -50,6 +49,8 @@ from .sidecar import (
     VERSION,
     as_table,
     file_sha256,
+    population_kind,
+    population_without_census,
     recoding_sha256,
     sidecar_table,
     utc_now,
@@ -517,7 +518,7 @@ class ReleaseGate:
         except OSError as e:
             raise OutputError(f"the ledger {plan.location} cannot be written ({e.strerror or e}); a release that "
                               f"can be linked is recorded before it leaves, so nothing was written") from None
-        return {"path": describe(plan.location), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
+        return {"path": str(plan.location), "recipient": plan.recipient, "entry": stored.seq, "hash": stored.hash,
                 "earlier": len(earlier), "link": plan.link}
 
 
@@ -547,28 +548,6 @@ def _target(release: dict[str, Any]) -> str:
     kind = release.get("kind", "release")
     where = release.get("path") or release.get("table") or release.get("view") or release.get("name") or ""
     return f"{kind} {where}".strip()
-
-
-def population_kind(spec: Spec) -> str:
-    """Where the figures' population comes from, as the sidecar's ``risk_model`` records it: ``table``
-    (a census), ``size`` (``population = { size | region }``), ``weights`` (``[weights]``) or ``sample``
-    (the sample is its own population)."""
-    if spec.population is not None:
-        return "table"
-    if spec.weights is not None:
-        return "weights"
-    return "size" if spec.population_size is not None else "sample"
-
-
-def population_without_census(spec: Spec) -> dict[str, Any] | str:
-    """The sidecar's ``population`` without a census table: ``"sample"`` only when the sample is its
-    own population; a given size (``{"size": N, "region": …}``) or a weight column (``{"weights": …}``)
-    otherwise, so the record says the population the figures used."""
-    if spec.weights is not None:
-        return {"weights": spec.weights}
-    if spec.population_size is not None:
-        return {"size": int(spec.population_size), "region": spec.population_region}
-    return "sample"
 
 
 def describe_table(spec: Spec, ref: TableRef, rows: int, columns: dict[str, str] | None) -> dict[str, Any]:

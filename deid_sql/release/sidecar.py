@@ -16,13 +16,16 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ..domains.recoding import Recoding
 from ..invocation import INVOCATION as INVOCATION  # re-exported: releases read it from here
 from ..invocation import set_invocation as set_invocation
+
+if TYPE_CHECKING:
+    from ..spec.file import Spec
 
 FORMAT = "deid-sql release"
 VERSION = 1
@@ -94,3 +97,25 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a deid-sql release sidecar")
     return data
+
+
+def population_kind(spec: Spec) -> str:
+    """Where the figures' population comes from, as the sidecar's ``risk_model`` records it: ``table``
+    (a census), ``size`` (``population = { size | region }``), ``weights`` (``[weights]``) or ``sample``
+    (the sample is its own population)."""
+    if spec.population is not None:
+        return "table"
+    if spec.weights is not None:
+        return "weights"
+    return "size" if spec.population_size is not None else "sample"
+
+
+def population_without_census(spec: Spec) -> dict[str, Any] | str:
+    """The sidecar's ``population`` without a census table: ``"sample"`` only when the sample is its
+    own population; a given size (``{"size": N, "region": …}``) or a weight column (``{"weights": …}``)
+    otherwise, so the record says the population the figures used."""
+    if spec.weights is not None:
+        return {"weights": spec.weights}
+    if spec.population_size is not None:
+        return {"size": int(spec.population_size), "region": spec.population_region}
+    return "sample"

@@ -167,9 +167,7 @@ def released_persons(run: Callable[[exp.Expression], pa.Table], relation: exp.Ex
     million pseudonyms' text costs more than the rare repeat), which the union counts once and the
     ledger entry drops (``Released.deduplicated``)."""
     table = run(persons_query(relation, link, qi_columns, flag, distinct=rows_per_person))
-    columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
-    ids = census.group_ids(columns)
-    groups = np.stack(ids, axis=1) if ids else np.zeros((table.num_rows, 0), dtype=np.int64)
+    groups = _label_ids(table, len(qi_columns), census)
     pseudonyms = table.column("p")  # chunked as it came: the entry's text, never copied here
     return Released(pseudonyms, groups, person_keys(pseudonyms))
 
@@ -200,12 +198,17 @@ def persons_and_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.
     shown = np.asarray(pc.is_valid(rows.column("p")).to_numpy(zero_copy_only=False), dtype=bool)
     if flag is not None:
         shown &= ~np.asarray(rows.column("f").to_numpy(zero_copy_only=False), dtype=bool)
-    ids = census.group_ids([rows.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))])
-    groups = np.stack(ids, axis=1) if ids else np.zeros((rows.num_rows, 0), dtype=np.int64)
+    groups = _label_ids(rows, len(qi_columns), census)
     pseudonyms = rows.column("p")
     if not shown.all():  # only the pseudonyms are copied, the rows' labels are ids already
         pseudonyms, groups = pseudonyms.filter(pa.array(shown)), groups[shown]
     return table, Released(pseudonyms, groups)
+
+
+def _label_ids(table: pa.Table, qis: int, census: Census) -> np.ndarray:
+    """The group ids (row × QI, -1: outside the policy) of the label columns ``q0``… of ``table``."""
+    ids = census.group_ids([table.column(f"q{i}").combine_chunks() for i in range(qis)])
+    return np.stack(ids, axis=1) if ids else np.zeros((table.num_rows, 0), dtype=np.int64)
 
 
 @dataclass(frozen=True)
