@@ -415,3 +415,20 @@ def test_anonymize_out_is_recorded_with_its_levels(tmp_path: Path, run: Callable
     # the optimum hid age; the same recipient asking for ZIPs hidden and ages kept is judged on both
     refused = release(run, spec, "age:bottom|zip:top", "b.parquet", 2)
     assert "with the 1 earlier release to default" in refused.stderr
+
+
+def test_a_ledger_table_on_spark_is_refused_before_any_engine(tmp_path: Path) -> None:
+    """A Spark catalog has no grants to keep the ledger's tables owner-only: the spec is refused as it is
+    read, in one line, before Spark is started."""
+    from deid_sql.errors import SpecError
+    from deid_sql.spec.file import Spec
+
+    spec = tmp_path / "spark.toml"
+    spec.write_text('population = "sample"\n[backend]\nengine = "spark"\n[source]\ntable = "default.src"\n'
+                    '[[qi]]\nname = "age"\nkind = "integer"\nmin = 0\nmax = 9\n[columns]\npseudonymize = ["pid"]\n'
+                    'secret_env = "DEID_LEDGER_KEY"\n[release]\nmin_k = 2\nledger_table = "audit.deid_ledger"\n',
+                    encoding="utf-8")
+    with pytest.raises(SpecError) as refused:
+        Spec.read(spec)
+    line = str(refused.value)
+    assert "\n" not in line and "runs on spark: a Spark catalog has no grants to keep its tables owner-only" in line
