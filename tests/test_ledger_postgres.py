@@ -91,3 +91,25 @@ def test_the_ledger_on_postgres_judges_and_records_like_the_file(
                 f"WHERE pseudonym = (SELECT min(pseudonym) FROM \"{postgres.schema}\".\"deid_ledger_persons\")")  # type: ignore[attr-defined]
     broken = run("ledger", spec, "--verify", expect=1)
     assert "BROKEN" in broken.stdout and "persons or labels were edited" in broken.stdout
+
+
+def test_a_table_of_the_users_under_a_ledger_name_is_left_alone(
+        tmp_path: Path, run: Callable[..., Result], postgres: Engine) -> None:
+    """ledger_table names five tables; one that already exists with other columns is the user's: the
+    release is refused in one line before anything is created or any grant revoked."""
+    schema = postgres.schema  # type: ignore[attr-defined]
+    spec = write(tmp_path, postgres, "ledger_src_foreign")
+    spec.write_text(spec.read_text(encoding="utf-8").replace(f'"{schema}.deid_ledger"', f'"{schema}.visits"'),
+                    encoding="utf-8")
+    con = postgres.backend.con  # type: ignore[attr-defined]
+    con.execute(f'CREATE TABLE "{schema}"."visits_entries" (visit_id INTEGER, note TEXT)')
+    con.execute(f'GRANT SELECT ON "{schema}"."visits_entries" TO PUBLIC')
+    refused = run("materialize", spec, "--policy", A, "--out", "a.parquet", expect=2)
+    assert "already holds other columns (visit_id, note)" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "a.parquet").exists()
+    acl = con.execute("SELECT relacl::text[] FROM pg_class WHERE oid = to_regclass(%s)",
+                      [f'"{schema}"."visits_entries"']).fetchall()[0][0]
+    assert any(e.startswith("=r/") for e in acl), acl  # PUBLIC's grant kept
+    made = con.execute("SELECT count(*) FROM pg_class WHERE relnamespace = to_regnamespace(%s) AND relname IN "
+                       "('visits_tuples', 'visits_persons', 'visits_state', 'visits_combined')", [schema]).fetchall()
+    assert made[0][0] == 0

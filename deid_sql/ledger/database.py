@@ -39,6 +39,13 @@ SCHEMA = (
     "labels BIGINT[] NOT NULL)",
 )
 STATE_SCHEMA = SCHEMA[3]
+
+
+def schema_columns(table: str) -> tuple[str, ...]:
+    """The columns of one of the ledger's tables, in order, as ``SCHEMA`` creates them."""
+    statement = SCHEMA[TABLES.index(table)]
+    body = statement[statement.index("(") + 1:statement.rindex(")")]
+    return tuple(part.split()[0] for part in body.split(", "))
 # the persons and tuples of one entry as one canonical text (pseudonyms in byte order), hashed where the data is
 _TEXT = ("coalesce(string_agg(p.pseudonym || ' ' || array_to_string(t.groups, ','), chr(10) "
          "ORDER BY p.pseudonym{collate}, p.label), '')")

@@ -21,7 +21,7 @@ import pyarrow.csv as pacsv
 
 from ..backends.postgres_refresh import Name, lock_to_owner, pg_name, regclass_text
 from ..errors import OutputError, SpecError
-from .database import SCHEMA, TABLES, LedgerTables, postgres_content_hash_sql
+from .database import SCHEMA, TABLES, LedgerTables, postgres_content_hash_sql, schema_columns
 
 
 def table_names(name: str) -> dict[str, Name]:
@@ -45,6 +45,7 @@ class PostgresDatabase:
         except psycopg.Error as e:
             raise OutputError(f"the ledger {self.where} cannot be reached ({str(e).splitlines()[0]}); check "
                               f"[backend] dsn") from None
+        self._refuse_foreign_tables()  # read or appended, a table of other columns is never taken for ours
         if create:
             try:
                 with self.con.transaction():
@@ -60,6 +61,19 @@ class PostgresDatabase:
         elif not self.has_ledger():
             self.con.close()
             raise SpecError(f"no ledger at {self.where}: no linkable release has been recorded there yet")
+
+    def _refuse_foreign_tables(self) -> None:
+        """A name that already holds a table of other columns is not a ledger's: refused before anything is
+        created or any grant revoked, so no table of the user's is touched."""
+        for table, name in self.names.items():
+            found = [r[0] for r in self.con.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT "
+                "attisdropped ORDER BY attnum", [regclass_text(name)]).fetchall()]
+            if found and found != list(schema_columns(table)):
+                self.con.close()
+                raise OutputError(f"the ledger {self.where} would use the table {'.'.join(name.parts)}, which already "
+                                  f"holds other columns ({', '.join(found[:4])}); it is not a deid-sql ledger's, so "
+                                  f"nothing was written: name another [release] ledger_table")
 
     @classmethod
     def exists(cls, location: LedgerTables) -> bool:
