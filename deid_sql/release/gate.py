@@ -293,14 +293,19 @@ class ReleaseGate:
         """Whether the release carries the suppression flag column."""
         return any(name == FLAG for name, _ in self.columns)
 
-    def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression) -> ReleaseFigures:
+    def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
+                union: bool = True) -> ReleaseFigures:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
-        column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``)."""
+        column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``).
+        ``union=False``: this release alone, even when it is recorded (a judgment before the write, whose
+        written rows are judged with the union: reading the release's persons from the query would
+        compute every pseudonym twice)."""
         relation, qi_columns, census, recoding = self._as_counted(relation)
         flag = FLAG if self.flagged else None
         released = None
-        if self.ledger is not None and self.person is not None and self.ledger.link == self.person:
+        union = union and self.ledger is not None
+        if union and self.person is not None and self.ledger is not None and self.ledger.link == self.person:
             # persons linked by their key: the gate's counts and the ledger's tuples from one query
             counted, released = persons_and_groups(run, relation, self.person, qi_columns, flag, census)
         else:
@@ -308,7 +313,7 @@ class ReleaseGate:
         table = self._suppressed_persons(counted)
         figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,
                           flag=self.flagged, person=self.person, table=table)
-        if self.ledger is not None:
+        if union:
             figures = self._with_union(run, relation, figures, qi_columns, census, recoding, released)
         attribute = self.spec.release.attribute
         if not attribute:

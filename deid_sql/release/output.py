@@ -144,11 +144,14 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
 
 def prejudge(backend: Backend, query: exp.Select, gate: ReleaseGate | None) -> Verdict | None:
     """Judge the release query where the data is (one ``GROUP BY``), before any file or table is
-    created: ``ReleaseRefused`` leaves the disk untouched.  The written rows are judged again."""
+    created: ``ReleaseRefused`` leaves the disk untouched.  The written rows are judged again, and only
+    they with the recipient's earlier releases (``ReleaseGate.measure``'s ``union``): the union reads
+    every released person's pseudonym, which the query would compute once more than the write does;
+    a union that fails removes the written rows before they are visible."""
     if gate is None:
         return None
     with progress.watching("judging the release", backend.progress):
-        return gate.judge(gate.measure(backend.execute, query))
+        return gate.judge(gate.measure(backend.execute, query, union=False))
 
 
 def _write_table(backend: Backend, database: Path | None, name: str, query: exp.Select, expected: int,

@@ -266,12 +266,16 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
         place[new] = size + dense(current.keys[new])
     person_of_row = dense(place)
     n = int(person_of_row.max()) + 1 if person_of_row.size else 0
-    first = first_of(person_of_row, n)
-    names, held = current.keys[first], row_held[first]
-    row_key = dense_keys(current.groups)
-    # a person shown under several tuples is known by all of them: one key for the set, the sample view for g
-    cur_key, mixed, _ = per_person(person_of_row, row_key, n)
-    cur_groups = current.groups[first]
+    if n == person_of_row.size:  # one row per person (the usual release): the rows are the persons
+        names, held, cur_groups = current.keys, row_held, current.groups
+        cur_key, mixed = None, np.zeros(n, dtype=bool)
+    else:
+        first = first_of(person_of_row, n)
+        names, held = current.keys[first], row_held[first]
+        # a person shown under several tuples is known by all of them: one key for the set, the sample
+        # view for g
+        cur_key, mixed, _ = per_person(person_of_row, dense_keys(current.groups), n)
+        cur_groups = current.groups[first]
     outside = (cur_groups < 0).any(axis=1) if cur_groups.size else np.zeros(n, dtype=bool)
     tuples = [_tuple_matrix(ledger.tuples(e.seq), len(e.qis)) for e in earlier]
     known = held >= 0
@@ -283,7 +287,9 @@ def union_figures(current: Released, qis: Sequence[LedgerQI], recoding: Recoding
     linked = int(known.sum()) if len(earlier) else 0
 
     shown = ~outside
-    group = dense_keys(np.column_stack([cur_key, np.where(known, held, -1)])[shown])
+    # a person's combined label: this release's tuple (or set of tuples), then what they were known by
+    now = cur_groups if cur_key is None else cur_key[:, None]
+    group = dense_keys(np.column_stack([now, np.where(known, held, -1)])[shown])
     m = np.bincount(group).astype(np.float64) if group.size else np.zeros(0)
     rep = np.flatnonzero(shown)[first_of(group, m.size)]  # one person per group stands for it
     labels = np.full((rep.size, len(earlier)), -1, dtype=np.int64)  # each one's label in each earlier release
