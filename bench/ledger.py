@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -48,7 +49,7 @@ from figures import figure
 from deid_sql import Problem
 from deid_sql.ledger.store import Entry, Ledger, key_fingerprint
 from deid_sql.release.gate import ReleaseSource, build_gate
-from deid_sql.release.output import measure_file
+from deid_sql.release.output import materialize_query, measure_file
 from deid_sql.release.plan import plan_of
 from deid_sql.release.union import ledger_qis
 
@@ -164,6 +165,7 @@ def main() -> None:
             spec.write_text(text, encoding="utf-8")
             with Problem.from_spec(spec, cache=False) as problem:
                 measure_shape(problem, shape, path, written, args)
+                measure_release(problem, shape, folder, args)
 
 
 def measure_shape(problem: Problem, shape: str, path: Path, written: float, args: argparse.Namespace) -> None:
@@ -203,6 +205,37 @@ def measure_shape(problem: Problem, shape: str, path: Path, written: float, args
     figure(f"ledger union added ratio ({shape})", added, "x")
     figure(f"ledger added to the gate alone ({shape})", union / alone - 1, "x")
     figure(f"ledger added to the release ({shape})", (union - alone) / (written + alone), "x")
+
+
+def measure_release(problem: Problem, shape: str, folder: Path, args: argparse.Namespace) -> None:
+    """The whole release as ``materialize`` makes it (judged before the write, written, the file judged
+    and recorded), three ways as in ``measure_shape``: not recorded, recorded as a recipient's first
+    release (a new ledger, its entry appended) and recorded with the earlier releases (a copy of the
+    ledger, the entry appended to it); min of up to 3 runs, interleaved."""
+    released = ReleaseSource.from_problem(problem)
+    plan = plan_of(problem, POLICIES[(args.months - 1) % len(POLICIES)])
+    times: dict[str, list[float]] = {"alone": [], "first": [], "union": []}
+    for run in range(min(args.runs, 3)):
+        for way in times:
+            ledger = folder / f"release-{way}-{run}.duckdb"
+            if way == "union":
+                shutil.copyfile(folder / "deid-sql-ledger.duckdb", ledger)
+            gate = build_gate(released, plan, "bench", recorded=way != "alone")
+            if gate.ledger is not None:
+                gate.ledger = replace(gate.ledger, location=ledger)
+            out = folder / f"release-{way}-{run}.parquet"
+            s = time.perf_counter()
+            materialize_query(problem, problem.query(plan), out, gate=gate)
+            times[way].append(time.perf_counter() - s)
+            for done in folder.glob(f"release-{way}-{run}.*"):
+                done.unlink()
+    alone, first, union = (min(times[w]) for w in ("alone", "first", "union"))
+    print(f"[{shape}] the whole release (materialize): not recorded {alone:.2f} s; recorded as a first release "
+          f"{first:.2f} s; with {args.months - 1} earlier releases {union:.2f} s (the ledger adds "
+          f"{union / alone - 1:.2f}x, the union {union / first - 1:.2f}x)")
+    figure(f"ledger release not recorded ({shape})", alone)
+    figure(f"ledger release recorded, first ({shape})", first)
+    figure(f"ledger release with union ({shape})", union)
 
 
 if __name__ == "__main__":

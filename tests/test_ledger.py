@@ -96,7 +96,8 @@ def test_the_union_of_two_passing_releases_is_refused_for_the_same_recipient(
     assert record["ledger"]["earlier"] == 0 and record["ledger"]["link"] == "patient_id"
     refused = release(run, spec, B, "b.parquet", 2)
     assert "with the 1 earlier release to default" in refused.stderr and "k 1" in refused.stderr
-    assert "b.parquet" not in os.listdir(tmp_path)  # nothing written
+    # nothing written: the union is judged on the written temporary, which is removed with its folder
+    assert not any(name.startswith(("b.parquet", ".deid-sql-tmp")) for name in os.listdir(tmp_path))
     with Ledger(tmp_path / "deid-sql-ledger.duckdb", create=False) as ledger:
         earlier = ledger.entries("default")
     assert len(earlier) == 1 and earlier[0].release in refused.stderr  # named, and not recorded
@@ -105,6 +106,25 @@ def test_the_union_of_two_passing_releases_is_refused_for_the_same_recipient(
     assert "union.k 10 >= 10" in again.stdout
     figures = json.loads((tmp_path / "a2.parquet.release.json").read_text(encoding="utf-8"))["figures"]
     assert figures["union"]["k"] == 10 and figures["union"]["linked_persons"] == 100
+
+
+def test_the_judgment_before_the_write_is_of_the_release_alone(tmp_path: Path, run: Callable[..., Result]) -> None:
+    """Before the write the query is judged alone (its pseudonyms are not computed for the union);
+    the written rows are judged with the union."""
+    from deid_sql import Problem
+    from deid_sql.release.gate import ReleaseSource, build_gate
+    from deid_sql.release.plan import plan_of
+
+    spec = write(tmp_path)
+    release(run, spec, A, "a.parquet")
+    with Problem.from_spec(spec, cache=False) as problem:
+        plan = plan_of(problem, B)
+        gate = build_gate(ReleaseSource.from_problem(problem), plan, "test")
+        query = problem.query(plan, measuring=True)
+        alone = gate.measure(problem.backend.execute, query, union=False)
+        both = gate.measure(problem.backend.execute, query)
+    assert alone.union is None and alone.k == both.k == 10
+    assert both.union is not None and both.union.k == 1
 
 
 def test_another_recipient_holds_only_its_own_releases(tmp_path: Path, run: Callable[..., Result]) -> None:
