@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from ..errors import OutputError
 from .combine import dense, dense_keys, distinct_persons, first_of, per_person, person_keys, sorted_lookup
+from .content import content_sha256
 from .database import STATE_SCHEMA, FileDatabase, LedgerDatabase, Location
 
 FORMAT = 1
@@ -157,6 +158,8 @@ class Released:
     def deduplicated(self) -> Released:
         """One row per (person, tuple): a release read without ``DISTINCT`` may repeat one."""
         _, person = self.distinct()
+        if self.persons == len(person):  # one row per person: nothing repeats
+            return self
         row = dense_keys(np.column_stack([person, np.asarray(self.groups, dtype=np.int64)]))
         n = int(row.max()) + 1 if row.size else 0
         if n == row.size:
@@ -301,7 +304,7 @@ class Ledger:
                                 "pseudonym": pseudonyms, "label": pa.array(label, pa.int32())})
             self.db.insert("tuples", tuples)
             self.db.insert("persons", persons)
-            content = self.db.content_hash(seq)
+            content = content_sha256(pseudonyms, label, uniq) or self.db.content_hash(seq)
             held = self._update_state(entry.recipient, released.keys, label, len(uniq))
             stored = Entry(**{**asdict(entry), "qis": entry.qis, "seq": seq, "previous": previous,
                               "rows": len(pseudonyms), "held": held, "content_sha256": content, "hash": ""})
