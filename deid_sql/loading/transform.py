@@ -8,7 +8,7 @@ else (like the date shift of ``shifting``, which this composes with: they touch 
 shortest spelling that reads back as the same double on DuckDB, PostgreSQL and Spark, a DECIMAL's
 is its digits, and a REAL's is the decimal the extract shows (0.29, not 0.28999999165…), so the
 same value is read whatever type the engine gave the column.  The arithmetic is then IEEE double
-on each engine, in the order of ``spec.transform.transformed`` (the Python reference), every
+on each engine, in the order of ``transformed`` (the Python reference), every
 literal cast to DOUBLE (PostgreSQL reads ``0.5`` as NUMERIC); ``FLOOR`` of a value within
 ``LIMIT`` is exact on all three and the cast to BIGINT never overflows.  A value with no whole
 number is NULL, which the load refuses with its count (``transform_problems``), as it refuses a
@@ -22,14 +22,16 @@ and views over a table, a set's views, a dbt set's person model, a policy file's
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from ..spec.file import QISpec, Spec
-from ..spec.transform import LIMIT, TOLERANCE, TRANSFORMS, describe, transformed
-from ..sqltext import col, ident, text_number
+from ..spec.transform import LIMIT, TOLERANCE, TRANSFORMS, describe
+from ..sqltext import NUMERAL, NUMERAL_LENGTH, col, ident, text_number
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -48,6 +50,27 @@ def released_types(spec: Spec, columns: Mapping[str, str]) -> dict[str, str]:
     a ``BIGINT``: the columns as every path reads them, so integer paths take it as an integer."""
     moved = transformed_qis(spec)
     return {name: (TYPE if name in moved else sql_type) for name, sql_type in columns.items()}
+
+
+def transformed(value: str | float | None, how: str, scale: float) -> int | None:
+    """The whole number of ``value`` under ``transform = how`` and ``scale``, in Python: the
+    definition the SQL of ``whole`` equals on every engine.  A float is read from its shortest
+    text (``repr``, as DuckDB and PostgreSQL spell a DOUBLE and Spark's spelling reads back alike),
+    text as it is; None when it is NULL, no ``NUMERAL`` (NaN, infinities, 1e-300: three exponent
+    digits) or beyond ``LIMIT`` once scaled."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else repr(float(value))
+    if len(text) > NUMERAL_LENGTH or _NUMERAL.match(text) is None:
+        return None
+    v = float(text) * scale
+    if not -LIMIT <= v <= LIMIT:
+        return None
+    offset = TRANSFORMS[how]
+    return math.floor(((v + offset) if offset else v) + TOLERANCE * max(1.0, abs(v)))
+
+
+_NUMERAL = re.compile(NUMERAL.replace("$", r"\Z"))  # "$" would also match before a final newline
 
 
 def _double(value: float) -> exp.Expression:
@@ -127,10 +150,8 @@ def transform_problems(backend: Backend, spec: Spec, relation: exp.Expression, c
 def _reference(q: QISpec, text: object) -> str:
     """The transformed value of an example, for the message (the Python reference)."""
     assert q.transform is not None
-    try:
-        return str(transformed(float(str(text)), q.transform, q.scale))
-    except ValueError:
-        return "?"
+    return str(transformed(str(text), q.transform, q.scale))
 
 
-__all__ = ["ALIAS", "TYPE", "released_types", "transform_problems", "transform_source", "transformed_qis", "whole"]
+__all__ = ["ALIAS", "TYPE", "released_types", "transform_problems", "transform_source", "transformed",
+           "transformed_qis", "whole"]

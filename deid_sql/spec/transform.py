@@ -8,12 +8,14 @@ policy file's batches) reads the QI through that one definition (``loading.trans
 released label is always the generalization of the transformed value and a raw value is never
 released.
 
-The definition, here in Python (the reference the SQL must equal on every engine):
-``v = x * scale``; ``floor`` is ``⌊v + tol⌋`` and ``round`` is ``⌊v + 0.5 + tol⌋`` (half up, as the
-decimal reads: 14.5 → 15, −2.5 → −2), with ``tol = TOLERANCE · max(1, |v|)``.  The tolerance
+The definition (``loading.transform.transformed`` in Python, the reference its SQL equals on
+every engine): ``x`` is the value read from its text, ``v = x * scale``; ``floor`` is ``⌊v + tol⌋``
+and ``round`` is ``⌊v + 0.5 + tol⌋`` (half up, as the decimal reads: 14.5 → 15, −2.5 → −2), with
+``tol = TOLERANCE · max(1, |v|)``.  The tolerance
 undoes binary floating point's error in the product: 0.29 × 100 is 28.999999999999996 in a double,
 which is 29 as the extract wrote it.  Values whose |v| exceeds ``LIMIT`` (2^53, past which a double
-has no fractions left to floor), NaN and infinities have no whole number.  Stdlib only.
+has no fractions left to floor), text that is no plain numeral, NaN and infinities have no whole
+number.  Stdlib only.
 """
 
 from __future__ import annotations
@@ -64,21 +66,10 @@ def parse_transform(q: Mapping[str, Any], kind: str, derived: str | None, where:
     return str(how), float(scale)
 
 
-def transformed(value: float | None, how: str, scale: float) -> int | None:
-    """The QI's whole number of ``value`` under ``transform = how`` and ``scale`` (None: NULL, NaN,
-    an infinity or beyond ``LIMIT``): the definition the SQL of ``loading.transform`` equals."""
-    if value is None:
-        return None
-    v = float(value) * scale
-    if not -LIMIT <= v <= LIMIT:  # NaN fails both comparisons
-        return None
-    return math.floor((v + TRANSFORMS[how]) + TOLERANCE * max(1.0, abs(v)))
-
-
 def describe(how: str, scale: float) -> str:
     """The transformation as the spec writes it, for messages: ``transform = "round", scale = 100``."""
     shown = int(scale) if scale == int(scale) else scale
     return f"transform = \"{how}\"" + (f", scale = {shown}" if scale != 1 else "")
 
 
-__all__ = ["LIMIT", "TOLERANCE", "TRANSFORMS", "TRANSFORM_KEYS", "describe", "parse_transform", "transformed"]
+__all__ = ["LIMIT", "TOLERANCE", "TRANSFORMS", "TRANSFORM_KEYS", "describe", "parse_transform"]
