@@ -274,15 +274,16 @@ def test_every_engine_releases_the_same_whole_numbers(engine: Engine, tmp_path: 
     ages = [*AGES, 0.29 * 3, 1 / 3, 2 / 3, 64.49999999999, 0.1 + 0.2]
     for extra, values in (('transform = "floor"', ages), ('transform = "round"\nscale = 100', [a / 100 for a in ages])):
         local_spec = write(tmp_path, values, extra)
-        source = engine.load("people_transform", pq.read_table(tmp_path / "people.parquet"))
+        how = extra.split('"')[1]
+        source = engine.load(f"people_{how}", pq.read_table(tmp_path / "people.parquet"))
         spec = engine.folder / "people-transform.toml"
         spec.write_text(local_spec.read_text(encoding="utf-8").replace(
             'population = "sample"\n[source]\npath = "people.parquet"\n',
             'population = "sample"\n' + engine.header() + f'\n[source]\n{source}\n'), encoding="utf-8")
-        out = tmp_path / extra.split('"')[1]
+        out = tmp_path / how
         out.mkdir()
         want = release(local_spec, out / "want.parquet")
-        assert want == {i: str(transformed(a, extra.split('"')[1], 100 if "scale" in extra else 1))
+        assert want == {i: str(transformed(a, how, 100 if "scale" in extra else 1))
                         for i, a in enumerate(values)}
         got = release(spec, out / "got.parquet")
         assert sorted_rows(pq.read_table(out / "got.parquet")) == sorted_rows(pq.read_table(out / "want.parquet"))

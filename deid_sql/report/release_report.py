@@ -325,11 +325,11 @@ def original_top_kl(problem: Problem) -> float:
 
 def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
     """Safe Harbor's metrics, or why it cannot be built (the spec gives no zip/age roles)."""
-    from ..release.safe_harbor import safe_harbor_metrics
+    from ..release.safe_harbor import missing_roles, safe_harbor_metrics
 
-    roles = {q.role for q in problem.spec.qis}
-    if not {"zip", "age"} <= roles:
-        missing = " and ".join(repr(r) for r in ("age", "zip") if r not in roles)
+    lacking = missing_roles(problem.spec)
+    if lacking:
+        missing = " and ".join(repr(r) for r in sorted(lacking))
         return None, (f"HIPAA Safe Harbor is not compared: no QI has the role {missing} in the spec "
                       f"(add role = \"zip\" / role = \"age\" to the [[qi]] that holds it)")
     return safe_harbor_metrics(problem), None
