@@ -288,3 +288,72 @@ def test_every_engine_releases_the_same_whole_numbers(engine: Engine, tmp_path: 
         got = release(spec, out / "got.parquet")
         assert sorted_rows(pq.read_table(out / "got.parquet")) == sorted_rows(pq.read_table(out / "want.parquet"))
         assert got == want
+
+
+def test_a_sets_views_read_the_person_sources_whole_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set of linked tables as views over an owner-only key table: the person source's view (and the key
+    table's suppression, read from the release's own query) see the transformed ages, as materialize does."""
+    from tests.test_linked import KEY, tables, utc_rows
+    from tests.test_linked_tables import run as invoke
+    from tests.test_set_views import NAMES, read_duckdb, warehouse
+
+    monkeypatch.setenv("DEID_LINK_KEY", KEY)
+    data = tables()
+    want_folder = tmp_path / "years"
+    want_folder.mkdir()
+    files, _, _ = warehouse(want_folder, data)
+    args = ("--policy", "age:every=10", "--suppress-below", "2")
+    assert invoke("materialize", files, *args, "--out", want_folder / "want").exit_code == 0
+    decades = {**data, "patients": [{**p, "age": p["age"] / 100} for p in data["patients"]]}
+
+    def scaled(text: str) -> str:
+        return text.replace('max = 99\n', 'max = 99\ntransform = "round"\nscale = 100\n').replace(
+            'drop = ["enc_id"]', 'pseudonymize = ["enc_id"]')
+
+    _, spec, db = warehouse(tmp_path, decades, edit=scaled)
+    result = invoke("view", spec, *args, "--db", db, "--view", "deid_")
+    assert result.exit_code == 0, result.output
+    for name in NAMES:
+        want = utc_rows(pq.read_table(want_folder / "want" / f"{name}.parquet"))
+        assert utc_rows(read_duckdb(db, f"deid_{name}")) == want, name
+    assert {str(a) for a in read_duckdb(db, "deid_patients").column("age").to_pylist()} >= {"20-29", "*"}
+
+
+@pytest.mark.slow
+def test_dbt_models_of_a_set_read_the_whole_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dbt run`` of a set's models (the person model over the source with the ages in decades) gives
+    the rows ``materialize`` gives for the same ages in years."""
+    pytest.importorskip("dbt")
+    pytest.importorskip("dbt.adapters.duckdb")
+    from deid_sql.dbt.sets import write_dbt_set
+    from deid_sql.sets.release import materialize_set
+    from tests.test_dbt import dbt
+    from tests.test_dbt_sets import MODELS, NAMES, rows_of
+    from tests.test_dbt_sets import warehouse as dbt_warehouse
+    from tests.test_linked import KEY
+
+    monkeypatch.setenv("DEID_LINK_KEY", KEY)
+    years = tmp_path / "years"
+    years.mkdir()
+    with Problem.from_spec(dbt_warehouse(years), cache=False) as problem:
+        materialize_set(problem, plan_of(problem, "age:every=10", suppression=2), years / "released")
+    spec = dbt_warehouse(tmp_path)
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    con.execute("CREATE TABLE decades AS SELECT * REPLACE (age / 100.0 AS age) FROM patients")
+    con.execute("DROP TABLE patients")
+    con.execute("ALTER TABLE decades RENAME TO patients")
+    con.close()
+    spec.write_text(spec.read_text(encoding="utf-8").replace('max = 99\n', 'max = 99\ntransform = "round"\n'
+                                                                            'scale = 100\n'), encoding="utf-8")
+    project = tmp_path / "wh"
+    with Problem.from_spec(spec, cache=False) as problem:
+        write_dbt_set(problem, plan_of(problem, "age:every=10", suppression=2), project)
+    built = dbt(project, project, "run")
+    assert built.returncode == 0, built.stdout + built.stderr
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    try:
+        for name, model in zip(NAMES, MODELS):
+            assert rows_of(con.sql(f"SELECT * FROM {model}").to_arrow_table()) == rows_of(
+                pq.read_table(years / "released" / f"{name}.parquet")), name
+    finally:
+        con.close()
