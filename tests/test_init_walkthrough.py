@@ -10,6 +10,7 @@ runs.  The same extract with ages stored in decades (0.19 = 19 years) gets ``sca
 from __future__ import annotations
 
 import csv
+import json
 import random
 import tomllib
 from pathlib import Path
@@ -69,8 +70,13 @@ def test_an_extract_goes_from_init_to_a_release_of_persons_in_age_bands_untouche
     assert raw["person"]["column"] == "patient_id" and "C1/C2" in raw["columns"]["drop"]
     validated = run("validate", spec).stdout
     assert "400 persons ([person] patient_id)" in validated
-    released = run("anonymize", spec, "--out", tmp_path / "release.parquet").stdout
+    out, report = tmp_path / "release.parquet", tmp_path / "release.html"
+    released = run("anonymize", spec, "--out", out, "--report", report).stdout
     assert "released 400 persons" in released and "gate: passed" in released
+    twin = json.loads((tmp_path / "release.json").read_text(encoding="utf-8"))  # the report a reviewer signs
+    assert next(q for q in twin["data"]["qis"] if q["name"] == "age")["transform"] == 'transform = "floor"'
+    assert 'read as whole numbers: <code>transform = &#34;floor&#34;</code>' in (tmp_path / "release.html").read_text(
+        encoding="utf-8")
     table = pq.read_table(tmp_path / "release.parquet")
     labels = {str(a) for a in table.column("age").to_pylist()} - {"*"}
     assert labels and all("-" in a for a in labels), labels  # bands, never an age as written

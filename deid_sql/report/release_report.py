@@ -33,6 +33,7 @@ from ..release.recorded import resolved
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from ..release.unit import Unit
+from ..spec.transform import describe
 from . import release_contents as contents
 from .attribute_section import attribute_section, sensitive_columns, unjudged
 from .cautions import cautions
@@ -237,7 +238,8 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
             "population": _population(problem, gate, sidecar),
             "columns": _columns(problem, columns, qi_columns),
             "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": contents.domain_summary(d),
-                     "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
+                     "size": int(d.size)} | ({"transform": describe(q.transform, q.scale)} if q.transform else {})
+                    for q, d in zip(spec.qis, problem.domains)],
         },
         "policy": {"text": text, "levels": plan.levels, "readable": readable, "sha256": gate.policy["sha256"],
                    **policy_naming(plan), "rules": rules,
