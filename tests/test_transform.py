@@ -357,3 +357,25 @@ def test_dbt_models_of_a_set_read_the_whole_numbers(tmp_path: Path, monkeypatch:
                 pq.read_table(years / "released" / f"{name}.parquet")), name
     finally:
         con.close()
+
+
+def test_the_cells_cache_keys_on_the_transform(tmp_path: Path) -> None:
+    """A cached load is reused only for the same transformation: floor and round of 29.5 are other cells."""
+    from deid_sql.loading.cache import CellsCache
+
+    cache = CellsCache(tmp_path / "cache")
+    spec = write(tmp_path, [19.0, 29.5, 29.5, 45.2])
+
+    def ages(extra: str) -> tuple[list[int], bool]:
+        spec.write_text(spec.read_text(encoding="utf-8").replace('transform = "floor"', extra)
+                        .replace('transform = "round"', extra), encoding="utf-8")
+        with Problem.from_spec(spec, cache=cache) as problem:
+            hit = problem.cells_cache is not None
+            domain = problem.domains[0]
+            return sorted({int(domain.value(int(p))) for p in problem.sample.positions[:, 0]}), hit
+
+    floor, _ = ages('transform = "floor"')
+    rounded, _ = ages('transform = "round"')
+    assert floor == [19, 29, 45] and rounded == [19, 30, 45]
+    again, hit = ages('transform = "floor"')
+    assert again == floor and hit
