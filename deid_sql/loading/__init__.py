@@ -39,5 +39,5 @@ Modules:
 May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``progress``, ``spec``,
     ``sqltext``, ``storage``.
 Imported by: ``channels``, ``dbt``, ``evaluate``, ``fulldomain``, ``jobs``, ``policyfile``, ``problem``, ``release``,
-    ``report``, ``sets``.
+    ``report``, ``sets``, ``starter``.
 """
