@@ -47,6 +47,7 @@ from .loading.load import (
 )
 from .loading.person_rows import check_person_release, derived_columns, person_rows
 from .loading.shifting import shift_source, source_shift
+from .loading.transform import transform_source
 from .policies.lattice import Lattice, Policy, parse_release
 from .registry import RISK_MODELS
 from .spec.file import Spec
@@ -225,8 +226,9 @@ class Problem:
             text_cols.setdefault(spec.person.column, True)
         columns = source.columns
 
-        def relation() -> exp.Expression:  # the dates of [columns] shift moved, as every release reads them
-            return shift_source(backend, spec, backend.relation(spec.source, text_cols), columns)
+        def relation() -> exp.Expression:  # dates of [columns] shift moved, QIs transformed: as every release reads
+            stored = backend.relation(spec.source, text_cols)
+            return transform_source(spec, shift_source(backend, spec, stored, columns), columns)
 
         problem = cls(spec, backend, resolved, lattice, sample_cells, pop_cells, source.columns, relation)
         problem.notes = [line for _, line in notes]
@@ -403,7 +405,8 @@ class Problem:
         """The SQL text of a release plan for ``dialect``.  For a CSV/Parquet source, DuckDB SQL reads the file in
         place; otherwise the query selects from ``table`` (default: the source's table
         name inside its DuckDB file, else ``source``)."""
-        source = compile_source(self.spec.source, self.source, dialect, table)
+        source = compile_source(self.spec.source, self.source, dialect, table,
+                                lambda stored: transform_source(self.spec, stored, self.columns))
         query = self.query(plan, source, persistent=True)  # built here, rendered once: no copy
         return to_sql(query, dialect, pretty=pretty, copy=False)
 

@@ -233,6 +233,14 @@ def whole_number(column: exp.Expression, low: int, high: int, sql_type: str | No
     return in_range if fractions else exp.Case().when(_is_numeral(text), in_range)
 
 
+def text_number(column: exp.Expression) -> exp.Expression:
+    """The value read from its text as a DOUBLE when that text is a ``NUMERAL``, else NULL; never
+    fails.  A number column's text is its value as the engine spells it (a DOUBLE's shortest
+    round-trip digits, a REAL's as shown), so any column type gives the same number on every engine."""
+    text = exp.cast(column.copy(), "VARCHAR")
+    return exp.Case().when(_is_numeral(text), exp.cast(text.copy(), "DOUBLE"))
+
+
 def typed_cast(column: exp.Expression, to: str, sql_type: str | None) -> exp.TryCast:
     """``TRY_CAST(column AS to)`` that knows the column's SQL type (None: unknown).  PostgreSQL,
     which has no ``TRY_CAST``, casts a date or a timestamp to DATE directly (reading it through its
@@ -302,4 +310,5 @@ def literal(domain: Domain, pos: int) -> exp.Expression:
 
 
 __all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "col", "exact_text", "ident", "is_fraction_type",
-           "is_integer_type", "literal", "person_key", "source_key", "to_sql", "typed_cast", "whole_number"]
+           "is_integer_type", "literal", "person_key", "source_key", "text_number", "to_sql", "typed_cast",
+           "whole_number"]

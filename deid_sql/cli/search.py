@@ -11,10 +11,11 @@ import click
 from .. import progress
 from ..errors import DeidError, OutputError
 from ..evaluate import Metrics
-from ..release.constraint import AttributeConstraint
+from ..problem import Problem
+from ..release.constraint import AttributeConstraint, CriteriaConstraint
 from ..release.output import create_view, materialize
 from ..release.plan import plan_of
-from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, safe_harbor, safe_harbor_metrics
+from ..release.safe_harbor import AGE_LIMIT, PREFIX_LIMIT, missing_roles, safe_harbor, safe_harbor_metrics
 from ..release.targets import release_targets
 from ..release.unit import Unit
 from ..report import write_boundaries
@@ -64,7 +65,7 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
         restricted = ", ".join(sh.restricted_prefixes) or "none"
         click.echo(f"Safe Harbor for {spec}")
         click.echo(f"  zip   first 3 digits; prefixes with <= {PREFIX_LIMIT:,} people become 000 ({source}): "
-                   f"{restricted}")
+                   f"{restricted}" if sh.zip_qi is not None else "  zip   no ZIP QI in the spec: nothing to cut")
         click.echo(f"  age   {AGE_LIMIT} and above become {AGE_LIMIT}+; dates become years; other QIs kept")
         click.echo(f"  risk {m.risk:.6g}  loss {m.loss:.6g}  expected re-identifications "
                    f"{m.expected_reidentifications:.2f}  k {m.k}  sample-unique {Unit.of(problem.spec.person).many} "
@@ -91,9 +92,11 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 
 @click.command()
 @spec_argument
-@click.option("--max-risk", "threshold", default="safe-harbor", show_default=True, metavar="T|safe-harbor",
+@click.option("--max-risk", "threshold", default=None, metavar="T|safe-harbor",
               help="The risk limit T (the spec's [release] max_risk: the normalized risk, in (0, 1]), or "
-                   "'safe-harbor' for Safe Harbor's risk on the same data.")
+                   "'safe-harbor' for Safe Harbor's risk on the same data.  [default: safe-harbor; when Safe "
+                   "Harbor cannot be built or changes nothing the spec's cuts do not, the spec's [release] "
+                   "criteria]")
 @renamed("--threshold", "--max-risk", "threshold", type=str)
 @renamed("-t", "--max-risk", "threshold", type=str)
 @click.option("--iterations", "-n", type=click.IntRange(min=1), default=100, show_default=True,
@@ -108,12 +111,14 @@ def safe_harbor_(spec: Path, out: Path | None, overwrite: bool, view_name: str |
 @risk_model_option(old_risk=True)
 @handles_errors
 @reports_wall_time
-def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method: str, out: Path | None,
+def alternatives(spec: Path, threshold: str | None, iterations: int, seed: int, method: str, out: Path | None,
                  overwrite: bool, bits: bool, risk_model: str | None) -> None:
     """Find boundary policies no riskier than a threshold (default: Safe Harbor's risk).
 
     When the spec's [release] has attribute criteria (min_l, max_confidence, max_t…), every policy
-    found meets them too.
+    found meets them too.  When Safe Harbor cannot be built (no ZIP or age role) or changes nothing
+    the spec's cuts do not (no ZIP, nobody 90 or older, no dates), the default searches the finest
+    policies the spec's [release] criteria accept (min_k, max_record_risk, …).
 
     Example: deid-sql alternatives demo/demo.toml --max-risk safe-harbor --iterations 100 --seed 1 --out alt.csv
     """
@@ -125,10 +130,21 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
     with open_problem(spec, risk_model) as problem:
         problem.require_monotone_risk(f"{method} (boundary policies)")
         reference = None
+        constraint: AttributeConstraint | CriteriaConstraint | None = AttributeConstraint.of(problem)
+        if threshold is None:
+            reason = _no_safe_harbor(problem)
+            threshold = "safe-harbor" if reason is None else None
+            if reason is not None:
+                criteria = CriteriaConstraint(problem, constraint)
+                if not criteria:
+                    raise DeidError(f"{reason}; give --max-risk T (a normalized risk in (0, 1]) or declare [release] "
+                                    f"criteria (min_k, max_record_risk) to search by")
+                click.echo(f"{reason}: searching by the spec's [release] criteria instead", err=True)
+                constraint, value = criteria, problem.spec.release.max_risk or 1.0
         if threshold == "safe-harbor":
             reference = safe_harbor_metrics(problem)
             value = reference.risk
-        else:
+        elif threshold is not None:
             try:
                 value = float(threshold)
             except ValueError:
@@ -136,23 +152,38 @@ def alternatives(spec: Path, threshold: str, iterations: int, seed: int, method:
             if not math.isfinite(value):  # refused here, before the progress bar starts, in one line
                 raise DeidError(f"--max-risk {threshold!r} is not a finite number; give 'safe-harbor' or a risk "
                                 f"in (0, 1]")
-        constraint = AttributeConstraint.of(problem)  # [release]'s attribute criteria: only policies meeting them
         with progress.counting(f"{method}: {iterations:,} iterations", iterations) as done:
             result = METHODS[method](problem.lattice, problem.fast, value, iterations, seed, progress=done.advance,
                                      constraint=constraint)
         if out is not None:
             write_boundaries(result, out, overwrite, bits)
-        _summary(result, reference, out)
+        _summary(result, reference, out, "criteria" if isinstance(constraint, CriteriaConstraint) else
+                 "attribute criteria")
     if result.interrupted:
         click.echo("interrupted: the results above are what was found before Ctrl-C", err=True)
         sys.exit(130)
 
 
-def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None) -> None:
+def _no_safe_harbor(problem: Problem) -> str | None:
+    """Why Safe Harbor's risk cannot be the default threshold (None when it can): the spec lacks its
+    roles, or Safe Harbor is no stricter than the finest policy the spec allows (no ZIP, nobody 90
+    or older, no dates: every policy, the finest too, is no riskier, so none is a boundary)."""
+    missing = missing_roles(problem.spec)
+    if missing:
+        return f"Safe Harbor cannot be built (no QI has the role {' or '.join(repr(m) for m in missing)})"
+    finest = problem.evaluate(problem.lattice.bottom()).risk
+    if safe_harbor_metrics(problem).risk >= finest:
+        return (f"Safe Harbor is no stricter on this data than the finest policy the spec allows (risk "
+                f"{safe_harbor_metrics(problem).risk:.6g} >= {finest:.6g})")
+    return None
+
+
+def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None,
+             words: str = "attribute criteria") -> None:
     click.echo(f"{result.method}: threshold {result.threshold:.6g}, {result.iterations} iteration(s), "
                f"seed {result.seed}")
     if result.constraint is not None:
-        click.echo(f"  attribute criteria of [release], met by every policy found: {result.constraint}")
+        click.echo(f"  {words} of [release], met by every policy found: {result.constraint}")
     click.echo(f"  boundary policies found      {len(result.found)}")
     click.echo(f"  non-dominated among them     {result.non_dominated}")
     click.echo(f"  policies evaluated           {result.evaluations} "
@@ -165,5 +196,8 @@ def _summary(result: BoundarySearch, reference: Metrics | None, out: Path | None
         click.echo(f"  beat Safe Harbor (risk <= {reference.risk:.6g}, loss < {reference.loss:.6g}): {len(better)}; "
                    f"best loss {best.metrics.loss:.6g}")
         click.echo(f"  best: {best.policy.readable()[:240]}")
+    elif words == "criteria" and result.found:  # searched by [release]: the finest accepted policy that loses least
+        best = min(result.found, key=lambda b: b.metrics.loss)
+        click.echo(f"  best loss {best.metrics.loss:.6g}: {best.policy.readable()[:240]}")
     if out is not None:
         click.echo(f"wrote {len(result.found)} policies to {out}")

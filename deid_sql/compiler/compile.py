@@ -11,7 +11,7 @@ round-trip.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from sqlglot import exp
@@ -274,14 +274,19 @@ def from_relation(source: exp.Expression) -> exp.Expression:
     return source
 
 
-def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table: str | None) -> exp.Expression:
-    """What compiled SQL reads: for DuckDB and a CSV/Parquet source, the file in place;
-    otherwise ``table`` (default: the source's table inside its DuckDB file, else ``source``),
-    parsed strictly (``names.table_name``: ``NAME`` or ``SCHEMA.NAME``, never by a SQL parser)."""
+def compile_source(ref: TableRef, relation: exp.Expression, dialect: str, table: str | None,
+                   stored: Callable[[exp.Expression], exp.Expression] | None = None) -> exp.Expression:
+    """What compiled SQL reads: for DuckDB and a CSV/Parquet source, the file in place (``relation``,
+    the source as every path reads it); otherwise ``table`` (default: the source's table inside its
+    DuckDB file, else ``source``), parsed strictly (``names.table_name``: ``NAME`` or
+    ``SCHEMA.NAME``, never by a SQL parser), read through ``stored`` (the rewriting ``relation``
+    holds already: a QI's declared transformation)."""
     if dialect == "duckdb" and table is None and ref.format != "duckdb":
         return relation.copy()
     if table is not None:
-        return table_name(table, "--source-table")
-    if ref.format == "table" and ref.table:  # an engine's table: SCHEMA.NAME as that engine reads it
-        return parse_name(ref.table, rules_for(dialect), "[source] table", strict=False).table()
-    return exp.Table(this=exp.to_identifier(ref.table or "source", quoted=True))
+        named = table_name(table, "--source-table")
+    elif ref.format == "table" and ref.table:  # an engine's table: SCHEMA.NAME as that engine reads it
+        named = parse_name(ref.table, rules_for(dialect), "[source] table", strict=False).table()
+    else:
+        named = exp.Table(this=exp.to_identifier(ref.table or "source", quoted=True))
+    return stored(named) if stored is not None else named

@@ -31,6 +31,7 @@ from ..contract.keys import Udfs
 from ..contract.roles import FLAG, apply_roles
 from ..errors import DeidError, OutputError, ReleaseRefused
 from ..loading.shifting import shift_source, shifted_select
+from ..loading.transform import transform_source
 from ..problem import Problem
 from ..release.figures import ReleaseFigures
 from ..release.gate import ReleaseSource, Verdict, build_gate
@@ -192,7 +193,8 @@ def person_sql(problem: Problem, plan: ReleasePlan) -> exp.Select:
     by the plugin's functions."""
     relation = exp.Table(this=exp.to_identifier(SENTINEL, quoted=True))
     keys = Udfs()
-    source = shift_source(problem.backend, problem.spec, relation, problem.columns, keys)
+    stored = transform_source(problem.spec, relation, problem.columns)  # QIs read as their whole numbers
+    source = shift_source(problem.backend, problem.spec, stored, problem.columns, keys)
     return problem.query(plan, source, persistent=True, keys=keys)
 
 

@@ -3,7 +3,8 @@
 The backend aggregates the source and the population into ``Cells`` (position arrays with
 counts); every policy after that is work on cells.  With ``[person]`` the cells are persons'
 tuples (``person_cells``) and a release reads the rows with each person's one label
-(``person_rows``); dates may be shifted per person first (``shifting``).  ``cache`` keeps a
+(``person_rows``); dates may be shifted per person first (``shifting``), and integer QIs read through a
+declared transformation (``transform``: fractional or scaled ages made whole).  ``cache`` keeps a
 load's cells so the next command on unchanged data reads no rows.
 
 Modules:
@@ -30,9 +31,13 @@ Modules:
   shifted date QI and every release read the shifted dates; ``range_problems``, the one test of a shift that
   would leave the engine's dates (``Backend.date_days``) or a date QI's domain, counted where the data is
   read
+- ``transform.py``: declared value transformations in SQL: a table read with each transformed integer QI
+  (``[[qi]] transform``, ``scale``) replaced by its whole number, one definition on every engine (the
+  value read from its text, IEEE arithmetic, ``FLOOR``), applied once where each path reads the source
+  as stored; ``transform_problems`` counts values with no whole number or one outside the domain
 
 May import: ``backends``, ``compiler``, ``contract``, ``domains``, ``errors``, ``progress``, ``spec``,
     ``sqltext``, ``storage``.
 Imported by: ``channels``, ``dbt``, ``evaluate``, ``fulldomain``, ``jobs``, ``policyfile``, ``problem``, ``release``,
-    ``report``, ``sets``.
+    ``report``, ``sets``, ``starter``.
 """

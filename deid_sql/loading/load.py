@@ -31,9 +31,10 @@ from ..sqltext import exact_text, person_key, typed_cast, whole_number
 from .cells import Cells
 from .person_cells import NULL_ROWS, ROWS_OUT, VARYING, FastCells, example_query, fast_person_cells, person_cells_query
 from .shifting import range_problems, shifted_select, shifts_qis, source_shift
+from .transform import released_types, transform_problems, transform_source, transformed_qis
 
 SOURCE_VIEW = "deid_source"
-UNSHIFTED_VIEW = "deid_source_unshifted"  # the source as read, under the shifted view (a shifted date QI)
+READ_VIEW = "deid_source_read"  # the source as read, under the view of shifted dates or transformed QIs
 POPULATION_VIEW = "deid_population"
 
 
@@ -54,9 +55,11 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
     qis = [q for q in spec.qis if which == "population" or q.derived is None]  # derived QIs have no source column
     text_cols = {getattr(q, attr): q.kind in ("category", "zip") for q in qis}
     shifting = which == "source" and shifts_qis(spec)
+    transforming = which == "source" and bool(transformed_qis(spec))
     if shifting and spec.person is not None:
         text_cols.setdefault(spec.person.column, True)  # the offset hashes the key's text, as pseudonyms do
-    view = (UNSHIFTED_VIEW if shifting else SOURCE_VIEW) if which == "source" else POPULATION_VIEW
+    # the source as read sits under the view every path reads when its QIs are shifted or transformed
+    view = (READ_VIEW if shifting or transforming else SOURCE_VIEW) if which == "source" else POPULATION_VIEW
     try:
         columns = _open_view(backend, view, ref, text_cols)
     except Unreachable:
@@ -92,6 +95,7 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
         problems.append(f"population {ref.describe()} has no count column {spec.count_column!r}")
     if which == "source" and source_shift(spec):
         problems += shift_problems(spec, columns, f"source {ref.describe()}")
+    relation: exp.Expression = exp.to_table(view)
     if which == "source" and source_shift(spec) and not problems:
         assert spec.person is not None and spec.person.shift_days is not None
         try:
@@ -100,17 +104,25 @@ def open_table(backend: Backend, spec: Spec, which: str, problems: list[str]) ->
             if shifting:  # the cells need the shifted dates; an unshifted QI's cells need no key
                 problems.extend(e.problems)
                 return None
-            return Table(view, columns, which)
-        moved = source_shift(spec)
-        domains = {q.column: (q.name, q.min, q.max) for q in spec.qis
-                   if q.kind == "date" and q.derived is None and q.column in moved}
-        found = range_problems(backend, exp.to_table(view), columns, moved, spec.person.column, secret,
-                               spec.person.shift_days, f"source {ref.describe()}", domains)
-        problems += found  # counted before anything reads a shifted date
-        if shifting and not found:  # a shifted date QI: the cells read the dates as released
-            backend.create_temp_view(SOURCE_VIEW, shifted_select(backend, exp.to_table(view), columns, moved,
-                                                                 spec.person.column, secret, spec.person.shift_days))
-            view = SOURCE_VIEW
+            secret = None
+        if secret is not None:
+            moved = source_shift(spec)
+            domains = {q.column: (q.name, q.min, q.max) for q in spec.qis
+                       if q.kind == "date" and q.derived is None and q.column in moved}
+            found = range_problems(backend, exp.to_table(view), columns, moved, spec.person.column, secret,
+                                   spec.person.shift_days, f"source {ref.describe()}", domains)
+            problems += found  # counted before anything reads a shifted date
+            if shifting and not found:  # a shifted date QI: the cells read the dates as released
+                relation = shifted_select(backend, relation, columns, moved, spec.person.column, secret,
+                                          spec.person.shift_days)
+    if transforming and not problems:  # the cells read each transformed QI as its whole number
+        problems += transform_problems(backend, spec, exp.to_table(view), columns, f"source {ref.describe()}")
+        if not problems:
+            relation = transform_source(spec, relation, columns)
+            columns = released_types(spec, columns)
+    if view != SOURCE_VIEW and which == "source" and not problems:
+        backend.create_temp_view(SOURCE_VIEW, relation)
+        view = SOURCE_VIEW
     return Table(view, columns, which)
 
 

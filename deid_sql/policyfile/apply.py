@@ -105,7 +105,7 @@ def apply_policy(policy: str | Path | PolicyFile, source: str | Path | TableRef,
             written = write_query(batch.backend, batch.spec, batch.release_query(), target, batch.records, None,
                                   out_table, overwrite, gate=gate)
             return replace(done, written=written)
-        query = batch.release_query(view_source(batch.spec, batch.relation, target), persistent=True)
+        query = batch.release_query(view_source(batch.spec, batch.relation, target, batch.columns), persistent=True)
         figures = gate.measure(batch.backend.execute, batch.release_query())
         verdict = gate.judge(figures)
         where = {"kind": "view", "name": view, "database": str(target.resolve()) if target else engine,

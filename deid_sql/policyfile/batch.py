@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from .. import progress
 from ..backends import Backend, connect, engine_class
-from ..compiler.compile import col, generalize, suppress
+from ..compiler.compile import col, from_relation, generalize, suppress
 from ..compiler.guards import IN_LIST, in_domain
 from ..contract.roles import apply_roles
 from ..domains.cuts import hierarchy_values
@@ -34,8 +34,10 @@ from ..errors import BackendError, DataError, OutputError, SpecError
 from ..loading.load import read_problem, shift_problems
 from ..loading.person_rows import check_person_release, derived_columns, person_rows
 from ..loading.shifting import range_problems, shift_source, source_shift
+from ..loading.transform import released_types, transform_problems, transform_source, transformed_qis
 from ..spec.file import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
 from ..spec.linked import default_name
+from ..spec.transform import describe
 from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
 from .linkedset import set_difference, spec_set
 from .persons import SavedPerson, check_batch, difference
@@ -155,9 +157,11 @@ def declarations(spec: Spec, policy: PolicyFile) -> list[dict[str, object]]:
     saved = {q.name: q for q in policy.qis}
     out = []
     for q in spec.qis:
-        decl = {"name": q.name, "column": q.column, "kind": q.kind, "nulls": q.nulls}
+        decl: dict[str, object] = {"name": q.name, "column": q.column, "kind": q.kind, "nulls": q.nulls}
         frozen = saved.get(q.name)
         decl["domain"] = _declared_domain(q, frozen)
+        if q.transform is not None:  # only when declared: a file saved before transforms hashes as it did
+            decl["transform"] = describe(q.transform, q.scale)
         out.append(decl)
     return out
 
@@ -236,6 +240,14 @@ class Batch:
                                                    if q.derived is None})
             backend.create_temp_view(BATCH_VIEW, exp.select("*").from_(self.relation.copy()))
             self.columns = backend.columns(BATCH_VIEW)
+            if transformed_qis(spec):  # every check and the release read the QIs' whole numbers, as the load does
+                problems = transform_problems(backend, spec, exp.to_table(BATCH_VIEW), self.columns,
+                                              f"batch {ref.describe()}")
+                if problems:
+                    raise DataError(problems)
+                self.relation = transform_source(spec, self.relation, self.columns)
+                backend.create_temp_view(BATCH_VIEW, exp.select("*").from_(from_relation(self.relation.copy())))
+                self.columns = released_types(spec, self.columns)
         except BackendError as e:
             raise DataError(read_problem("batch", ref.describe(), str(e))) from None
         self._check_schema()

@@ -20,7 +20,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,11 +134,12 @@ class SavedQI:
     domain: Domain
     intervals: tuple[Interval, ...]  # only the groups wider than one value; other values are kept
     groups: tuple[SavedGroup, ...] | None = None  # every group, for a recoding that is not lattice-shaped
+    transform: str | None = None  # the declared value transformation, as the spec writes it (``spec.transform``)
 
     def declaration(self) -> dict[str, Any]:
-        """The part of the spec hash this QI contributes."""
+        """The part of the spec hash this QI contributes (a transform only when declared)."""
         return {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
-                "domain": domain_to_json(self.domain)}
+                "domain": domain_to_json(self.domain)} | ({"transform": self.transform} if self.transform else {})
 
     def bits(self) -> np.ndarray:
         """The policy's bits for this QI: 1 where the boundary after a value is kept."""
@@ -180,8 +181,7 @@ class SavedQI:
 
     def to_json(self) -> dict[str, Any]:
         d = self.domain
-        out = {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
-               "domain": domain_to_json(d)}
+        out = self.declaration()
         if self.groups is not None:
             return out | {"groups": [{"label": g.label, "values": [value_to_json(d, p) for p in g.positions]}
                                      for g in self.groups]}
@@ -480,6 +480,11 @@ class _Reader:
         return Tolerance(rule, false_alarm, permutations, seed)
 
     def qi(self, raw: Any, i: int) -> SavedQI:
+        saved = self._qi(raw, i)
+        transform = self.get(raw, "transform", str, f"qis[{i}]", optional=True)
+        return replace(saved, transform=transform) if transform else saved
+
+    def _qi(self, raw: Any, i: int) -> SavedQI:
         where = f"qis[{i}]"
         name = self.get(raw, "name", str, where)
         kind = self.get(raw, "kind", str, where)

@@ -17,6 +17,7 @@ from ..problem import Problem
 from ..release.plan import ReleasePlan, plan_of
 from ..release.targets import check_file
 from ..spec.file import Spec
+from ..spec.transform import describe
 from ..storage.atomic import write_text
 from .applyset import saved_set
 from .batch import open_batch, spec_digest, spec_for_batch
@@ -74,7 +75,8 @@ def save_policy_file(problem: Problem, plan: ReleasePlan, out: str | Path, thres
     if fallback is not None:
         _check_fallback(fallback, problem, recoding)
     metrics = problem.evaluate(plan.item).to_dict()
-    qis = tuple(SavedQI.from_recoding(q.name, q.column, q.kind, q.nulls, d, recoding.qis[i])
+    qis = tuple(replace(SavedQI.from_recoding(q.name, q.column, q.kind, q.nulls, d, recoding.qis[i]),
+                        transform=describe(q.transform, q.scale) if q.transform else None)
                 for i, (q, d) in enumerate(zip(parsed.qis, problem.domains)))
     columns = tuple(Column(name, str(t)) for name, t in problem.columns.items())
     metrics["mean_record_risk"] = metrics["risk_sum"] / metrics["records"]

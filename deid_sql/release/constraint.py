@@ -176,6 +176,43 @@ class AttributeConstraint:
         return lo, (self.failures(policies[lo]) if lo < len(policies) else ())
 
 
+class CriteriaConstraint:
+    """The ``[release]`` identity criteria (``min_k``, ``max_record_risk``,
+    ``max_expected_reidentifications``) as a search constraint, with the attribute criteria when the
+    spec has them: what ``alternatives`` searches by when no risk threshold can serve (Safe Harbor
+    cannot be built, or changes nothing the spec's cuts do not), so its boundary policies are the
+    finest ones the gate would accept.  Each figure is the evaluator's on cells, as the gate's on
+    the rows (no suppression); each is monotone under generalization (k grows, the risks fall:
+    Thm 2.1), so the bisection stays sound."""
+
+    def __init__(self, problem: Problem, attribute: AttributeConstraint | None) -> None:
+        release = problem.spec.release
+        self.problem = problem
+        self.criteria = [c for c in release.criteria() if c.key != "max_risk"]  # the threshold, when declared
+        self.attribute = attribute
+
+    def __bool__(self) -> bool:
+        return bool(self.criteria) or self.attribute is not None
+
+    def failures(self, policy: Policy) -> list[str]:
+        metrics = self.problem.evaluate(policy)
+        out = [c.describe(float(getattr(metrics, c.figure))) for c in self.criteria
+               if not c.passes(float(getattr(metrics, c.figure)))]
+        return out + ([self.attribute.why(policy)] if self.attribute and not self.attribute.feasible(policy) else [])
+
+    def feasible(self, policy: Policy) -> bool:
+        return not self.failures(policy)
+
+    def why(self, policy: Policy) -> str:
+        failed = self.failures(policy)
+        return failed[0] if failed else ""
+
+    def describe(self) -> str:
+        """The criteria in words, e.g. ``min_k 5, max_record_risk 0.2; diagnosis: min_l 2``."""
+        words = ", ".join(f"{c.key} {c.limit:g}" for c in self.criteria)
+        return "; ".join(part for part in (words, self.attribute.describe() if self.attribute else "") if part)
+
+
 def _failed(figures: tuple[AttributeFigures, ...]) -> list[AttributeCheck]:
     return [c for a in figures for c in a.checks if not c.passed]
 
@@ -198,4 +235,4 @@ def _numbers(values: Sequence[str | None]) -> dict[str, float | int] | None:
     return out
 
 
-__all__ = ["AttributeConstraint"]
+__all__ = ["AttributeConstraint", "CriteriaConstraint"]

@@ -7,6 +7,7 @@ or nothing is written.  Outputs never replace the source or population files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ..backends import local
 from ..backends.base import Backend, fingerprint
 from ..errors import BackendError, DeidError, OutputError
 from ..loading.load import read_problem
+from ..loading.transform import transform_source
 from ..problem import Problem
 from ..spec.file import Spec, TableRef
 from ..storage.atomic import replacing, replacing_together
@@ -276,7 +278,7 @@ def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None
             f"{str(db) if db else None!r}, {name!r})")
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
-    source = view_source(problem.spec, problem.source, db)
+    source = view_source(problem.spec, problem.source, db, problem.columns)
     figures = gate.measure(problem.backend.execute, problem.query(plan, persistent=True, measuring=True))
     verdict = gate.judge(figures)
     rows = figures.records if problem.spec.person is None else problem.source_rows  # figures count persons
@@ -287,10 +289,12 @@ def create_view(problem: Problem, plan: ReleasePlan, database: str | Path | None
     return Written(db, "view", rows, name, figures=figures, verdict=verdict, sidecar=sidecar_table(name))
 
 
-def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> exp.Expression:
+def view_source(spec: Spec, relation: exp.Expression, database: Path | None,
+                columns: Mapping[str, object]) -> exp.Expression:
     """What a persistent view reads: with ``database`` None the view lives in the engine's own
-    catalog and reads the source where it is; in a DuckDB file it reads the file in place, or the
-    source table when the source is a table in that same file (a view cannot reach another file)."""
+    catalog and reads the source where it is (``relation``, as every path reads it); in a DuckDB file
+    it reads the file in place, or the source table when the source is a table in that same file (a
+    view cannot reach another file), its ``columns`` read as ``relation`` reads them (QIs transformed)."""
     ref = spec.source
     if database is None:
         return relation.copy()
@@ -306,7 +310,7 @@ def view_source(spec: Spec, relation: exp.Expression, database: Path | None) -> 
             f"the source is a table in {ref.path}; create the view in that file (--db {ref.path}) "
             f"so it can read the table"
         )
-    return exp.Table(this=exp.to_identifier(str(ref.table), quoted=True))
+    return transform_source(spec, exp.Table(this=exp.to_identifier(str(ref.table), quoted=True)), columns)
 
 
 def preview(database: str | Path, name: str, rows: int = 5) -> list[tuple[object, ...]]:

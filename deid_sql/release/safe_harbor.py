@@ -24,6 +24,7 @@ from ..errors import SpecError
 from ..evaluate.metrics import Metrics
 from ..loading.load import POPULATION_VIEW
 from ..problem import Problem
+from ..spec.file import Spec
 
 PREFIX_LIMIT = 20_000
 AGE_LIMIT = 90
@@ -39,8 +40,9 @@ class SafeHarbor:
     """The recoding and what went into it (for reports)."""
 
     recoding: Recoding
-    prefix_population: dict[str, int] | None  # None: the HHS 2000 list was used
+    prefix_population: dict[str, int] | None  # None: the HHS 2000 list was used (or there is no ZIP QI)
     restricted_prefixes: tuple[str, ...]  # prefixes recoded to 000 that occur in the domain
+    zip_qi: str | None = None  # the QI the ZIP rule cuts; None: the spec has no ZIP QI, nothing to cut
 
 
 _METRICS: WeakKeyDictionary[Problem, Metrics] = WeakKeyDictionary()
@@ -55,22 +57,35 @@ def safe_harbor_metrics(problem: Problem) -> Metrics:
     return _METRICS[problem]
 
 
+def missing_roles(spec: Spec) -> list[str]:
+    """The roles Safe Harbor needs that ``spec`` gives no QI: age, and zip when the spec has a ZIP QI
+    (of kind zip, or any QI with role zip)."""
+    roles = {q.role for q in spec.qis if q.role}
+    has_zip = "zip" in roles or any(q.kind == "zip" for q in spec.qis)
+    return [r for r in REQUIRED_ROLES if r not in roles and (r != "zip" or has_zip)]
+
+
 def safe_harbor(problem: Problem) -> SafeHarbor:
-    """Build Safe Harbor for ``problem``; the spec must give the zip and age roles."""
+    """Build Safe Harbor for ``problem``; the spec must give the age role, and the zip role to its
+    ZIP.  A spec with no ZIP QI at all (no QI of kind zip, none with role zip) releases no ZIP
+    among its QIs, so the ZIP rule has nothing to cut and the other rules make Safe Harbor (an
+    extract of ages, dates and categories, issue 42); a ZIP QI without its role is refused, as
+    the rule would silently skip it."""
     roles = {q.role: i for i, q in enumerate(problem.spec.qis) if q.role}
-    missing = [r for r in REQUIRED_ROLES if r not in roles]
+    missing = missing_roles(problem.spec)
     if missing:
         raise SpecError(
             f"the spec gives no QI the role {' or '.join(repr(m) for m in missing)}, and Safe Harbor cannot be "
             f"built without it; add role = \"{missing[0]}\" to the [[qi]] that holds it"
         )
-    zi, ai = roles["zip"], roles["age"]
-    zip_domain, age_domain = problem.domains[zi], problem.domains[ai]
-    if zip_domain.kind not in ("zip", "category"):
-        raise SpecError(f"QI {problem.spec.qis[zi].name!r} has role zip but kind {zip_domain.kind}; use kind = \"zip\"")
+    zi, ai = roles.get("zip"), roles["age"]
+    age_domain = problem.domains[ai]
+    if zi is not None and problem.domains[zi].kind not in ("zip", "category"):
+        raise SpecError(f"QI {problem.spec.qis[zi].name!r} has role zip but kind {problem.domains[zi].kind}; use "
+                        f"kind = \"zip\"")
     if not isinstance(age_domain, IntegerDomain):
         raise SpecError(f"QI {problem.spec.qis[ai].name!r} has role age but is not an integer QI")
-    populations = prefix_populations(problem) if problem.population is not None else None
+    populations = prefix_populations(problem) if problem.population is not None and zi is not None else None
     qis: list[QIRecoding] = []
     restricted: tuple[str, ...] = ()
     for i, domain in enumerate(problem.domains):
@@ -84,7 +99,8 @@ def safe_harbor(problem: Problem) -> SafeHarbor:
             qis.append(_year_recoding(domain))
         else:
             qis.append(QIRecoding(np.arange(domain.size), tuple(domain.text(p) for p in range(domain.size))))
-    return SafeHarbor(Recoding(tuple(qis), "safe-harbor"), populations, restricted)
+    return SafeHarbor(Recoding(tuple(qis), "safe-harbor"), populations, restricted,
+                      problem.spec.qis[zi].name if zi is not None else None)
 
 
 def prefix_populations(problem: Problem) -> dict[str, int]:

@@ -33,6 +33,7 @@ from ..release.recorded import resolved
 from ..release.sidecar import FORMAT as SIDECAR_FORMAT
 from ..release.sidecar import INVOCATION, file_sha256, utc_now
 from ..release.unit import Unit
+from ..spec.transform import describe
 from . import release_contents as contents
 from .attribute_section import attribute_section, sensitive_columns, unjudged
 from .cautions import cautions
@@ -237,7 +238,8 @@ def build_report(problem: Problem, plan: ReleasePlan, *, sidecar: dict[str, Any]
             "population": _population(problem, gate, sidecar),
             "columns": _columns(problem, columns, qi_columns),
             "qis": [{"name": q.name, "column": q.column, "kind": q.kind, "domain": contents.domain_summary(d),
-                     "size": int(d.size)} for q, d in zip(spec.qis, problem.domains)],
+                     "size": int(d.size)} | ({"transform": describe(q.transform, q.scale)} if q.transform else {})
+                    for q, d in zip(spec.qis, problem.domains)],
         },
         "policy": {"text": text, "levels": plan.levels, "readable": readable, "sha256": gate.policy["sha256"],
                    **policy_naming(plan), "rules": rules,
@@ -325,11 +327,11 @@ def original_top_kl(problem: Problem) -> float:
 
 def _safe_harbor(problem: Problem) -> tuple[Metrics | None, str | None]:
     """Safe Harbor's metrics, or why it cannot be built (the spec gives no zip/age roles)."""
-    from ..release.safe_harbor import safe_harbor_metrics
+    from ..release.safe_harbor import missing_roles, safe_harbor_metrics
 
-    roles = {q.role for q in problem.spec.qis}
-    if not {"zip", "age"} <= roles:
-        missing = " and ".join(repr(r) for r in ("age", "zip") if r not in roles)
+    lacking = missing_roles(problem.spec)
+    if lacking:
+        missing = " and ".join(repr(r) for r in sorted(lacking))
         return None, (f"HIPAA Safe Harbor is not compared: no QI has the role {missing} in the spec "
                       f"(add role = \"zip\" / role = \"age\" to the [[qi]] that holds it)")
     return safe_harbor_metrics(problem), None

@@ -48,6 +48,7 @@ from ..contract.keys import Pads
 from ..contract.roles import FLAG, apply_roles
 from ..errors import OutputError
 from ..loading.shifting import shift_source, source_shift
+from ..loading.transform import transform_source
 from ..problem import Problem
 from ..release.figures import ReleaseFigures
 from ..release.gate import Verdict
@@ -301,7 +302,8 @@ def create_set_views(problem: Problem, plan: ReleasePlan, prefix: str, database:
             + (f", {str(db)!r}" if db is not None else "") + ")")
     prepared = prepare_set(problem, plan, call, accept_risk)
     gate = prepared.gate
-    person_source = view_relation(backend, spec, spec.source, db, {})
+    # the person source as stored, its QIs read through their declared transformations (once, here)
+    person_source = transform_source(spec, view_relation(backend, spec, spec.source, db, {}), problem.columns)
     linked_sources = [view_relation(backend, spec, s.table.source, db, {s.table.person: True})
                       for s in prepared.linked]
     keys = [(names.keys, key_query(problem, plan, person_source))]

@@ -19,6 +19,9 @@ Modules:
   ``derived = "rows"``), checked without data; stdlib only
 - ``population_size.py``: the population without a census: ``population = { size = N }`` or ``{ region = …
   }``, and ``[weights] column``; parsed for the core spec; stdlib only
+- ``transform.py``: an integer QI's declared value transformation (``transform = "floor" | "round"``,
+  ``scale``): parsed and checked without data, and its definition in Python (``transformed``), the
+  reference the SQL of ``loading.transform`` equals; stdlib only
 - ``sections.py``: the spec's feature sections: their keys and parsers read from ``registry.SECTIONS``,
   parsed into one ``Problems`` collector; the core names no feature
 

@@ -36,6 +36,7 @@ from .linked import TABLE_ROLE_KEYS, LinkedTable, check_set, parse_linked, parse
 from .persons import PersonSpec, check_person, check_shift, parse_person, parse_qi_rules
 from .population_size import parse_size, parse_weights
 from .sections import parse_sections, qis_required, section_keys
+from .transform import TRANSFORM_KEYS, parse_transform
 
 # TableRef lives in ``tableref`` (below the backends); it is re-exported here for the spec's readers
 __all__ = ["BackendSpec", "QISpec", "Spec", "SpecError", "TableRef", "qi_name_problem", "read_toml", "top_keys"]
@@ -48,7 +49,8 @@ POPULATION_KEYS = {"path", "table", "delimiter", "format", "count", "glob", "dup
 DUPLICATES = ("error", "sum")
 GLOB_CHARS = "*?[]{}"  # pattern characters of DuckDB's and Hadoop's (Spark's) file globs
 QI_KEYS = {"name", "column", "population_column", "kind", "min", "max", "values", "values_from",
-           "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts", "per_person", "derived"}
+           "hierarchy", "nulls", "null_label", "role", "cuts", "zip_digits", "date_cuts", "per_person", "derived",
+           *TRANSFORM_KEYS}
 ROLES = ("zip", "age", "date")
 FORMATS = ("csv", "parquet", "duckdb")
 BACKEND_KEYS = {"engine", "dsn", "dsn_env", "master", "conf", "home"}
@@ -92,6 +94,9 @@ class QISpec:
     cuts: CutRule | None = None  # where a policy may cut this QI (``domains/cuts.py``); None: anywhere
     per_person: str | None = None  # which of a person's values stands for them (``persons.PER_PERSON``)
     derived: str | None = None  # computed from a person's rows ("rows"), not read from a column
+    # an integer QI read through a declared transformation: "floor" | "round" of column × scale (``spec/transform``)
+    transform: str | None = None
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -464,6 +469,7 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
         problems.add(where, f"kind = {kind!r} is not one of {', '.join(KINDS)}")
         return None
     per_person, derived = parse_qi_rules(q, kind, where, problems)
+    transform, scale = parse_transform(q, kind, derived, where, problems)
     column = name if derived is not None else q.get("column", name)
     if derived is not None and has_population and "population_column" not in q:
         problems.add(where, f"derived = {derived!r} with a census table: the census must count people by it too; "
@@ -542,4 +548,4 @@ def _qi(q: dict[str, Any], name: str, where: str, base: Path, has_population: bo
     return QISpec(name=name, column=str(column), population_column=str(q.get("population_column", column)),
                   kind=kind, min=lo, max=hi, values=tuple(values) if values else None,
                   values_from=values_from, hierarchy=hpath, nulls=nulls, null_label=str(null_label),
-                  role=role, cuts=cuts, per_person=per_person, derived=derived)
+                  role=role, cuts=cuts, per_person=per_person, derived=derived, transform=transform, scale=scale)

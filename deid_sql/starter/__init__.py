@@ -27,7 +27,7 @@ Modules:
   ``[columns]`` drop with a comment per column, the starting ``[release]`` criteria; read back as ``Spec``
   reads it, then written atomically
 
-May import: ``backends``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``fixtures``, ``policies``,
+May import: ``backends``, ``contract``, ``domains``, ``errors``, ``evaluate``, ``fixtures``, ``loading``, ``policies``,
     ``release``, ``search``, ``spec``, ``sqltext``, ``storage``.
 Imported by: ``cli``.
 """

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..loading.transform import transformed
 from ..spec.file import qi_name_problem
 from . import tomltext
 from .profile import ColumnProfile, as_date, whole_numbers
@@ -84,6 +85,8 @@ class QIProposal:
     hierarchy: str | None = None  # a hierarchy file beside the data, as the spec names it (``hierarchies``)
     cuts: str | None = None  # the publishable cut rule written for it (``write.publishable_cuts``), as TOML
     per_person: str | None = None  # which of a person's values stands for them, when it varies (``persons``)
+    transform: str | None = None  # how a fractional age becomes whole years (``spec.transform``), with scale
+    scale: int = 1
     notes: list[str] = field(default_factory=list)  # further lines of the comment
 
     def describe(self) -> str:
@@ -331,6 +334,8 @@ def _qi(p: ColumnProfile, concept: str, values_of: ValuesOf) -> Proposal | None:
         what = "dates" if fam == "date" else "timestamps, read by day"
         qi = QIProposal("", p.name, "date", concept, lo, hi, role="date")
         return Proposal(p, "qi", f"proposed QI: {like if concept == 'birth date' else 'a date'}; {what} {lo}..{hi}", qi)
+    if concept == "age" and fam == "float" and not whole_numbers(p) and p.lo is not None:
+        return _fractional_age(p, like)
     if concept in ("age", "birth year") and fam in ("integer", "float"):
         if not whole_numbers(p):
             return review(f"{like}, but it holds fractions; round it to whole numbers to declare it an integer [[qi]]")
@@ -348,6 +353,42 @@ def _qi(p: ColumnProfile, concept: str, values_of: ValuesOf) -> Proposal | None:
     if concept == "birth year":
         return None
     return _category(p, concept, values_of)
+
+
+#: an age column whose values all lie in 0..DECADES_MAX with at most two decimals holds ages in decades
+DECADES_MAX = 1.3
+
+
+def _decades(p: ColumnProfile) -> bool:
+    """Every value of the age column lies in 0..1.3 and has at most two decimals (0.19 is 19 years):
+    ages stored in decades, told from the complete list of its values (at most 131 of them)."""
+    if not (0 <= float(p.lo) and 0 < float(p.hi) <= DECADES_MAX and p.complete):
+        return False
+    return all(abs(float(v) * 100 - round(float(v) * 100)) < 1e-6 for v, _ in p.top)
+
+
+def _fractional_age(p: ColumnProfile, like: str) -> Proposal:
+    """An age column holding fractions: an integer age QI read through a declared transformation, its
+    domain the transformed data's — whole years of infants' fractional ages (``transform = "floor"``:
+    0.7 → 0), or ages stored in decades (``scale = 100``, ``transform = "round"``: 0.19 → 19)."""
+    decades = _decades(p)
+    how, scale = ("round", 100) if decades else ("floor", 1)
+    lo, hi = transformed(p.lo, how, scale), transformed(p.hi, how, scale)
+    if lo is None or hi is None or not 0 <= lo <= hi <= 130:
+        return Proposal(p, "review", f"review: {like}, but its values {p.lo}..{p.hi} are not ages; check it")
+    if p.nulls:
+        return Proposal(p, "review", f"review: {described('age')} (a quasi-identifier), but {p.nulls:,} rows are NULL "
+                                     f"and an integer QI holds none; fill or filter them, then declare it a [[qi]]")
+    qi = QIProposal("", p.name, "integer", "age", lo, hi, role="age", transform=how, scale=scale)
+    if decades:
+        qi.notes += [f"its values lie in {p.lo}..{p.hi} with two decimals: ages stored in decades (0.19 is 19 years), "
+                     f"so the QI is the value x 100 rounded (scale = 100, transform = \"round\");",
+                     "if they are fractions of a year (infants), write transform = \"floor\" and remove scale"]
+    else:
+        qi.notes.append(f"it holds fractions ({p.fractional:,} rows, e.g. infants' ages in years): the QI is the whole "
+                        f"years, each value rounded down (transform = \"floor\": 0.7 is 0), the extract unchanged")
+    unit = "decades, x 100 rounded" if decades else "fractions, rounded down"
+    return Proposal(p, "qi", f"proposed QI: {like}; integer {lo}..{hi} ({unit})", qi)
 
 
 #: the column types a category QI is read from (as text, as the load reads it)

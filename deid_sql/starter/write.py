@@ -415,6 +415,10 @@ def _qi_block(proposal: Proposal) -> list[str]:
         lines.append(f"role = {tomltext.string(qi.role)}")
     if qi.per_person is not None:
         lines.append(f"per_person = {tomltext.string(qi.per_person)}")
+    if qi.transform is not None:  # min and max bound the transformed values (the notes above say why)
+        lines.append(f"transform = {tomltext.string(qi.transform)}")
+        if qi.scale != 1:
+            lines.append(f"scale = {qi.scale}")
     rule = qi.cuts if qi.hierarchy is None else None
     if rule is not None:
         lines += ["# where a policy may cut it: publishable bands, which every search keeps to (its full-domain levels",
