@@ -138,7 +138,7 @@ def write_release(job: ChannelJob, out: Path | None = None, fmt: str | None = No
                 result.lines.append(f"wrote {rows:,} rows to {out} ({kind}), composition {companion}, "
                                     f"sidecar {sidecar_path(out)}")
             if view is not None:
-                source = view_source(job.spec, job.source, db)
+                source = view_source(job.spec, job.source, db, dict.fromkeys(job.columns))
                 job.backend.create_view(db, f"{view}_channels", _values(comp), overwrite)
                 created.append((db, f"{view}_channels", "VIEW"))
                 job.backend.create_view(db, view, job.query(source), overwrite,
