@@ -33,19 +33,22 @@ def test_every_search_runs_on_inits_spec_with_a_population_size(run: Callable[..
 
 @pytest.mark.slow
 def test_inits_spec_bands_out_of_the_box(run: Callable[..., Result], tmp_path: Path) -> None:
-    """init writes publishable cut points (ages every 5 years, ZIP3, dates by month, quarter and year), so
-    the untouched spec's full-domain search bands them instead of keeping or blanking each."""
+    """init writes publishable cut points (ages every 5 years up to 90 and above, ZIP3, dates by month,
+    quarter and year), so the untouched spec's full-domain search bands them instead of keeping or
+    blanking each."""
     import pyarrow.parquet as pq
 
     build_demo(tmp_path, records=2_000, people=200_000)
     spec = tmp_path / "sized.toml"
     run("init", tmp_path / "cohort.parquet", "--population", "200000", "--out", spec)
     qis = {q["name"]: q for q in tomllib.loads(spec.read_text(encoding="utf-8"))["qi"]}
-    assert qis["age"]["cuts"] == {"every": 5} and qis["zip"]["zip_digits"] == [3]
+    assert qis["age"]["max"] > 90  # the demo's oldest: ages past 89 are one band (HIPAA's rule)
+    assert qis["age"]["cuts"] == {"every": 5, "top": 90} and qis["zip"]["zip_digits"] == [3]
     assert qis["admitted"]["date_cuts"] == ["month", "quarter", "year"] and "cuts" not in qis["sex"]
     run("anonymize", spec, "--min-k", 5, "--max-suppressed-share", 0.05, "--out", tmp_path / "out.parquet")
     released = pq.read_table(tmp_path / "out.parquet")
     ages = {str(a) for a in released.column("age").to_pylist()} - {"*", "None"}
     assert ages and all("-" in a for a in ages), ages  # bands, never an exact age
+    assert not [a for a in ages if int(a.split("-")[0]) > 90], ages  # none starts past 90
     zips = {str(z) for z in released.column("zip").to_pylist()} - {"*", "None"}
     assert all(z.endswith("**") for z in zips), zips

@@ -44,6 +44,35 @@ def ruled_spec(folder: Path, seed: int = 3) -> Path:
 
 
 @settings(max_examples=40, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 120), st.integers(1, 10), st.integers(1, 12))
+def test_every_n_up_to_top_keeps_top_and_above_one_band(lo: int, span: int, n: int, times: int) -> None:
+    """``cuts = { every = n, top = t }``: every level's bands start at multiples of the level's width up to t,
+    and at t itself; none past it; a chain down to the cut at t alone."""
+    top = n * times
+    domain = IntegerDomain(lo, lo + span)
+    ladder = rule_ladder(CutRule(every=n, top=top), domain)
+    values = np.arange(domain.lo + 1, domain.hi + 1)
+    for bits in ladder:
+        starts = values[bits]
+        assert (starts <= top).all()
+        assert (top in starts) == (domain.lo < top <= domain.hi)
+    for finer, coarser in zip(ladder, ladder[1:]):
+        assert not (coarser & ~finer).any() and coarser.sum() < finer.sum()
+    if domain.lo < top <= domain.hi:
+        assert list(values[ladder[-1]]) == [top]  # below top, and top and above
+    levels = qi_levels(domain, None, CutRule(every=n, top=top))
+    assert levels[-1].n_groups == 1 and len(levels) == len(ladder) + 1
+
+
+def test_a_top_that_is_no_multiple_of_every_is_one_line(tmp_path: Path, run: Callable[..., Result]) -> None:
+    spec = ruled_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("cuts = { every = 5 }", "cuts = { every = 5, top = 22 }"),
+                    encoding="utf-8")
+    done = run("validate", str(spec), expect=2)
+    assert "top = 22 must be a whole multiple of every = 5" in done.stderr
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.integers(0, 60), st.integers(1, 90), st.integers(1, 12))
 def test_every_n_gives_a_chain_of_bands(lo: int, span: int, n: int) -> None:
     domain = IntegerDomain(lo, lo + span)
@@ -97,3 +126,18 @@ def test_anonymize_releases_age_in_bands(tmp_path: Path, run: Callable[..., Resu
     assert ages and all(a is None or "-" in str(a) or a == "*" for a in ages), ages
     record = json.loads((tmp_path / "out.parquet.release.json").read_text(encoding="utf-8"))
     assert record["gate"]["verdict"] == "passed"
+
+
+def test_a_policy_every_n_ends_its_bands_at_the_specs_top(tmp_path: Path, run: Callable[..., Result]) -> None:
+    """Under ``cuts = { every = 5, top = 20 }``, ``age:every=10`` is 10-year bands up to 20 and above, and reads
+    back as itself; a cut the spec refuses before its top is still refused."""
+    spec = ruled_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("cuts = { every = 5 }", "cuts = { every = 5, top = 20 }"),
+                    encoding="utf-8")
+    with Problem.from_spec(spec, cache=False) as problem:
+        plan = plan_of(problem, "age:every=10")
+        assert list(plan.recoding.qis[0].labels) == ["0-9", "10-19", "20-30"]
+        assert problem.lattice.parse("age:every=10").text().startswith("age:every=10")
+        assert problem.lattice.parse("age:every=5").text().startswith("age:every=5")
+    refused = run("evaluate", str(spec), "--policy", "age:every=3", expect=2)
+    assert "where the spec allows no cut" in refused.stderr

@@ -5,7 +5,9 @@ reviewed hierarchy, never bands such as ``[8-14], [17-20]`` that a search would 
 propose.  A ``[[qi]]`` table may therefore restrict the boundaries a policy may keep:
 
 - ``cuts = { every = 5 }`` (integers): a new group may start only at a multiple of 5
-  (bands ``0-4, 5-9, …`` aligned to 0, whatever the domain's first value);
+  (bands ``0-4, 5-9, …`` aligned to 0, whatever the domain's first value); with ``top = 90``
+  (a multiple of ``every``) none starts past 90, so the last band is ``90`` and above (HIPAA's
+  ages over 89);
 - ``cuts = [18, 30, 45, 65, 90]`` (any kind): only at these values (each a domain value
   after the first; dates as ``2020-01-01``, categories and ZIPs as strings);
 - ``cuts = "hierarchy"``: only between the groups of level 1 of the QI's hierarchy (every
@@ -46,6 +48,7 @@ class CutRule:
     """The allowed cut points of one QI as its ``[[qi]]`` table declares them (one form each)."""
 
     every: int | None = None
+    top: int | None = None  # with ``every``: no group starts past it (the last band is ``top`` and above)
     values: tuple[Any, ...] | None = None  # explicit cut values (int, date or str)
     hierarchy: bool = False
     zip_digits: tuple[int, ...] = ()
@@ -54,7 +57,7 @@ class CutRule:
     def describe(self) -> str:
         """The rule as the spec wrote it, for messages."""
         if self.every is not None:
-            return f"cuts = {{ every = {self.every} }}"
+            return f"cuts = {{ every = {self.every}{f', top = {self.top}' if self.top is not None else ''} }}"
         if self.values is not None:
             return "cuts = [" + ", ".join(str(v) for v in self.values) + "]"
         if self.hierarchy:
@@ -65,10 +68,12 @@ class CutRule:
 
 
 # -- named boundary sets -------------------------------------------------------------------
-def every_bits(domain: IntegerDomain, n: int) -> np.ndarray:
-    """Boundaries before each multiple of ``n`` (bands aligned to 0: 0-9, 10-19, …)."""
+def every_bits(domain: IntegerDomain, n: int, top: int | None = None) -> np.ndarray:
+    """Boundaries before each multiple of ``n`` (bands aligned to 0: 0-9, 10-19, …); with ``top``, none
+    past it (the last band ``top`` and above)."""
     starts = np.arange(domain.lo + 1, domain.hi + 1, dtype=np.int64)
-    return starts % n == 0
+    bits = starts % n == 0
+    return bits & (starts <= top) if top is not None else bits
 
 
 def digits_bits(domain: ZipDomain, d: int) -> np.ndarray:
@@ -177,8 +182,8 @@ def parse_rule(q: dict[str, Any], kind: str, lo: Any, hi: Any, values: Any, wher
 
 
 def _every(raw: dict[str, Any], kind: str, where: str, problems: Problems) -> CutRule | None:
-    problems.unknown_keys(raw, {"every"}, f"{where} cuts")
-    n = raw.get("every")
+    problems.unknown_keys(raw, {"every", "top"}, f"{where} cuts")
+    n, top = raw.get("every"), raw.get("top")
     if kind != "integer":
         hint = {"zip": "use zip_digits = [3, 5]", "date": 'use date_cuts = ["month"]'}.get(kind, "list the cuts")
         problems.add(where, f"cuts = {{ every = … }} is for integer QIs, not {kind}", hint)
@@ -186,7 +191,11 @@ def _every(raw: dict[str, Any], kind: str, where: str, problems: Problems) -> Cu
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         problems.add(where, f"cuts every = {n!r} must be a whole number > 0", "e.g. cuts = { every = 5 }")
         return None
-    return CutRule(every=n)
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top % n):
+        problems.add(where, f"cuts top = {top!r} must be a whole multiple of every = {n}",
+                     "e.g. cuts = { every = 5, top = 90 }: 5-year bands, the last 90 and above")
+        return None
+    return CutRule(every=n, top=top)
 
 
 def _values(raw: list[Any], kind: str, lo: Any, hi: Any, values: Any, where: str,
@@ -255,7 +264,7 @@ def allowed_mask(rule: CutRule, domain: Domain, hierarchy: Hierarchy | None, whe
     """The boundaries ``rule`` allows on the resolved ``domain`` (None after a problem)."""
     n = domain.size - 1
     if rule.every is not None and isinstance(domain, IntegerDomain):
-        mask = every_bits(domain, rule.every)
+        mask = every_bits(domain, rule.every, rule.top)
     elif rule.values is not None:
         mask = np.zeros(n, dtype=bool)
         positions = [cut_position(domain, v) for v in rule.values]
@@ -306,7 +315,8 @@ def rule_ladder(rule: CutRule | None, domain: Domain) -> list[np.ndarray]:
     own levels serve).  Every set is one the rule allows, so a full-domain search bands a QI the way a
     policy may (5-year bands, ZIP3, months) instead of only keeping or blanking it:
 
-    - ``every = n``: bands of n, 2n, 4n, … while a band leaves two groups;
+    - ``every = n``: bands of n, 2n, 4n, … while a band leaves two groups; with ``top``, each with the
+      cut at ``top`` too (the band ``top`` and above throughout), down to that cut alone;
     - ``cuts = [...]``: those cuts;
     - ``zip_digits``: each width, widest first;
     - ``date_cuts``: month, quarter, year, as listed."""
@@ -315,9 +325,13 @@ def rule_ladder(rule: CutRule | None, domain: Domain) -> list[np.ndarray]:
     ladder: list[np.ndarray] = []
     if rule.every is not None and isinstance(domain, IntegerDomain):
         n = rule.every
-        while (bits := every_bits(domain, n)).any():
-            ladder.append(bits)
+        top_cut = (np.arange(domain.lo + 1, domain.hi + 1, dtype=np.int64) == rule.top
+                   if rule.top is not None else None)
+        while (bits := every_bits(domain, n, rule.top)).any():
+            ladder.append(bits if top_cut is None else bits | top_cut)
             n *= 2
+        if top_cut is not None and top_cut.any():
+            ladder.append(top_cut)  # below top, and top and above
     elif rule.values is not None:
         problems: list[str] = []
         mask = allowed_mask(rule, domain, None, "", problems)

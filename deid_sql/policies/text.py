@@ -6,7 +6,8 @@ Forms of a QI's part of a policy text (``QI:FORM``, QIs joined by ``|``):
   finest grouping the spec's allowed cut points give);
 - ``digits=3`` (ZIPs: a new group at each change of the first 3 digits; needs no ZIP that
   starts a prefix to exist), ``every=10`` (integers: bands of 10 aligned to 0, i.e.
-  ``0-9, 10-19, …``; a domain starting at 18 gets ``18-19, 20-29, …``), ``by=month`` /
+  ``0-9, 10-19, …``; a domain starting at 18 gets ``18-19, 20-29, …``; bands end where the spec
+  lets no group start past a point, ``cuts = { every = 5, top = 90 }``), ``by=month`` /
   ``by=quarter`` / ``by=year`` (dates), ``level=N`` (level N of the QI's hierarchy, when its
   groups are runs of adjacent values: a non-adjacent level is a recoding, not a lattice node);
 - ``cuts=18,65``: a new group starts at each listed value;
@@ -103,7 +104,7 @@ def _parse(lattice: QIForms, i: int, body: str) -> np.ndarray:
             raise PolicyError(f"every= is for integer QIs; {name!r} is a {domain.kind} QI: write cuts=v1,v2"
                               + _hint(domain))
         width = _whole(value, f"every= for QI {name!r}")
-        return every_bits(domain, width).astype(np.uint8)
+        return _as_far_as_allowed(every_bits(domain, width), lattice.qi_allowed(i)).astype(np.uint8)
     if eq and key == "digits":
         if not isinstance(domain, ZipDomain):
             raise PolicyError(f"digits= is for ZIP QIs; {name!r} is a {domain.kind} QI: write cuts=v1,v2"
@@ -123,6 +124,18 @@ def _parse(lattice: QIForms, i: int, body: str) -> np.ndarray:
             f"or one of {FORMS}"
         )
     return np.frombuffer(body.encode(), dtype=np.uint8) - ord("0")
+
+
+def _as_far_as_allowed(bits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """``every=N``'s bands as far as the spec lets groups start: a spec that allows no cut past a point
+    (``cuts = { every = 5, top = 90 }``: 90 and above one band) ends the bands there; a band the spec
+    refuses before that point is still refused (``parse_qi``)."""
+    kept = np.flatnonzero(allowed)
+    if not kept.size or kept[-1] + 1 >= bits.size:
+        return bits
+    inside = bits.copy()
+    inside[kept[-1] + 1:] = False
+    return inside
 
 
 def _hint(domain: object) -> str:
@@ -194,7 +207,7 @@ def format_qi(lattice: QIForms, i: int, bits: np.ndarray) -> str:
     if isinstance(domain, IntegerDomain) and starts.size >= 2:
         values = starts + domain.lo
         width = int(values[1] - values[0])
-        if np.array_equal(every_bits(domain, width), kept):
+        if np.array_equal(_as_far_as_allowed(every_bits(domain, width), lattice.qi_allowed(i)), kept):
             return f"every={width}"
     texts, readable = lattice.cut_texts(i)
     if readable[starts].all():

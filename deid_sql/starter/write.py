@@ -428,13 +428,17 @@ def _qi_block(proposal: Proposal) -> list[str]:
 
 def publishable_cuts(qi: QIProposal) -> str | None:
     """The cut rule ``init`` writes for a proposed QI without a hierarchy, so that every search bands it
-    out of the box: ages and birth years in 5-year bands, dates by month, quarter and year, 5-digit ZIP
-    codes by their first 3 digits; None where the domain leaves no such cut (or for a category)."""
+    out of the box: ages and birth years in 5-year bands (ages past 89 in one band), dates by month,
+    quarter and year, 5-digit ZIP codes by their first 3 digits; None where the domain leaves no such
+    cut (or for a category)."""
     if qi.hierarchy is not None:
         return None
     if qi.kind == "integer" and qi.concept in ("age", "birth year") and qi.min is not None and qi.max is not None:
         lo, hi = int(qi.min), int(qi.max)
-        return "cuts = { every = 5 }" if any(v % 5 == 0 for v in range(lo + 1, hi + 1)) else None
+        if not any(v % 5 == 0 for v in range(lo + 1, hi + 1)):
+            return None
+        # ages past 89 in one band (HIPAA's rule), so a sparse tail does not coarsen every band
+        return "cuts = { every = 5, top = 90 }" if qi.concept == "age" and lo < 90 < hi else "cuts = { every = 5 }"
     if qi.kind == "date" and qi.min is not None and qi.max is not None:
         lo, hi = as_date(qi.min), as_date(qi.max)
         if lo is not None and hi is not None and (lo.year, lo.month) != (hi.year, hi.month):
