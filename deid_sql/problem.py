@@ -34,6 +34,7 @@ from .evaluate.sqlpath import SQLEvaluator
 from .invocation import CACHE_CELLS
 from .loading.cache import CachedLoad, CacheKey, CellsCache, files_only
 from .loading.cells import Cells
+from .loading.collation import spelling_notes
 from .loading.load import (
     POPULATION_VIEW,
     SOURCE_VIEW,
@@ -43,7 +44,6 @@ from .loading.load import (
     open_table,
     raise_if,
     resolve_domains,
-    spelling_notes,
 )
 from .loading.person_rows import check_person_release, derived_columns, person_rows
 from .loading.shifting import shift_source, source_shift

@@ -12,8 +12,10 @@ Modules:
 - ``cache.py``: the cells cache: a load's cells kept under the spec's identity and the data's fingerprint; a
   stale entry is never used
 - ``cells.py``: ``Cells``: position arrays and counts, marginals
+- ``collation.py``: ``spelling_notes``: text QIs (and a ``[person]`` key) whose engine collation folds spellings
+  that deid-sql tells apart byte for byte, with the rows (persons) that makes a difference for
 - ``load.py``: data → domains and cells: views over the tables, domains resolved, every data problem
-  collected, one ``GROUP BY`` per table; ``spelling_notes`` for collated text QIs
+  collected, one ``GROUP BY`` per table
 - ``person_cells.py``: cells of persons: the source's row positions reduced to one tuple per person (each QI
   by its ``per_person`` rule, the derived row count) and grouped, in the same single query as cells of rows,
   with the flags the load refuses (NULL person keys, QIs that vary within a person, row counts outside the
