@@ -130,14 +130,16 @@ def test_anonymize_releases_age_in_bands(tmp_path: Path, run: Callable[..., Resu
 
 def test_a_policy_every_n_ends_its_bands_at_the_specs_top(tmp_path: Path, run: Callable[..., Result]) -> None:
     """Under ``cuts = { every = 5, top = 20 }``, ``age:every=10`` is 10-year bands up to 20 and above, and reads
-    back as itself; a cut the spec refuses before its top is still refused."""
+    back as its cut list; a cut the spec refuses before its top is still refused."""
     spec = ruled_spec(tmp_path)
     spec.write_text(spec.read_text(encoding="utf-8").replace("cuts = { every = 5 }", "cuts = { every = 5, top = 20 }"),
                     encoding="utf-8")
     with Problem.from_spec(spec, cache=False) as problem:
         plan = plan_of(problem, "age:every=10")
         assert list(plan.recoding.qis[0].labels) == ["0-9", "10-19", "20-30"]
-        assert problem.lattice.parse("age:every=10").text().startswith("age:every=10")
-        assert problem.lattice.parse("age:every=5").text().startswith("age:every=5")
+        # written back as the cut list: the same bands whatever spec reads the text later
+        assert problem.lattice.parse("age:every=10").text().startswith("age:cuts=10,20|")
+        again = problem.lattice.parse("age:every=5").text()
+        assert again.startswith("age:cuts=5,10,15,20|") and problem.lattice.parse(again).text() == again
     refused = run("evaluate", str(spec), "--policy", "age:every=3", expect=2)
     assert "where the spec allows no cut" in refused.stderr

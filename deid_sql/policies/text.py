@@ -6,8 +6,9 @@ Forms of a QI's part of a policy text (``QI:FORM``, QIs joined by ``|``):
   finest grouping the spec's allowed cut points give);
 - ``digits=3`` (ZIPs: a new group at each change of the first 3 digits; needs no ZIP that
   starts a prefix to exist), ``every=10`` (integers: bands of 10 aligned to 0, i.e.
-  ``0-9, 10-19, …``; a domain starting at 18 gets ``18-19, 20-29, …``; bands end where the spec
-  lets no group start past a point, ``cuts = { every = 5, top = 90 }``), ``by=month`` /
+  ``0-9, 10-19, …``; a domain starting at 18 gets ``18-19, 20-29, …``; read where the spec lets
+  no group start past a point, ``cuts = { every = 5, top = 90 }``, the bands end there, and such
+  bands are written back as their cut list, which means the same under any spec), ``by=month`` /
   ``by=quarter`` / ``by=year`` (dates), ``level=N`` (level N of the QI's hierarchy, when its
   groups are runs of adjacent values: a non-adjacent level is a recoding, not a lattice node);
 - ``cuts=18,65``: a new group starts at each listed value;
@@ -207,7 +208,7 @@ def format_qi(lattice: QIForms, i: int, bits: np.ndarray) -> str:
     if isinstance(domain, IntegerDomain) and starts.size >= 2:
         values = starts + domain.lo
         width = int(values[1] - values[0])
-        if np.array_equal(_as_far_as_allowed(every_bits(domain, width), lattice.qi_allowed(i)), kept):
+        if np.array_equal(every_bits(domain, width), kept):  # (a text that means the same under any spec)
             return f"every={width}"
     texts, readable = lattice.cut_texts(i)
     if readable[starts].all():
