@@ -60,7 +60,7 @@ from ..errors import DeidError, PolicyError, SpecError
 from ..evaluate.attribute import ValueCounts
 from ..loading.sensitive import SensitiveCells, sensitive_cells
 from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
-from .tables import GroupTables, TableCache, Transformation, run_starts
+from .tables import GroupTables, LevelRanks, TableCache, Transformation, run_starts
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -121,11 +121,7 @@ class TransformationSpace:
         self.heights: tuple[int, ...] = tuple(len(lv) for lv in self.levels)
         self.group_of = [[r.group_of for r in lv] for lv in self.levels]
         self.n_groups = [[r.n_groups for r in lv] for lv in self.levels]
-        self._lifts: dict[tuple[int, int, int], np.ndarray] = {}
-        for q in range(len(self.names)):
-            for a in range(self.heights[q]):
-                for b in range(a, self.heights[q]):
-                    self._lifts[q, a, b] = self._make_lift(q, a, b)
+        self._lifts: dict[tuple[int, int, int], np.ndarray] = {}  # built on first use
         self._index = {n: i for i, n in enumerate(self.names)}
 
     def _make_lift(self, q: int, a: int, b: int) -> np.ndarray:
@@ -138,8 +134,15 @@ class TransformationSpace:
         return lift
 
     def lift(self, q: int, a: int, b: int) -> np.ndarray:
-        """Group id at level b of every group id at level a (a ≤ b) of QI q."""
-        return self._lifts[q, a, b]
+        """Group id at level b of every group id at level a (a ≤ b) of QI q (built on first use: a
+        search lifts between few of the pairs of levels, and a ZIP's lifts are 100,000 entries each)."""
+        lift = self._lifts.get((q, a, b))
+        if lift is None:
+            if not 0 <= a <= b < self.heights[q]:
+                raise PolicyError(f"QI {self.names[q]!r} has levels 0..{self.heights[q] - 1}; "
+                                  f"no lift from level {a} to {b}")
+            lift = self._lifts[q, a, b] = self._make_lift(q, a, b)
+        return lift
 
     # -- the lattice --------------------------------------------------------------------
     @property
@@ -287,14 +290,14 @@ class GroupStats:
         if self._ids is not None:
             return [row if select is None else row[select] for row in self._ids]
         keys = self.keys if select is None else self.keys[select]
-        return self.evaluator.decode(keys)
+        return self.evaluator.decode(keys, self.levels)
 
     def id_matrix(self, select: np.ndarray | None = None) -> np.ndarray:
         """Group ids of every group (or the selected ones) as one QI × group matrix (a new array)."""
         if self._ids is not None:
             return np.stack([row if select is None else row[select] for row in self._ids])
         keys = self.keys if select is None else self.keys[select]
-        return self.evaluator.decode_matrix(keys)
+        return self.evaluator.decode_matrix(keys, self.levels)
 
     def census(self, select: np.ndarray | None = None) -> np.ndarray:
         """g = max(population count, m) per group, or per selected group (= m without a population);
@@ -343,19 +346,21 @@ class TransformEvaluator:
         self.marginals = [problem.sample.marginal(q, d.size).astype(np.float64)
                           for q, d in enumerate(self.space.domains)]
         sample = problem.sample
-        # the groups (a count of records, or of persons with [person]) and, apart, per sensitive column
-        # the groups × its values (f_G(v): a person may hold several values, or none), built when asked
-        self._tables = GroupTables(self.space, sample.positions, None, sample.counts, 1, self.records,
-                                   rollup=rollup, cache_rows=cache_rows)
         self.value_cells: dict[str, SensitiveCells] = {}
         for mdl in self.models:
             if mdl.sensitive is not None and mdl.sensitive not in self.value_cells:
                 own = getattr(mdl, "value_cells", None)  # a model that counts its own values (earlier releases)
                 self.value_cells[mdl.sensitive] = own(problem) if own is not None else sensitive_cells(
                     problem, mdl.sensitive)
+        # the groups present in any cells, ranked per QI and level: the group keys' fields (tables.py)
+        self.ranks = LevelRanks(self.space, [sample.positions] + [c.positions for c in self.value_cells.values()])
+        # the groups (a count of records, or of persons with [person]) and, apart, per sensitive column
+        # the groups × its values (f_G(v): a person may hold several values, or none), built when asked
+        self._tables = GroupTables(self.space, self.ranks, sample.positions, None, sample.counts, 1, self.records,
+                                   rollup=rollup, cache_rows=cache_rows)
         self._value_tables = {
-            column: GroupTables(self.space, cells.positions, cells.codes, cells.counts, len(cells.values),
-                                self.records, rollup=rollup, cache_rows=cache_rows)
+            column: GroupTables(self.space, self.ranks, cells.positions, cells.codes, cells.counts,
+                                len(cells.values), self.records, rollup=rollup, cache_rows=cache_rows)
             for column, cells in self.value_cells.items()}
         self.shifts, self.masks = self._tables.shifts, self._tables.masks  # the group keys' fields
         self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
@@ -472,19 +477,20 @@ class TransformEvaluator:
         else:
             starts = run_starts(gk)
             ranks = np.repeat(np.arange(starts.size), np.diff(np.append(starts, gk.size)))
-            own = self.decode_matrix(gk[starts])
+            own = self.decode_matrix(gk[starts], stats.levels)
         every = stats.id_matrix()
         _, inverse = np.unique(np.concatenate([every.T, own.T]), axis=0, return_inverse=True)
         return inverse.ravel()[every.shape[1]:][ranks], codes, counts
 
     # -- what models read through GroupStats ---------------------------------------------------
-    def decode(self, keys: np.ndarray) -> list[np.ndarray]:
-        """Group ids per QI of bit-packed group keys, one array per QI."""
-        return [(keys >> self.shifts[q]) & self.masks[q] for q in range(self.n_qis)]
+    def decode(self, keys: np.ndarray, levels: Transformation) -> list[np.ndarray]:
+        """Group ids per QI of bit-packed group keys of transformation ``levels``, one array per QI."""
+        return list(self.decode_matrix(keys, levels))
 
-    def decode_matrix(self, keys: np.ndarray) -> np.ndarray:
-        """``decode`` as one QI × group matrix, in one shift and one mask."""
-        return (keys[None, :] >> self._shift_column) & self._mask_column
+    def decode_matrix(self, keys: np.ndarray, levels: Transformation) -> np.ndarray:
+        """``decode`` as one QI × group matrix: the ranks in one shift and one mask, their ids in one
+        gather (``LevelRanks.decode``)."""
+        return self.ranks.decode((keys[None, :] >> self._shift_column) & self._mask_column, levels)
 
     def census(self, stats: GroupStats, select: np.ndarray | None = None) -> np.ndarray:
         """g = max(population count, m) of every group (or the selected ones), from the problem's
