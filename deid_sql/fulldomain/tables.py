@@ -57,6 +57,7 @@ class LevelSpace(Protocol):
     def specializations(self, x: Transformation) -> list[Transformation]: ...
 
 _LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ranks kept at most (64 MB)
+_SCAN_ROWS = 4096  # a direct specialization with more rows than this is compared with every cached one
 _DENSE_PER_CELL = 8  # a table is grouped by a dense index when its possible groups are at most 8 per cell
 
 
@@ -371,17 +372,19 @@ class TableCache:
             self.free.append(slot)
 
     def specialization(self, x: Transformation, direct: list[Transformation]) -> Transformation | None:
-        """The cached specialization of x with the fewest rows: a direct one if any is
-        cached, else any cached y ≺ x."""
+        """The cached specialization of x with the fewest rows: a direct one if any is cached and
+        has at most ``_SCAN_ROWS`` rows, else the smallest of every cached y ≺ x (one vectorized
+        scan).  A check costs about its base's rows: on wide data a direct specialization often
+        still holds nearly every record as a group while an older one further below holds few."""
         best, rows = None, 0
         for y in direct:
             table = self.tables.get(y)
             if table is not None and (best is None or table[0].size < rows):
                 best, rows = y, table[0].size
-        if best is not None or not self.tables:
+        if (best is not None and rows <= _SCAN_ROWS) or not self.tables:
             return best
         below = (self.levels <= np.asarray(x, dtype=np.int16)).all(axis=1)
         if not below.any():
-            return None
+            return best
         slot = int(np.argmin(np.where(below, self.sizes, np.iinfo(np.int64).max)))
-        return self.owners[slot]
+        return best if best is not None and rows <= self.sizes[slot] else self.owners[slot]
