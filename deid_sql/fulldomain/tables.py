@@ -57,6 +57,7 @@ class LevelSpace(Protocol):
     def specializations(self, x: Transformation) -> list[Transformation]: ...
 
 _LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ranks kept at most (64 MB)
+_PACK_BITS = 63  # a key and its count are sorted as one int64 when they fit its non-negative values
 _SCAN_ROWS = 4096  # a direct specialization with more rows than this is compared with every cached one
 _DENSE_PER_CELL = 8  # a table is grouped by a dense index when its possible groups are at most 8 per cell
 
@@ -279,7 +280,7 @@ class GroupTables:
         stable ones: the rows of a roll-up come in long sorted runs (the order of the table lifted),
         where they ran 1.5–4× faster than the default quicksort (bench/wide.py, Adult and wide)."""
         top = int(keys.max()) if keys.size else 0
-        if top.bit_length() + self.cbits <= 63:
+        if top.bit_length() + self.cbits <= _PACK_BITS:
             keys <<= self.cbits
             keys |= counts
             keys.sort(kind="stable")
