@@ -21,11 +21,12 @@ it), a lift between levels is a lookup on ranks (``LevelRanks.lift``), and ranks
 wherever groups leave the tables (``LevelRanks.decode``: the census, the quality models' per-group
 sums, the outputs).  A field is as wide as the most groups present at any of its QI's levels.
 
-Merging.  When a key and the count fit ``evaluate.groups.KEY_BITS`` together (Adult: 29 + 15
-bits), rows are sorted as one int64 ``key << cbits | count`` (``np.sort``); when only the keys fit
-(the wide table of bench/wide.py: 56 + 16 bits), by ``argsort`` of the keys (a third slower on
-63,441 rows, and no fallback); only when even the keys do not fit is every transformation grouped
-from the cells by ``np.unique`` on rows (``rows_unique``), without the cache.
+Merging.  A table's rows are sorted with their counts riding in the low bits of one int64 when the
+table's largest key and the count fit 63 bits together — always on Adult (32 + 15 bits), and on
+the wide table of bench/wide.py (56 + 16 bits at most) whenever a QI high in the key is
+generalized far enough to empty its field's top bits — else the keys are argsorted and the counts
+gathered.  Only when even the fields do not fit ``evaluate.groups.KEY_BITS`` is every
+transformation grouped from the cells by ``np.unique`` on rows (``rows_unique``), without the cache.
 """
 
 from __future__ import annotations

@@ -15,33 +15,43 @@ one ``GROUP BY`` at load), never on rows.
 Roll-up
 -------
 Every evaluated transformation leaves its *group table* in an LRU cache bounded by
-rows (``cache_rows``; ``tables.GroupTables``): one sorted int64 array with a row per distinct
-group.  A row packs, from the high bits down, the group id of every QI in a *fixed* bit
-field (wide enough for the QI's largest number of groups, so a field means the same at every
-level) and the record count; sorting rows sorts groups, and a field is read with a shift and a
-mask.  Hierarchies are trees, so every group at level a lies in exactly one group at level
-b > a (``TransformationSpace.lift``).
+rows (``cache_rows``; ``tables.GroupTables``): a row per distinct group, its key and its
+count, sorted by key.  A key packs, from the high bits down, every QI's group in a *fixed*
+bit field (a field means the same at every level), read with a shift and a mask.  The field
+holds the group's *rank* among the groups of its level present in the cells
+(``tables.LevelRanks``), not its id over the hierarchy's whole domain: ranks keep the ids'
+order, so sorting keys sorts groups QI by QI by their ids, and a field is as wide as the most
+groups present at any level (a ZIP hierarchy of 100,000 leaves with 13,294 present: 14 bits,
+not 17; issue 43).  Hierarchies are trees, so every group at level a lies in exactly one group
+at level b > a (``TransformationSpace.lift``), and its rank in one rank (``LevelRanks.lift``).
 
 To evaluate x, the cached *direct* specialization y of x (one QI one level lower) with
-the fewest rows is looked up; when none is cached, any cached y ≺ x (a vectorized
-scan of the cached levels), and only then the cells.  From y: read the fields of the
-QIs where x is higher, lift them, add the difference back (a few vector operations
-over y's rows), sort, and merge equal groups by summing their counts.  y's rows are
-usually far fewer than the cells, and the result is bit-identical to grouping the
-cells (the tests compare both).  This is what makes a bottom-up sweep fast: every
-transformation after the bottom is rolled up from the layer below.
+the fewest rows is looked up; when none is cached, or the smallest has more than a few
+thousand rows, the cached y ≺ x with the fewest rows (a vectorized scan of the cached
+levels), and only then the cells.  From y: move the field of each QI where x is higher by its
+lift (one lookup per row of the rank's change, already shifted), sort, and merge equal groups
+by summing their counts.  A check costs about its base's rows: on wide data, where nearly every
+record is a group of its own until the ZIP is generalized away, a direct specialization often
+still holds every record while an older one holds a few thousand (bench/wide.py: 0.61 → 0.26 s
+for k=5 without suppression).  The result is bit-identical to grouping the cells (the tests
+compare both).  This is what makes a bottom-up sweep fast: every transformation after the
+bottom is rolled up from the layer below.
 
 A sensitive column (ℓ-diversity, t-closeness, …) has tables of its own, a row per (group,
-value) with f_G(v) and the value's code between the fields and the count, cached and rolled up
-the same way.  They are built only when an attribute model asks, and it asks only about groups
-k-anonymity kept in a transformation it has not already rejected (``_suppress``).
+value) with f_G(v) and the value's code below the fields, cached and rolled up the same way,
+keyed by the same ranks.  They are built only when an attribute model asks, and it asks only
+about groups k-anonymity kept in a transformation it has not already rejected (``_suppress``).
 
-Roll-up needs the fields and the count to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
-package's one key limit (Adult's 9 QIs take 32 + 15 for counts up to 30,162); otherwise every
-transformation is grouped from the cells by ``np.unique`` on rows, without the cache.
+Roll-up needs the fields (and the code) to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
+package's one key limit (Adult's 9 QIs take 32 bits; the wide table's 8, 56 of ranks, 66 of ids); otherwise every
+transformation is grouped from the cells by ``np.unique`` on rows, without the cache.  The
+count rides beside the key in one int64 while both fit (then one sort orders both), else the
+keys are argsorted (``GroupTables._merge``).
 
-Census people come from the group module too (``Problem.group_sizes``): the groups' ids are
-decoded from their keys, sorted QI by QI, which is the order its mixed-radix keys sort in.
+Ranks become group ids again wherever groups leave the tables (``GroupStats.ids`` and
+``id_matrix``, one gather): the census people come from the group module
+(``Problem.group_sizes``), which needs the groups sorted QI by QI by their ids — the order of
+the keys — and the quality models sum per-level tables indexed by ids.
 """
 
 from __future__ import annotations
@@ -317,9 +327,9 @@ class TransformEvaluator:
     any group-level model; dataset-level models such as ``AverageRisk`` then suppress
     further groups).  ``quality`` is a quality model (lower = better).
     ``suppression_limit`` is the share of records that may be suppressed, in [0, 1].
-    ``cache_rows`` bounds the rows kept in the group-table cache (LRU, 8 bytes a row; the
-    default 8 M rows is 64 MB: Adult's 9-QI bottom-up sweep then rolls 86 % of the
-    transformations up from a direct specialization, the rest from an older one);
+    ``cache_rows`` bounds the rows kept in the group-table cache (LRU, 16 bytes a row: key
+    and count; the default 8 M rows is 128 MB: Adult's 9-QI bottom-up sweep then rolls 86 %
+    of the transformations up from a direct specialization, the rest from an older one);
     ``rollup=False``
     groups every transformation from the cells (for checking and timing).
     """

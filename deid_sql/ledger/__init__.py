@@ -10,6 +10,8 @@ Modules:
 - ``combine.py``: the arithmetic of combining releases: dense keys of label tuples (hash-based, rows packed
   into one int64), one label per person (a set's label for a person shown under several tuples), persons'
   integer keys (``person_keys``: a pseudonym's integer form) and their lookup (``sorted_lookup``)
+- ``content.py``: an entry's content hash made from the persons being appended (their pseudonyms sorted as
+  integers), or None where the database must compute it
 - ``database.py``: where a ledger's tables live, behind one interface (``LedgerDatabase``): a DuckDB file
   (owner-only, the default), or ``LedgerTables`` on PostgreSQL; the canonical content hash of an entry
 - ``postgres.py``: the ledger's tables on PostgreSQL (``[release] ledger_table``): owner-only, appends
