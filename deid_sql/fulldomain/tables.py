@@ -172,6 +172,8 @@ class GroupTables:
         if table is not None:
             return table
         base = self.cache.specialization(x, self.space.specializations(x)) if self.rollup else None
+        if base is not None and 2 * self.cache.rows_of(base) > self._counts.size and self._dense(x):
+            base = None  # counting the cells by a dense index beats sorting a base nearly as large
         if base is None and groups is not None and not self._dense(x) and groups.size * self.span <= self._dense_limit:
             table = self._from_groups(x, groups)  # instead of sorting the cells
         elif base is None:
@@ -372,6 +374,10 @@ class TableCache:
             self.levels[slot] = self._FREE
             self.owners[slot] = None
             self.free.append(slot)
+
+    def rows_of(self, x: Transformation) -> int:
+        """The rows of x's cached table."""
+        return int(self.tables[x][0].size)
 
     def specialization(self, x: Transformation, direct: list[Transformation]) -> Transformation | None:
         """The cached specialization of x with the fewest rows: a direct one if any is cached and
