@@ -145,7 +145,7 @@ class GroupTables:
         self._kshift = [s + self.sbits for s in self.shifts]  # within a row's key
         key_bits = sum(widths) + self.sbits
         self.fixed = key_bits <= KEY_BITS  # keys fit: tables are cached and rolled up
-        self.packed = key_bits + self.cbits <= KEY_BITS  # keys and counts fit: merged by one np.sort
+        self.packed = key_bits + self.cbits <= min(KEY_BITS, _PACK_BITS)  # every table's keys fit with counts
         self.rollup = rollup and self.fixed
         self._level_rows: dict[tuple[int, int], np.ndarray] = {}
         self._steps: dict[tuple[int, int, int], np.ndarray] = {}  # ``_step``'s, built on first use
@@ -282,8 +282,7 @@ class GroupTables:
         keys and counts are sorted as one int64; else the keys are argsorted.  Both sorts are numpy's
         stable ones: the rows of a roll-up come in long sorted runs (the order of the table lifted),
         where they ran 1.5–4× faster than the default quicksort (bench/wide.py, Adult and wide)."""
-        top = int(keys.max()) if keys.size else 0
-        if top.bit_length() + self.cbits <= _PACK_BITS:
+        if self.packed or int(keys.max(initial=0)).bit_length() + self.cbits <= _PACK_BITS:
             keys <<= self.cbits
             keys |= counts
             keys.sort(kind="stable")
