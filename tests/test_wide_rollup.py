@@ -226,3 +226,24 @@ def test_ranks_leave_out_absent_groups_and_keep_order(tmp_path: Path) -> None:
                 ev.space.group_of[0][x[0]][problem.sample.positions[:, 0]],
                 ev.space.group_of[1][x[1]][problem.sample.positions[:, 1]])})
             assert [tuple(int(v) for v in col) for col in ids.T] == want
+
+
+def test_a_check_starts_from_the_smallest_cached_specialization() -> None:
+    """A direct specialization is taken while it is small; past ``_SCAN_ROWS`` rows, any cached y ≺ x
+    with fewer rows is taken instead (a check costs about its base's rows), never one that is not ≺ x."""
+    cache = tables_module.TableCache(2, 10**9)
+
+    def table(rows: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.arange(rows, dtype=np.int64), np.ones(rows, dtype=np.int64)
+
+    big = tables_module._SCAN_ROWS + 1
+    cache.put((1, 2), table(big))  # x's direct specialization, large
+    cache.put((0, 2), table(10))  # below x too, small
+    cache.put((2, 0), table(5))  # smaller still, and below x = (2, 2)
+    cache.put((3, 0), table(1))  # not below x
+    x = (2, 2)
+    assert cache.specialization(x, [(1, 2), (2, 1)]) == (2, 0)
+    cache.put((2, 1), table(20))  # a small direct one: taken without a scan
+    assert cache.specialization(x, [(1, 2), (2, 1)]) == (2, 1)
+    assert cache.specialization((1, 3), [(0, 3), (1, 2)]) == (0, 2)  # (1, 2) is big: (0, 2) is smaller
+    assert cache.specialization((0, 1), [(0, 0)]) is None
