@@ -392,21 +392,29 @@ def test_rollup_with_sensitive_values_and_small_cache(small: Problem, cache_rows
     assert rolled._cache.rows <= cache_rows
 
 
-@pytest.mark.parametrize("fits", ["neither", "the groups' alone"])
+@pytest.mark.parametrize("fits", ["neither", "the groups' keys alone", "keys without counts"])
 def test_wide_keys_fall_back_to_row_grouping(small: Problem, monkeypatch: pytest.MonkeyPatch, fits: str) -> None:
     """When the bit-packed keys would not fit, groups come from np.unique on rows; when only the
-    groups' keys fit (the sensitive code's bits do not), the values' groups are matched by their ids."""
+    groups' keys fit (the sensitive code's bits do not), the values' groups are matched by their ids;
+    when keys fit but not beside their counts, tables are merged by argsort and still rolled up."""
     normal = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
-    groups_bits = sum(m.bit_length() for m in normal.masks) + normal._tables.cbits
-    monkeypatch.setattr(tables_module, "KEY_BITS", 3 if fits == "neither" else groups_bits)
+    assert normal._tables.packed and normal._value_tables["dx"].packed
+    group_bits = sum(m.bit_length() for m in normal.masks)
+    bits = {"neither": 3, "the groups' keys alone": group_bits,
+            "keys without counts": group_bits + normal._value_tables["dx"].sbits}[fits]
+    monkeypatch.setattr(tables_module, "KEY_BITS", bits)
     wide = TransformEvaluator(small, [KAnonymity(3), DistinctLDiversity(2, "dx")], NonUniformEntropy(), 0.1)
-    assert not wide._value_tables["dx"].fixed
+    assert wide._value_tables["dx"].fixed == (fits == "keys without counts")
     assert wide.fixed == (fits != "neither") and wide.rollup == wide.fixed
-    for x in random.Random(3).sample(list(wide.space), 20):
+    assert not wide._tables.packed and not wide._value_tables["dx"].packed
+    for x in sorted(random.Random(3).sample(list(wide.space), 30), key=sum):
         a, b = normal.apply(x), wide.apply(x)
         assert (a.suppressed, a.groups, a.groups_kept, a.accepted, a.holds) == (
             b.suppressed, b.groups, b.groups_kept, b.accepted, b.holds)
         assert a.quality == pytest.approx(b.quality) and a.bound == pytest.approx(b.bound)
+        if wide.fixed:
+            np.testing.assert_array_equal(normal.groups(x).keys, wide.groups(x).keys)
+    assert (wide.rollups > 0) == wide.fixed
 
 
 # -------------------------------------------------------------------------------------------

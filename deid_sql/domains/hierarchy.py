@@ -137,17 +137,37 @@ class Hierarchy:
             raise SpecError(
                 f"hierarchy {self.source} has levels 0..{self.height - 1}; level {level} does not exist"
             )
-        missing = [domain.text(i) for i in range(domain.size) if domain.text(i) not in self.rows]
+        return self._recoding(domain, self._domain_rows(domain), level)
+
+    def recodings(self, domain: Domain) -> list[QIRecoding]:
+        """The recodings of ``domain`` at every level, bottom first: ``recoding`` of each level, with
+        the domain's values looked up once for all of them (a ZIP hierarchy's 100,000 rows took a
+        third of a second read level by level, issue 43)."""
+        rows = self._domain_rows(domain)
+        return [self._recoding(domain, rows, level) for level in range(self.height)]
+
+    def _domain_rows(self, domain: Domain) -> list[tuple[str, ...]]:
+        """The hierarchy's row of every domain value, in domain order (``SpecError`` for a value
+        without one)."""
+        texts = [domain.text(i) for i in range(domain.size)]
+        missing = [t for t in texts if t not in self.rows]
         if missing:
             shown = ", ".join(repr(m) for m in missing[:5])
             raise SpecError(
                 f"hierarchy {self.source} has no row for {len(missing)} domain value(s) ({shown}); "
                 f"add a row per value"
             )
-        names = [self.rows[domain.text(i)][level] for i in range(domain.size)]
-        labels: dict[str, int] = {}
-        gid = np.array([labels.setdefault(n, len(labels)) for n in names], dtype=np.int64)
-        return QIRecoding.from_groups(domain, gid, list(labels))
+        return [self.rows[t] for t in texts]
+
+    @staticmethod
+    def _recoding(domain: Domain, rows: list[tuple[str, ...]], level: int) -> QIRecoding:
+        """The recoding at ``level`` of the domain whose values' rows are ``rows``: groups numbered in
+        the domain order of their first value (``QIRecoding.from_groups``' numbering, made here in one
+        pass), labelled by the hierarchy."""
+        names = [r[level] for r in rows]
+        labels = {n: i for i, n in enumerate(dict.fromkeys(names))}
+        gid = np.fromiter(map(labels.__getitem__, names), dtype=np.int64, count=len(names))
+        return QIRecoding(gid, tuple(labels), domain)
 
 
 def shown(values: Sequence[str], limit: int = 5, quote: bool = True) -> str:

@@ -10,8 +10,9 @@ Modules:
   ``UnionKAnonymity``, k of what a recipient holds with the earlier releases (their labels as a value)
 - ``models.py``: privacy models (k-anonymity, distinct ℓ-diversity, average risk) and quality models (loss,
   NUE, discernibility, KL) with their bounds
-- ``tables.py``: ``GroupTables`` (a set of cells' group tables: packed sorted rows, grouped from the cells
-  or rolled up from a cached specialization) and their LRU ``TableCache``
+- ``tables.py``: ``LevelRanks`` (each QI's groups present per level, ranked: the keys' fields), ``GroupTables``
+  (a set of cells' group tables: sorted keys and counts, grouped from the cells or rolled up from the
+  smallest cached specialization) and their LRU ``TableCache``
 - ``transform.py``: ``TransformationSpace`` (levels, order, lift) and ``TransformEvaluator`` (apply with
   suppression, roll-up from cached group tables; census through ``Problem.group_sizes``, keys in
   ``KEY_BITS``); a sensitive column's cells come from ``loading.sensitive`` (counted in persons, cached)

@@ -8,18 +8,32 @@ attribute models read).  They are separate so that the second, up to values × l
 generalized levels, is built only for a transformation whose groups an attribute model must still
 judge (bench/attribute.py).
 
-A table is one sorted int64 array.  A row packs, from the high bits down, the group id of every QI
-in a *fixed* bit field (wide enough for the QI's largest number of groups, so a field means the
-same at every level), the sensitive code (no bits without codes) and the count.  Sorting rows
-sorts groups, and a field is read with a shift and a mask.  When the fields and the count do not
-fit ``evaluate.groups.KEY_BITS``, every transformation is grouped from the cells by ``np.unique``
-(``rows_unique``), without the cache.
+A table is two arrays over its rows, sorted by key: ``keys`` and ``counts``.  A key packs, from
+the high bits down, every QI's group in a *fixed* bit field (so a field means the same at every
+level), then the sensitive code (no bits without codes).  Sorting keys sorts groups, and a field is
+read with a shift and a mask.
+
+Ranks, not ids (issue 43).  A field holds the group's *rank* among the groups of its level present
+in the cells (``LevelRanks``), not its id over the hierarchy's whole domain: a ZIP hierarchy of
+100,000 leaves needs 17 bits for ids, the 13,294 ZIPs present need 14.  Ranks are numbered in id
+order, so sorted keys still sort groups QI by QI by their ids (``Problem.group_sizes`` relies on
+it), a lift between levels is a lookup on ranks (``LevelRanks.lift``), and ranks become ids again
+wherever groups leave the tables (``LevelRanks.decode``: the census, the quality models' per-group
+sums, the outputs).  A field is as wide as the most groups present at any of its QI's levels.
+
+Merging.  A table's rows are sorted with their counts riding in the low bits of one int64 when the
+table's largest key and the count fit 63 bits together — always on Adult (32 + 15 bits), and on
+the wide table of bench/wide.py (56 + 16 bits at most) whenever a QI high in the key is
+generalized far enough to empty its field's top bits — else the keys are argsorted and the counts
+gathered.  Only when even the fields do not fit ``evaluate.groups.KEY_BITS`` is every
+transformation grouped from the cells by ``np.unique`` on rows (``rows_unique``), without the cache.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -27,6 +41,7 @@ import numpy as np
 from ..evaluate.groups import KEY_BITS
 
 Transformation = tuple[int, ...]
+Table = tuple[np.ndarray, np.ndarray]  # (keys, counts) of distinct rows, sorted by key
 
 
 class LevelSpace(Protocol):
@@ -42,37 +57,98 @@ class LevelSpace(Protocol):
 
     def specializations(self, x: Transformation) -> list[Transformation]: ...
 
-_LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ids kept at most (64 MB)
+_LEVEL_BUDGET = 1 << 23  # cells × levels of precomputed group ranks kept at most (64 MB)
+_PACK_BITS = 63  # a key and its count are sorted as one int64 when they fit its non-negative values
+_SCAN_ROWS = 4096  # a direct specialization with more rows than this is compared with every cached one
 _DENSE_PER_CELL = 8  # a table is grouped by a dense index when its possible groups are at most 8 per cell
+
+
+class LevelRanks:
+    """Per QI and level, the groups present in the cells, ranked in the order of their ids.
+
+    ``present[q][l]`` holds the ids of the groups of QI q at level l that some cell falls in,
+    ascending, so rank r stands for id ``present[q][l][r]``; ``position_rank[q][l]`` is the rank of
+    every domain position's group (−1 where no cell falls in it).  Since a hierarchy is a tree,
+    the groups present at a level are the lifts of those present below, and ``lift`` maps ranks to
+    ranks.  Group keys built from ranks are as wide as the groups present need (``widths``), and
+    sort as keys of ids would."""
+
+    def __init__(self, space: LevelSpace, positions: Sequence[np.ndarray]) -> None:
+        self.space = space
+        self.present: list[list[np.ndarray]] = []
+        self.position_rank: list[list[np.ndarray]] = []
+        self._rank_of: list[list[np.ndarray]] = []  # rank of every group id (−1 where absent)
+        for q in range(len(space.names)):
+            seen = np.zeros(space.group_of[q][0].size, dtype=bool)
+            for cells in positions:  # every set of cells the tables group (a sensitive column's too)
+                seen[cells[:, q]] = True
+            at = np.flatnonzero(seen)
+            present, rank_of, position_rank = [], [], []
+            for gid, n in zip(space.group_of[q], space.n_groups[q]):
+                mark = np.zeros(n, dtype=bool)
+                mark[gid[at]] = True
+                rank = np.cumsum(mark, dtype=np.int64) - 1
+                rank[~mark] = -1
+                present.append(np.flatnonzero(mark))
+                rank_of.append(rank)
+                position_rank.append(rank[gid])
+            self.present.append(present)
+            self._rank_of.append(rank_of)
+            self.position_rank.append(position_rank)
+        self.counts = [[int(p.size) for p in lv] for lv in self.present]
+        self.widths = [(max(1, *c) - 1).bit_length() for c in self.counts]
+        parts = [p for lv in self.present for p in lv]
+        self._flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        starts = np.cumsum([0] + [p.size for p in parts])
+        self._starts: list[list[int]] = []
+        at = 0
+        for lv in self.present:
+            self._starts.append([int(s) for s in starts[at:at + len(lv)]])
+            at += len(lv)
+        self._lifts: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def lift(self, q: int, a: int, b: int) -> np.ndarray:
+        """The rank at level b (≥ a) of QI q of every rank at level a (built on first use)."""
+        lift = self._lifts.get((q, a, b))
+        if lift is None:
+            lift = self._lifts[q, a, b] = self._rank_of[q][b][self.space.lift(q, a, b)[self.present[q][a]]]
+        return lift
+
+    def decode(self, ranks: np.ndarray, levels: Transformation) -> np.ndarray:
+        """Group ids of a QI × group matrix of ranks at ``levels``, in one gather."""
+        at = np.array([self._starts[q][v] for q, v in enumerate(levels)], dtype=np.int64)[:, None]
+        return self._flat[ranks + at]
 
 
 class GroupTables:
     """The group tables of one set of cells: ``positions`` (cell × QI domain positions), ``codes``
-    (a sensitive value code per cell, 0..``span``−1, or None) and ``counts``.
+    (a sensitive value code per cell, 0..``span``−1, or None) and ``counts``; ``ranks`` numbers the
+    groups in the keys (shared by every set of cells of one evaluator, so their keys match).
 
-    ``cache_rows`` bounds the rows kept (LRU, 8 bytes a row); ``rollup=False`` groups every
+    ``cache_rows`` bounds the rows kept (LRU, 16 bytes a row); ``rollup=False`` groups every
     transformation from the cells (for checking and timing)."""
 
-    def __init__(self, space: LevelSpace, positions: np.ndarray, codes: np.ndarray | None,
+    def __init__(self, space: LevelSpace, ranks: LevelRanks, positions: np.ndarray, codes: np.ndarray | None,
                  counts: np.ndarray, span: int, records: int, *, rollup: bool, cache_rows: int) -> None:
         self.space = space
+        self.ranks = ranks
         self.n_qis = len(space.names)
         self.span = span if codes is not None else 1
         self._pos = [np.ascontiguousarray(positions[:, q], dtype=np.int64) for q in range(self.n_qis)]
         self._codes = None if codes is None else codes.astype(np.int64)
         self._counts = np.asarray(counts, dtype=np.int64)
-        widths = [(max(n) - 1).bit_length() for n in space.n_groups]
+        widths = ranks.widths
         self.sbits = (self.span - 1).bit_length() if codes is not None else 0
         self.cbits = max(1, records.bit_length())  # a count never exceeds N < 2^cbits
         self.shifts = [sum(widths[q + 1:]) for q in range(self.n_qis)]  # within a group key (every family's)
         self.masks = [(1 << w) - 1 for w in widths]
-        self._qshift = [s + self.sbits + self.cbits for s in self.shifts]  # within a row
-        self.fixed = sum(widths) + self.sbits + self.cbits <= KEY_BITS
+        self._kshift = [s + self.sbits for s in self.shifts]  # within a row's key
+        key_bits = sum(widths) + self.sbits
+        self.fixed = key_bits <= KEY_BITS  # keys fit: tables are cached and rolled up
+        self.packed = key_bits + self.cbits <= min(KEY_BITS, _PACK_BITS)  # every table's keys fit with counts
         self.rollup = rollup and self.fixed
-        if self.fixed:
-            low = self._counts if self._codes is None else (self._codes << self.cbits) | self._counts
-            self._low = np.ascontiguousarray(low, dtype=np.int64)
         self._level_rows: dict[tuple[int, int], np.ndarray] = {}
+        self._steps: dict[tuple[int, int, int], np.ndarray] = {}  # ``_step``'s, built on first use
         self._level_budget = _LEVEL_BUDGET
         self._weights = self._counts.astype(np.float64)  # bincount sums float64: exact below 2^53
         self._dense_limit = _DENSE_PER_CELL * max(1, self._counts.size)
@@ -86,16 +162,18 @@ class GroupTables:
         ``groups``: x's group keys (sorted, every cell's among them), when known: a table that must
         be grouped from the cells is then counted per known group, with no sort (``_from_groups``)."""
         if self.fixed:
-            table = self.table(x, groups)
-            return table >> self.cbits, table & ((1 << self.cbits) - 1), None
+            keys, counts = self.table(x, groups)
+            return keys, counts, None
         return self.rows_unique(x)
 
-    def table(self, x: Transformation, groups: np.ndarray | None = None) -> np.ndarray:
-        """x's table: sorted distinct rows ``group key << (sbits + cbits) | code << cbits | count``."""
+    def table(self, x: Transformation, groups: np.ndarray | None = None) -> Table:
+        """x's table: its distinct keys ``group key << sbits | code``, sorted, and their counts."""
         table = self.cache.get(x)
         if table is not None:
             return table
         base = self.cache.specialization(x, self.space.specializations(x)) if self.rollup else None
+        if base is not None and 2 * self.cache.rows_of(base) > self._counts.size and self._dense(x):
+            base = None  # counting the cells by a dense index beats sorting a base nearly as large
         if base is None and groups is not None and not self._dense(x) and groups.size * self.span <= self._dense_limit:
             table = self._from_groups(x, groups)  # instead of sorting the cells
         elif base is None:
@@ -107,24 +185,28 @@ class GroupTables:
         return table
 
     def _level(self, q: int, level: int) -> np.ndarray:
-        """Every cell's group id at ``level`` of QI q (kept while the cells × levels budget lasts,
+        """Every cell's group rank at ``level`` of QI q (kept while the cells × levels budget lasts,
         else recomputed)."""
-        ids = self._level_rows.get((q, level))
-        if ids is None:
-            ids = self.space.group_of[q][level][self._pos[q]].astype(np.int64, copy=False)
-            if self._level_budget >= ids.size:
-                self._level_budget -= ids.size
-                self._level_rows[q, level] = ids
-        return ids
+        ranks = self._level_rows.get((q, level))
+        if ranks is None:
+            ranks = self.ranks.position_rank[q][level][self._pos[q]]
+            if self._level_budget >= ranks.size:
+                self._level_budget -= ranks.size
+                self._level_rows[q, level] = ranks
+        return ranks
 
-    def _from_cells(self, x: Transformation) -> np.ndarray:
+    def _radix(self, x: Transformation) -> list[int]:
+        """The groups present of every QI at x's levels (the digits' bases of a dense index)."""
+        return [self.ranks.counts[q][x[q]] for q in range(self.n_qis)]
+
+    def _from_cells(self, x: Transformation) -> Table:
         """x's table grouped from the cells.  When x's possible groups (the product of the QIs'
-        group counts at x's levels, times the sensitive values) are few against the cells, each
+        groups present at x's levels, times the sensitive values) are few against the cells, each
         cell gets its group's mixed-radix index and one ``bincount`` sums the counts: no sort, and
         the indexes come out in the table's order.  The path search (``search/paths.py``) checks
         transformations whose specializations were never grouped, so about half its checks start
         here; on Adult the dense index took a third of the sort's time (issue 32)."""
-        radix = [self.space.n_groups[q][x[q]] for q in range(self.n_qis)]
+        radix = self._radix(x)
         size = math.prod(radix) * self.span
         if self._dense(x):
             index = self._level(0, x[0]).copy() if self.n_qis else np.zeros(self._counts.size, dtype=np.int64)
@@ -136,24 +218,23 @@ class GroupTables:
                 index += self._codes
             sums = np.bincount(index, weights=self._weights, minlength=size)
             found = np.flatnonzero(sums > 0)  # a boolean's nonzero: several times a float's speed
-            rows = sums[found].astype(np.int64)
+            counts = sums[found].astype(np.int64)
             digits = np.unravel_index(found, radix + [self.span] if self._codes is not None else radix)
-            if self._codes is not None:
-                rows |= digits[-1] << self.cbits
+            keys = digits[-1].astype(np.int64) if self._codes is not None else np.zeros(found.size, dtype=np.int64)
             for q in range(self.n_qis):
-                rows |= digits[q] << self._qshift[q]
-            return rows
-        rows = self._low.copy()
+                keys |= digits[q] << self._kshift[q]
+            return keys, counts
+        keys = self._codes.copy() if self._codes is not None else np.zeros(self._counts.size, dtype=np.int64)
         for q in range(self.n_qis):
-            rows |= self._level(q, x[q]) << self._qshift[q]
-        return self._merge(np.sort(rows))
+            keys |= self._level(q, x[q]) << self._kshift[q]
+        return self._merge(keys, self._counts)
 
     def _dense(self, x: Transformation) -> bool:
         """Are x's possible groups (times the values) few enough against the cells to group them by a
         dense index (``_from_cells``' first way)?"""
-        return math.prod(self.space.n_groups[q][x[q]] for q in range(self.n_qis)) * self.span <= self._dense_limit
+        return math.prod(self._radix(x)) * self.span <= self._dense_limit
 
-    def _from_groups(self, x: Transformation, groups: np.ndarray) -> np.ndarray:
+    def _from_groups(self, x: Transformation, groups: np.ndarray) -> Table:
         """x's table grouped from the cells when x's groups are known (the groups' own table): each
         cell's group key is found among them by ``searchsorted`` and one ``bincount`` over (group,
         code) sums the counts, in the table's order.  The value tables of a search with suppression
@@ -167,31 +248,56 @@ class GroupTables:
             index = index * self.span + self._codes
         sums = np.bincount(index, weights=self._weights, minlength=groups.size * self.span)
         found = np.flatnonzero(sums > 0)
-        rows = sums[found].astype(np.int64)
-        if self._codes is not None:
-            rows |= (found % self.span) << self.cbits
-            found = found // self.span
-        return rows | (groups[found] << (self.sbits + self.cbits))
+        counts = sums[found].astype(np.int64)
+        if self._codes is None:
+            return groups[found], counts
+        return (groups[found // self.span] << self.sbits) | (found % self.span), counts
 
-    def _roll_up(self, y: Transformation, table: np.ndarray, x: Transformation) -> np.ndarray:
-        rows = table.copy()
-        lifted = [q for q in range(self.n_qis) if x[q] != y[q]]
-        for q in lifted:
-            digit = (table >> self._qshift[q]) & self.masks[q]
-            rows += (self.space.lift(q, y[q], x[q])[digit] - digit) << self._qshift[q]
-        return self._merge(np.sort(rows))  # numpy's default sort beat timsort on these runs
+    def _roll_up(self, y: Transformation, table: Table, x: Transformation) -> Table:
+        """x's table from the table of y ≺ x: move the field of every QI where x is higher by its
+        lift (one lookup of the rank's change, already shifted into place), then merge the rows that
+        became equal."""
+        keys, counts = table
+        rows = None
+        for q in (q for q in range(self.n_qis) if x[q] != y[q]):
+            step = self._step(q, y[q], x[q])[(keys >> self._kshift[q]) & self.masks[q]]
+            if rows is None:
+                rows = keys + step
+            else:
+                rows += step
+        return self._merge(keys.copy() if rows is None else rows, counts)
 
-    def _merge(self, rows: np.ndarray) -> np.ndarray:
-        """Sorted rows -> one row per distinct key with the summed count."""
-        keys = rows >> self.cbits
+    def _step(self, q: int, a: int, b: int) -> np.ndarray:
+        """Per rank of QI q at level a: (its lift to level b − itself) << the field's shift."""
+        step = self._steps.get((q, a, b))
+        if step is None:
+            lift = self.ranks.lift(q, a, b)
+            step = self._steps[q, a, b] = (lift - np.arange(lift.size)) << self._kshift[q]
+        return step
+
+    def _merge(self, keys: np.ndarray, counts: np.ndarray) -> Table:
+        """Rows in any order (``keys`` a scratch array, changed) -> one row per distinct key with the
+        summed count, sorted.  When this table's largest key and the count fit 63 bits together (often,
+        though not always, when the fields alone would not: a QI at its top level has an empty field),
+        keys and counts are sorted as one int64; else the keys are argsorted.  Both sorts are numpy's
+        stable ones: the rows of a roll-up come in long sorted runs (the order of the table lifted),
+        where they ran 1.5–4× faster than the default quicksort (bench/wide.py, Adult and wide)."""
+        if self.packed or int(keys.max(initial=0)).bit_length() + self.cbits <= _PACK_BITS:
+            keys <<= self.cbits
+            keys |= counts
+            keys.sort(kind="stable")
+            counts = keys & ((1 << self.cbits) - 1)
+            keys >>= self.cbits
+        else:
+            order = np.argsort(keys, kind="stable")
+            keys, counts = keys[order], counts[order]
         starts = run_starts(keys)
-        if starts.size == rows.size:
-            return rows
-        counts = np.add.reduceat(rows & ((1 << self.cbits) - 1), starts)
-        return (keys[starts] << self.cbits) | counts
+        if starts.size == keys.size:
+            return keys, counts
+        return keys[starts], np.add.reduceat(counts, starts)
 
     def rows_unique(self, x: Transformation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fallback when fixed keys would overflow int64 (no roll-up): the distinct rows of
+        """Fallback when even the keys would overflow int64 (no roll-up): the distinct rows of
         (group ids…, sensitive code) by ``np.unique``, keyed by their group's rank (and code); also
         returns the group ids per QI of each group (a QI × group matrix)."""
         cols = [self.space.group_of[q][x[q]][self._pos[q]] for q in range(self.n_qis)]
@@ -227,7 +333,7 @@ class TableCache:
         self.clear()
 
     def clear(self) -> None:
-        self.tables: OrderedDict[Transformation, np.ndarray] = OrderedDict()
+        self.tables: OrderedDict[Transformation, Table] = OrderedDict()
         self.slots: dict[Transformation, int] = {}
         self.levels = np.full((64, self.n_qis), self._FREE, dtype=np.int16)
         self.sizes = np.zeros(64, dtype=np.int64)
@@ -238,13 +344,13 @@ class TableCache:
     def __len__(self) -> int:
         return len(self.tables)
 
-    def get(self, x: Transformation) -> np.ndarray | None:
+    def get(self, x: Transformation) -> Table | None:
         table = self.tables.get(x)
         if table is not None:
             self.tables.move_to_end(x)
         return table
 
-    def put(self, x: Transformation, table: np.ndarray) -> None:
+    def put(self, x: Transformation, table: Table) -> None:
         if x in self.tables:
             return
         if not self.free:
@@ -257,29 +363,35 @@ class TableCache:
         self.tables[x] = table
         self.slots[x] = slot
         self.levels[slot] = x
-        self.sizes[slot] = table.size
+        self.sizes[slot] = table[0].size
         self.owners[slot] = x
-        self.rows += table.size
+        self.rows += table[0].size
         while self.rows > self.max_rows and len(self.tables) > 1:
             old, dropped = self.tables.popitem(last=False)
-            self.rows -= dropped.size
+            self.rows -= dropped[0].size
             slot = self.slots.pop(old)
             self.levels[slot] = self._FREE
             self.owners[slot] = None
             self.free.append(slot)
 
+    def rows_of(self, x: Transformation) -> int:
+        """The rows of x's cached table."""
+        return int(self.tables[x][0].size)
+
     def specialization(self, x: Transformation, direct: list[Transformation]) -> Transformation | None:
-        """The cached specialization of x with the fewest rows: a direct one if any is
-        cached, else any cached y ≺ x."""
+        """The cached specialization of x with the fewest rows: a direct one if any is cached and
+        has at most ``_SCAN_ROWS`` rows, else the smallest of every cached y ≺ x (one vectorized
+        scan).  A check costs about its base's rows: on wide data a direct specialization often
+        still holds nearly every record as a group while an older one further below holds few."""
         best, rows = None, 0
         for y in direct:
             table = self.tables.get(y)
-            if table is not None and (best is None or table.size < rows):
-                best, rows = y, table.size
-        if best is not None or not self.tables:
+            if table is not None and (best is None or table[0].size < rows):
+                best, rows = y, table[0].size
+        if (best is not None and rows <= _SCAN_ROWS) or not self.tables:
             return best
         below = (self.levels <= np.asarray(x, dtype=np.int16)).all(axis=1)
         if not below.any():
-            return None
+            return best
         slot = int(np.argmin(np.where(below, self.sizes, np.iinfo(np.int64).max)))
-        return self.owners[slot]
+        return best if best is not None and rows <= self.sizes[slot] else self.owners[slot]

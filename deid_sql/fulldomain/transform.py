@@ -15,33 +15,43 @@ one ``GROUP BY`` at load), never on rows.
 Roll-up
 -------
 Every evaluated transformation leaves its *group table* in an LRU cache bounded by
-rows (``cache_rows``; ``tables.GroupTables``): one sorted int64 array with a row per distinct
-group.  A row packs, from the high bits down, the group id of every QI in a *fixed* bit
-field (wide enough for the QI's largest number of groups, so a field means the same at every
-level) and the record count; sorting rows sorts groups, and a field is read with a shift and a
-mask.  Hierarchies are trees, so every group at level a lies in exactly one group at level
-b > a (``TransformationSpace.lift``).
+rows (``cache_rows``; ``tables.GroupTables``): a row per distinct group, its key and its
+count, sorted by key.  A key packs, from the high bits down, every QI's group in a *fixed*
+bit field (a field means the same at every level), read with a shift and a mask.  The field
+holds the group's *rank* among the groups of its level present in the cells
+(``tables.LevelRanks``), not its id over the hierarchy's whole domain: ranks keep the ids'
+order, so sorting keys sorts groups QI by QI by their ids, and a field is as wide as the most
+groups present at any level (a ZIP hierarchy of 100,000 leaves with 13,294 present: 14 bits,
+not 17; issue 43).  Hierarchies are trees, so every group at level a lies in exactly one group
+at level b > a (``TransformationSpace.lift``), and its rank in one rank (``LevelRanks.lift``).
 
 To evaluate x, the cached *direct* specialization y of x (one QI one level lower) with
-the fewest rows is looked up; when none is cached, any cached y ≺ x (a vectorized
-scan of the cached levels), and only then the cells.  From y: read the fields of the
-QIs where x is higher, lift them, add the difference back (a few vector operations
-over y's rows), sort, and merge equal groups by summing their counts.  y's rows are
-usually far fewer than the cells, and the result is bit-identical to grouping the
-cells (the tests compare both).  This is what makes a bottom-up sweep fast: every
-transformation after the bottom is rolled up from the layer below.
+the fewest rows is looked up; when none is cached, or the smallest has more than a few
+thousand rows, the cached y ≺ x with the fewest rows (a vectorized scan of the cached
+levels), and only then the cells.  From y: move the field of each QI where x is higher by its
+lift (one lookup per row of the rank's change, already shifted), sort, and merge equal groups
+by summing their counts.  A check costs about its base's rows: on wide data, where nearly every
+record is a group of its own until the ZIP is generalized away, a direct specialization often
+still holds every record while an older one holds a few thousand (bench/wide.py: 0.61 → 0.26 s
+for k=5 without suppression).  The result is bit-identical to grouping the cells (the tests
+compare both).  This is what makes a bottom-up sweep fast: every transformation after the
+bottom is rolled up from the layer below.
 
 A sensitive column (ℓ-diversity, t-closeness, …) has tables of its own, a row per (group,
-value) with f_G(v) and the value's code between the fields and the count, cached and rolled up
-the same way.  They are built only when an attribute model asks, and it asks only about groups
-k-anonymity kept in a transformation it has not already rejected (``_suppress``).
+value) with f_G(v) and the value's code below the fields, cached and rolled up the same way,
+keyed by the same ranks.  They are built only when an attribute model asks, and it asks only
+about groups k-anonymity kept in a transformation it has not already rejected (``_suppress``).
 
-Roll-up needs the fields and the count to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
-package's one key limit (Adult's 9 QIs take 32 + 15 for counts up to 30,162); otherwise every
-transformation is grouped from the cells by ``np.unique`` on rows, without the cache.
+Roll-up needs the fields (and the code) to fit in ``evaluate.groups.KEY_BITS`` = 62 bits, the
+package's one key limit (Adult's 9 QIs take 32 bits; the wide table's 8, 56 of ranks, 66 of ids); otherwise every
+transformation is grouped from the cells by ``np.unique`` on rows, without the cache.  The
+count rides beside the key in one int64 while both fit (then one sort orders both), else the
+keys are argsorted (``GroupTables._merge``).
 
-Census people come from the group module too (``Problem.group_sizes``): the groups' ids are
-decoded from their keys, sorted QI by QI, which is the order its mixed-radix keys sort in.
+Ranks become group ids again wherever groups leave the tables (``GroupStats.ids`` and
+``id_matrix``, one gather): the census people come from the group module
+(``Problem.group_sizes``), which needs the groups sorted QI by QI by their ids — the order of
+the keys — and the quality models sum per-level tables indexed by ids.
 """
 
 from __future__ import annotations
@@ -60,7 +70,7 @@ from ..errors import DeidError, PolicyError, SpecError
 from ..evaluate.attribute import ValueCounts
 from ..loading.sensitive import SensitiveCells, sensitive_cells
 from ..policies.levels import check_levels, levels_text, parse_levels, qi_levels
-from .tables import GroupTables, TableCache, Transformation, run_starts
+from .tables import GroupTables, LevelRanks, TableCache, Transformation, run_starts
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -121,11 +131,7 @@ class TransformationSpace:
         self.heights: tuple[int, ...] = tuple(len(lv) for lv in self.levels)
         self.group_of = [[r.group_of for r in lv] for lv in self.levels]
         self.n_groups = [[r.n_groups for r in lv] for lv in self.levels]
-        self._lifts: dict[tuple[int, int, int], np.ndarray] = {}
-        for q in range(len(self.names)):
-            for a in range(self.heights[q]):
-                for b in range(a, self.heights[q]):
-                    self._lifts[q, a, b] = self._make_lift(q, a, b)
+        self._lifts: dict[tuple[int, int, int], np.ndarray] = {}  # built on first use
         self._index = {n: i for i, n in enumerate(self.names)}
 
     def _make_lift(self, q: int, a: int, b: int) -> np.ndarray:
@@ -138,8 +144,15 @@ class TransformationSpace:
         return lift
 
     def lift(self, q: int, a: int, b: int) -> np.ndarray:
-        """Group id at level b of every group id at level a (a ≤ b) of QI q."""
-        return self._lifts[q, a, b]
+        """Group id at level b of every group id at level a (a ≤ b) of QI q (built on first use: a
+        search lifts between few of the pairs of levels, and a ZIP's lifts are 100,000 entries each)."""
+        lift = self._lifts.get((q, a, b))
+        if lift is None:
+            if not 0 <= a <= b < self.heights[q]:
+                raise PolicyError(f"QI {self.names[q]!r} has levels 0..{self.heights[q] - 1}; "
+                                  f"no lift from level {a} to {b}")
+            lift = self._lifts[q, a, b] = self._make_lift(q, a, b)
+        return lift
 
     # -- the lattice --------------------------------------------------------------------
     @property
@@ -287,14 +300,14 @@ class GroupStats:
         if self._ids is not None:
             return [row if select is None else row[select] for row in self._ids]
         keys = self.keys if select is None else self.keys[select]
-        return self.evaluator.decode(keys)
+        return self.evaluator.decode(keys, self.levels)
 
     def id_matrix(self, select: np.ndarray | None = None) -> np.ndarray:
         """Group ids of every group (or the selected ones) as one QI × group matrix (a new array)."""
         if self._ids is not None:
             return np.stack([row if select is None else row[select] for row in self._ids])
         keys = self.keys if select is None else self.keys[select]
-        return self.evaluator.decode_matrix(keys)
+        return self.evaluator.decode_matrix(keys, self.levels)
 
     def census(self, select: np.ndarray | None = None) -> np.ndarray:
         """g = max(population count, m) per group, or per selected group (= m without a population);
@@ -314,9 +327,9 @@ class TransformEvaluator:
     any group-level model; dataset-level models such as ``AverageRisk`` then suppress
     further groups).  ``quality`` is a quality model (lower = better).
     ``suppression_limit`` is the share of records that may be suppressed, in [0, 1].
-    ``cache_rows`` bounds the rows kept in the group-table cache (LRU, 8 bytes a row; the
-    default 8 M rows is 64 MB: Adult's 9-QI bottom-up sweep then rolls 86 % of the
-    transformations up from a direct specialization, the rest from an older one);
+    ``cache_rows`` bounds the rows kept in the group-table cache (LRU, 16 bytes a row: key
+    and count; the default 8 M rows is 128 MB: Adult's 9-QI bottom-up sweep then rolls 86 %
+    of the transformations up from a direct specialization, the rest from an older one);
     ``rollup=False``
     groups every transformation from the cells (for checking and timing).
     """
@@ -343,19 +356,21 @@ class TransformEvaluator:
         self.marginals = [problem.sample.marginal(q, d.size).astype(np.float64)
                           for q, d in enumerate(self.space.domains)]
         sample = problem.sample
-        # the groups (a count of records, or of persons with [person]) and, apart, per sensitive column
-        # the groups × its values (f_G(v): a person may hold several values, or none), built when asked
-        self._tables = GroupTables(self.space, sample.positions, None, sample.counts, 1, self.records,
-                                   rollup=rollup, cache_rows=cache_rows)
         self.value_cells: dict[str, SensitiveCells] = {}
         for mdl in self.models:
             if mdl.sensitive is not None and mdl.sensitive not in self.value_cells:
                 own = getattr(mdl, "value_cells", None)  # a model that counts its own values (earlier releases)
                 self.value_cells[mdl.sensitive] = own(problem) if own is not None else sensitive_cells(
                     problem, mdl.sensitive)
+        # the groups present in any cells, ranked per QI and level: the group keys' fields (tables.py)
+        self.ranks = LevelRanks(self.space, [sample.positions] + [c.positions for c in self.value_cells.values()])
+        # the groups (a count of records, or of persons with [person]) and, apart, per sensitive column
+        # the groups × its values (f_G(v): a person may hold several values, or none), built when asked
+        self._tables = GroupTables(self.space, self.ranks, sample.positions, None, sample.counts, 1, self.records,
+                                   rollup=rollup, cache_rows=cache_rows)
         self._value_tables = {
-            column: GroupTables(self.space, cells.positions, cells.codes, cells.counts, len(cells.values),
-                                self.records, rollup=rollup, cache_rows=cache_rows)
+            column: GroupTables(self.space, self.ranks, cells.positions, cells.codes, cells.counts,
+                                len(cells.values), self.records, rollup=rollup, cache_rows=cache_rows)
             for column, cells in self.value_cells.items()}
         self.shifts, self.masks = self._tables.shifts, self._tables.masks  # the group keys' fields
         self._shift_column = np.asarray(self.shifts, dtype=np.int64)[:, None]
@@ -472,19 +487,20 @@ class TransformEvaluator:
         else:
             starts = run_starts(gk)
             ranks = np.repeat(np.arange(starts.size), np.diff(np.append(starts, gk.size)))
-            own = self.decode_matrix(gk[starts])
+            own = self.decode_matrix(gk[starts], stats.levels)
         every = stats.id_matrix()
         _, inverse = np.unique(np.concatenate([every.T, own.T]), axis=0, return_inverse=True)
         return inverse.ravel()[every.shape[1]:][ranks], codes, counts
 
     # -- what models read through GroupStats ---------------------------------------------------
-    def decode(self, keys: np.ndarray) -> list[np.ndarray]:
-        """Group ids per QI of bit-packed group keys, one array per QI."""
-        return [(keys >> self.shifts[q]) & self.masks[q] for q in range(self.n_qis)]
+    def decode(self, keys: np.ndarray, levels: Transformation) -> list[np.ndarray]:
+        """Group ids per QI of bit-packed group keys of transformation ``levels``, one array per QI."""
+        return list(self.decode_matrix(keys, levels))
 
-    def decode_matrix(self, keys: np.ndarray) -> np.ndarray:
-        """``decode`` as one QI × group matrix, in one shift and one mask."""
-        return (keys[None, :] >> self._shift_column) & self._mask_column
+    def decode_matrix(self, keys: np.ndarray, levels: Transformation) -> np.ndarray:
+        """``decode`` as one QI × group matrix: the ranks in one shift and one mask, their ids in one
+        gather (``LevelRanks.decode``)."""
+        return self.ranks.decode((keys[None, :] >> self._shift_column) & self._mask_column, levels)
 
     def census(self, stats: GroupStats, select: np.ndarray | None = None) -> np.ndarray:
         """g = max(population count, m) of every group (or the selected ones), from the problem's

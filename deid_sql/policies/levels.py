@@ -28,7 +28,7 @@ def qi_levels(domain: Domain, hierarchy: Hierarchy | None, rule: CutRule | None 
     allows (``domains.cuts.rule_ladder``: level 0 the finest, e.g. 5-year bands, then coarser, then
     ``*``), since a rule says the exact values may not be shown; else kept and ``*``."""
     if hierarchy is not None:
-        return [hierarchy.recoding(domain, level) for level in range(hierarchy.height)]
+        return hierarchy.recodings(domain)
     top = QIRecoding.from_groups(domain, np.zeros(domain.size, dtype=np.int64), [TOP_LABEL])
     if rule is not None and not rule.hierarchy:  # (a rule that allows no cut leaves the top alone)
         return [QIRecoding(np.concatenate(([0], np.cumsum(bits, dtype=np.int64))), None, domain)
