@@ -47,28 +47,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from anonymize import ADULT, ADULT_ATTRIBUTES, METRICS  # the Adult benchmark's, beside this one
 from baselines import exhaustive
 from figures import figure
 
 from deid_sql import Problem
 from deid_sql.fixtures import adult_hierarchy_spec
 from deid_sql.fulldomain import (
-    KL,
-    Discernibility,
     KAnonymity,
-    Loss,
-    NonUniformEntropy,
-    QualityModel,
     TransformationSpace,
     TransformEvaluator,
 )
 from deid_sql.search.bfs import BFSResult
 from deid_sql.search.paths import DEFAULT_TRAVERSAL, TRAVERSALS
 
-ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
-ADULT_ATTRIBUTES = ("sex", "age", "race", "marital-status", "education", "native-country", "workclass",
-                    "occupation", "salary-class")
-METRICS: dict[str, type[QualityModel]] = {"Loss": Loss, "NUE": NonUniformEntropy, "DM": Discernibility, "KL": KL}
 Config = tuple[int, float, str]
 CONFIGS: list[Config] = [(k, limit, metric) for metric in METRICS for k, limit in ((5, 0.0), (5, 0.04))]
 SEARCH_TARGETS = {0.0: 0.5, 0.04: 3.0}  # seconds of search on the wide table
