@@ -58,6 +58,13 @@ def col(name: str, table: str | None = None) -> exp.Column:
     return exp.Column(this=ident(name), table=ident(table) if table else None)
 
 
+def aliased(relation: exp.Expression, alias: str) -> exp.Expression:
+    """``relation`` as a FROM item named ``alias`` (a table aliased, a query as a subquery), so its
+    columns can be named ``alias.column`` whatever the relation is."""
+    return (exp.alias_(relation.copy(), alias, table=True) if isinstance(relation, exp.Table)
+            else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident(alias))))
+
+
 class ExactText(exp.Expression):
     """Text compared byte for byte, whatever the collation of the column it comes from.
 
@@ -309,6 +316,6 @@ def literal(domain: Domain, pos: int) -> exp.Expression:
     return exp.Literal.string(domain.text(pos))
 
 
-__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "col", "exact_text", "ident", "is_fraction_type",
-           "is_integer_type", "literal", "person_key", "source_key", "text_number", "to_sql", "typed_cast",
-           "whole_number"]
+__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "aliased", "col", "exact_text", "ident",
+           "is_fraction_type", "is_integer_type", "literal", "person_key", "source_key", "text_number", "to_sql",
+           "typed_cast", "whole_number"]

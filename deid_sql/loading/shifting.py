@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from ..contract.keys import KeyHolder, Pads
-from ..sqltext import col, ident
+from ..sqltext import aliased, col, ident
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -91,12 +91,7 @@ def shifted_select(backend: Backend, relation: exp.Expression, columns: Mapping[
             days_moved = guarded_offset(backend, value, offset, sql_type, name, key)
             value = exp.alias_(backend.shift_days(value, days_moved, str(sql_type)), ident(name))
         projections.append(value)
-    return exp.select(*projections).from_(_aliased(relation))
-
-
-def _aliased(relation: exp.Expression) -> exp.Expression:
-    return (exp.alias_(relation.copy(), ALIAS, table=True) if isinstance(relation, exp.Table)
-            else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident(ALIAS))))
+    return exp.select(*projections).from_(aliased(relation, ALIAS))
 
 
 def range_problems(backend: Backend, relation: exp.Expression, columns: Mapping[str, str | None],
@@ -133,7 +128,7 @@ def range_problems(backend: Backend, relation: exp.Expression, columns: Mapping[
                                    f"p{i}"),
                         exp.alias_(exp.func("min", exp.Case().when(test.copy(), exp.cast(col(name, ALIAS), "VARCHAR"))),
                                    f"e{i}")]
-    row = backend.execute(exp.select(*projections).from_(_aliased(relation))).to_pylist()[0]
+    row = backend.execute(exp.select(*projections).from_(aliased(relation, ALIAS))).to_pylist()[0]
     out = []
     for i, (name, _, what) in enumerate(checks):
         rows = int(row[f"r{i}"] or 0)

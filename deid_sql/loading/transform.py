@@ -31,7 +31,7 @@ from sqlglot import exp
 
 from ..spec.file import QISpec, Spec
 from ..spec.transform import LIMIT, TOLERANCE, TRANSFORMS, describe
-from ..sqltext import NUMERAL, NUMERAL_LENGTH, col, ident, text_number
+from ..sqltext import NUMERAL, NUMERAL_LENGTH, aliased, col, ident, text_number
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -103,9 +103,7 @@ def transform_source(spec: Spec, relation: exp.Expression, columns: Mapping[str,
         return relation
     projections = [exp.alias_(whole(moved[name], col(name, ALIAS)), ident(name)) if name in moved
                    else col(name, ALIAS) for name in columns]
-    source = (exp.alias_(relation.copy(), ALIAS, table=True) if isinstance(relation, exp.Table)
-              else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident(ALIAS))))
-    return exp.select(*projections).from_(source)
+    return exp.select(*projections).from_(aliased(relation, ALIAS))
 
 
 def transform_problems(backend: Backend, spec: Spec, relation: exp.Expression, columns: Mapping[str, str],
@@ -117,8 +115,6 @@ def transform_problems(backend: Backend, spec: Spec, relation: exp.Expression, c
     moved = {name: q for name, q in transformed_qis(spec).items() if name in columns}
     if not moved:
         return []
-    source = (exp.alias_(relation.copy(), "t", table=True) if isinstance(relation, exp.Table)
-              else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident("t"))))
     projections: list[exp.Expression] = []
     for i, (name, q) in enumerate(moved.items()):
         raw, value = col(name, "t"), whole(q, col(name, "t"))
@@ -131,7 +127,7 @@ def transform_problems(backend: Backend, spec: Spec, relation: exp.Expression, c
             projections += [exp.alias_(exp.func("sum", hit), f"{tag}{i}"),
                             exp.alias_(exp.func("min", exp.Case().when(test.copy(), exp.cast(raw.copy(), "VARCHAR"))),
                                        f"{tag}e{i}")]
-    row = backend.execute(exp.select(*projections).from_(source)).to_pylist()[0]
+    row = backend.execute(exp.select(*projections).from_(aliased(relation, "t"))).to_pylist()[0]
     out = []
     for i, (name, q) in enumerate(moved.items()):
         assert q.transform is not None

@@ -35,7 +35,7 @@ from ..domains.hierarchy import Hierarchy
 from ..errors import BackendError, DataError, SpecError
 from ..evaluate import attribute as fig
 from ..loading.load import read_problem
-from ..sqltext import person_key
+from ..sqltext import aliased, person_key
 from .figures import FLAG, AttributeCheck, AttributeFigures, Census
 from .unit import Unit
 
@@ -179,7 +179,7 @@ class LinkedValues:
         with their label tuple (one per person: every row of a person carries the person's labels)."""
         keys = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}")) for i, c in enumerate(qi_columns)]
         query = exp.select(exp.alias_(person_key(col(self.key), self.key_type), ident("k")), *keys).distinct().from_(
-            _from(self.released, "deid_person_release"))
+            aliased(self.released, "deid_person_release"))
         if released_only and self.flag:
             query = query.where(exp.not_(exp.func("coalesce", exp.cast(col(FLAG), "BOOLEAN"), exp.false())))
         return query
@@ -195,19 +195,14 @@ class LinkedValues:
 
         parts: list[exp.Select] = [
             exp.select(exp.alias_(person_key(col(t.key), t.key_type), ident("k")), value()).from_(
-                _from(t.relation, f"deid_linked_rows_{i}")) for i, t in enumerate(holders)]
+                aliased(t.relation, f"deid_linked_rows_{i}")) for i, t in enumerate(holders)]
         if column in self.source_sensitive:
             parts.append(exp.select(exp.alias_(person_key(col(self.key), self.key_type), ident("k")), value())
-                         .from_(_from(self.released, "deid_person_rows")))
+                         .from_(aliased(self.released, "deid_person_rows")))
         union: exp.Expression = parts[0]
         for part in parts[1:]:
             union = exp.union(union, part, distinct=False)
         return union
-
-
-def _from(relation: exp.Expression, alias: str) -> exp.Expression:
-    return (exp.alias_(relation.copy(), alias, table=True) if isinstance(relation, exp.Table)
-            else exp.Subquery(this=relation.copy(), alias=exp.TableAlias(this=ident(alias))))
 
 
 def linked_value_query(values: LinkedValues, qi_columns: Sequence[str], column: str) -> exp.Select:
