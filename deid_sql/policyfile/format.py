@@ -20,7 +20,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -480,19 +480,16 @@ class _Reader:
         return Tolerance(rule, false_alarm, permutations, seed)
 
     def qi(self, raw: Any, i: int) -> SavedQI:
-        saved = self._qi(raw, i)
-        transform = self.get(raw, "transform", str, f"qis[{i}]", optional=True)
-        return replace(saved, transform=transform) if transform else saved
-
-    def _qi(self, raw: Any, i: int) -> SavedQI:
         where = f"qis[{i}]"
         name = self.get(raw, "name", str, where)
         kind = self.get(raw, "kind", str, where)
         nulls = self.get(raw, "nulls", str, where)
         domain = self.domain(kind, self.get(raw, "domain", dict, where), f"{where}.domain")
+        transform = self.get(raw, "transform", str, where, optional=True) or None
         if "groups" in raw and isinstance(raw, dict):
             return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, (),
-                           self.saved_groups(self.get(raw, "groups", list, where), domain, f"{where}.groups"))
+                           self.saved_groups(self.get(raw, "groups", list, where), domain, f"{where}.groups"),
+                           transform)
         intervals = []
         previous = -1
         for j, iv in enumerate(self.get(raw, "intervals", list, where)):
@@ -507,7 +504,8 @@ class _Reader:
                                                f"({domain.interval_label(first, last)!r})")
             intervals.append(Interval(first, last, label))
             previous = last
-        return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, tuple(intervals))
+        return SavedQI(name, self.get(raw, "column", str, where), kind, nulls, domain, tuple(intervals),
+                       transform=transform)
 
     def saved_groups(self, raw: list[Any], domain: Domain, where: str) -> tuple[SavedGroup, ...]:
         """Every group of a QI with its label and values: each domain value in exactly one group,
