@@ -56,6 +56,7 @@ _ARROW_TO_SQL = {pa.int8(): "SMALLINT", pa.int16(): "SMALLINT", pa.int32(): "INT
                  **{pa.timestamp(unit): "TIMESTAMP" for unit in ("s", "ms", "us")},
                  **{pa.timestamp(unit, tz="UTC"): "TIMESTAMPTZ" for unit in ("s", "ms", "us")}}
 _counter = itertools.count()
+RELEASE_WORK_MEM = "64MB"  # a session's hash aggregates in memory (``PostgresBackend._plan_for_whole_tables``)
 
 
 def quoted_table(name: str, what: str = "table name") -> exp.Table:
@@ -85,12 +86,27 @@ class PostgresBackend(Backend):
         # minutes to compile (a 210-tuple list: 14 minutes and counting) for a query that runs in one
         # pass, so this session runs without it.  Only this connection's setting changes.
         self.con.execute("SET jit = off")
+        self._plan_for_whole_tables()
         # a signal (Ctrl-C, SIGTERM) cancels the running query on the server at once (``interrupts``)
         self._on_signal = on_signal(getattr(self.con, "cancel_safe", None) or self.con.cancel)
         try:  # staging tables of writers whose server process is gone (postgres_refresh)
             sweep_staging(self.con)
         except psycopg.Error:
             pass
+
+    def _plan_for_whole_tables(self) -> None:
+        """Plan this session's queries for what deid-sql runs: each reads every row of a table (the
+        cells of a load, a release's staging write, the count of its written rows per released group and
+        their hash).  The server's defaults plan for short queries (a sort that spills past 4 MB of
+        ``work_mem``; workers only where their start-up pays by the default costs), which made a
+        release's staging write and its measurement 2-3 times slower than with the server's workers and
+        memory for a hash.  Only this connection's settings change, ``work_mem`` is never lowered, and
+        ``max_parallel_workers_per_gather`` (the server's) still bounds the workers."""
+        self.con.execute("SELECT set_config('work_mem', %(mem)s, false) "
+                         "WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes(%(mem)s)",
+                         {"mem": RELEASE_WORK_MEM})
+        self.con.execute("SET parallel_setup_cost = 0")
+        self.con.execute("SET parallel_tuple_cost = 0")
 
     def close(self) -> None:
         """Drop this session's temporary tables and views, then disconnect.
@@ -227,9 +243,8 @@ class PostgresBackend(Backend):
             staged, rows = [], []
             for (name, query, expected), target in zip(tables, names):
                 staging = staging_for(self.con, target)
-                self._run(exp.Create(this=staging.table(), kind="TABLE", expression=query))
-                rows.append(int(self.execute(exp.select(exp.func("count", exp.Star())).from_(staging.table()))
-                                .column(0)[0].as_py()))
+                # the rows written, as the write reports them: no second scan to count them
+                rows.append(self._run(exp.Create(this=staging.table(), kind="TABLE", expression=query)))
                 if rows[-1] != expected:
                     raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
                 staged.append(staging)
@@ -323,9 +338,10 @@ class PostgresBackend(Backend):
         self._run(exp.Drop(tables=[quoted_table(name)], kind=kind, exists=True))
 
     # -- helpers --------------------------------------------------------------------------
-    def _run(self, stmt: exp.Expression) -> None:
+    def _run(self, stmt: exp.Expression) -> int:
+        """Run a statement; the rows it wrote (``CREATE TABLE AS``'s command tag), -1 when it says none."""
         with self._errors():
-            self.con.execute(self.render(stmt))
+            return int(self.con.execute(self.render(stmt)).rowcount)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

@@ -58,8 +58,8 @@ def member(qi: QISpec, domain: Domain, column: exp.Expression, sql_type: str | N
             whole = whole_number(column, int(domain.value(0)), int(domain.value(domain.size - 1)),  # type: ignore
                                  sql_type)
             return exp.Not(this=exp.Is(this=whole, expression=exp.null()))
-        as_int = exp.TryCast(this=column.copy(), to=exp.DataType.build("BIGINT"))
-        as_dbl = exp.TryCast(this=column.copy(), to=exp.DataType.build("DOUBLE"))
+        as_int = typed_cast(column, "BIGINT", sql_type)  # an integer column's type known: no text test
+        as_dbl = typed_cast(column, "DOUBLE", sql_type)
         return exp.and_(as_dbl.eq(as_int.copy()), exp.Between(this=as_int.copy(), low=low, high=high))
     if domain.kind == "date":
         return exp.Between(this=typed_cast(column, "DATE", sql_type), low=low, high=high)

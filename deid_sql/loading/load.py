@@ -269,10 +269,10 @@ def _position(domain: Domain, key: exp.Expression, raw: exp.Expression | None = 
         lo = exp.Literal.number(domain.lo)
         if sql_type is not None and not is_integer_type(sql_type):  # text, DOUBLE, DECIMAL: one definition
             return exp.Sub(this=whole_number(value, domain.lo, domain.hi, sql_type), expression=lo)
-        as_int = exp.TryCast(this=value.copy(), to=exp.DataType.build("BIGINT"))
+        as_int = typed_cast(value, "BIGINT", sql_type)  # an integer column's type known: no text test
         ok: exp.Expression = exp.Between(this=as_int.copy(), low=lo.copy(), high=exp.Literal.number(domain.hi))
         if sql_type is None:  # a whole number (an integer column always holds one; the cast rounds 45.5 to 46)
-            as_dbl = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
+            as_dbl = typed_cast(value, "DOUBLE", sql_type)
             ok = exp.and_(as_dbl.eq(as_int.copy()), ok)
         return exp.Case().when(ok, exp.Sub(this=as_int.copy(), expression=lo))
     if isinstance(domain, DateDomain):

@@ -198,11 +198,12 @@ class Census:
 
 
 def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
-                person: str | None = None) -> exp.Select:
+                person: str | None = None, row_hash: exp.Expression | None = None) -> exp.Select:
     """``SELECT qi… (as text), [flag], count(*) GROUP BY`` over the released rows; with ``person``
     (the released person key, ``[person]``), the distinct persons of each group instead of rows,
     told apart byte for byte whatever the column's collation (``sqltext.person_key``: as the
-    cells count them)."""
+    cells count them).  ``row_hash`` (``Backend.row_hash`` of every released column) adds each
+    group's sum of it as text, ``h``: the table's row hash taken in the pass that counts it."""
     keys: list[exp.Expression] = [exp.alias_(exp.cast(col(c), "VARCHAR"), ident(f"q{i}"))
                                   for i, c in enumerate(qi_columns)]
     if flag:
@@ -211,15 +212,16 @@ def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
         this=relation, alias=exp.TableAlias(this=ident("deid_released")))
     count = (exp.func("count", exp.Star()) if person is None
              else exp.Count(this=exp.Distinct(expressions=[person_key(col(person))])))
-    return (exp.select(*keys, exp.alias_(count, ident("m")))
+    sums = [] if row_hash is None else [exp.alias_(exp.cast(exp.func("sum", row_hash), "VARCHAR"), ident("h"))]
+    return (exp.select(*keys, exp.alias_(count, ident("m")), *sums)
             .from_(source).group_by(*[exp.column(f"q{i}") for i in range(len(qi_columns))],
                                     *([exp.column("f")] if flag else [])))
 
 
 def count_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
-                 flag: bool = False, person: str | None = None) -> pa.Table:
+                 flag: bool = False, person: str | None = None, row_hash: exp.Expression | None = None) -> pa.Table:
     """The released rows (or persons) of ``relation`` per label tuple (``group_query``), sorted."""
-    table = run(group_query(relation, qi_columns, flag, person))
+    table = run(group_query(relation, qi_columns, flag, person, row_hash))
     # a fixed order of the groups fixes the order of every sum: the same rows give the same figures
     keys = [f"q{i}" for i in range(len(qi_columns))] + (["f"] if flag else [])
     if keys and table.num_rows:

@@ -294,13 +294,14 @@ class ReleaseGate:
         return any(name == FLAG for name, _ in self.columns)
 
     def measure(self, run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
-                union: bool = True) -> ReleaseFigures:
+                union: bool = True, counted: pa.Table | None = None) -> ReleaseFigures:
         """The figures of the released rows of ``relation`` (``figures.measure``), where ``run``
         executes a query: a backend's ``execute``, or the transaction writing the rows.  Each sensitive
         column with an attribute criterion is counted by one more ``GROUP BY`` (``release.attribute``).
         ``union=False``: this release alone, even when it is recorded (a judgment before the write, whose
         written rows are judged with the union: reading the release's persons from the query would
-        compute every pseudonym twice)."""
+        compute every pseudonym twice).  ``counted``: the groups of ``relation`` already counted
+        (``count_groups``, rows not persons: ``release.written``)."""
         relation, qi_columns, census, recoding = self._as_counted(relation)
         flag = FLAG if self.flagged else None
         released = None
@@ -308,7 +309,7 @@ class ReleaseGate:
         if union and self.person is not None and self.ledger is not None and self.ledger.link == self.person:
             # persons linked by their key: the gate's counts and the ledger's tuples from one query
             counted, released = persons_and_groups(run, relation, self.person, qi_columns, flag, census)
-        else:
+        elif counted is None:
             counted = count_groups(run, relation, qi_columns, self.flagged, self.person)
         table = self._suppressed_persons(counted)
         figures = measure(run, relation, qi_columns, census, self.record_risk, self.original_risk_sum,

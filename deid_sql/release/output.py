@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from .. import progress
 from ..backends import local
-from ..backends.base import Backend, fingerprint
+from ..backends.base import Backend
 from ..errors import BackendError, DeidError, OutputError
 from ..loading.load import read_problem
 from ..loading.transform import transform_source
@@ -26,10 +26,12 @@ from ..spec.file import Spec, TableRef
 from ..storage.atomic import replacing, replacing_together
 from ..storage.names import check_name, check_output_name
 from ..storage.tableref import engine_inputs
+from .cell_figures import prejudged
 from .figures import ReleaseFigures
 from .gate import ReleaseGate, ReleaseSource, Verdict, build_gate
 from .plan import ReleasePlan
 from .sidecar import file_sha256, sidecar_path, sidecar_table, to_json
+from .written import measure_written
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".duckdb": "duckdb", ".db": "duckdb",
            ".ddb": "duckdb"}
@@ -86,25 +88,32 @@ def materialize(problem: Problem, plan: ReleasePlan, out: str | Path | None, fmt
             + (f", table={table!r}" if table else "") + (", accept_risk=..." if accept_risk else "") + ")")
     gate = build_gate(ReleaseSource.from_problem(problem), plan, call, accept_risk)
     gate.precheck()
-    return materialize_query(problem, problem.query(plan), out, fmt, table, overwrite, gate)
+    first = prejudged(problem, gate)  # from the cells: no pass over the source before the write
+    if first is not None:
+        gate.judge(first)
+    return materialize_query(problem, problem.query(plan), out, fmt, table, overwrite, gate,
+                             judged=first is not None)
 
 
 def materialize_query(problem: Problem, query: exp.Select, out: str | Path | None, fmt: str | None = None,
-                      table: str | None = None, overwrite: bool = False, gate: ReleaseGate | None = None) -> Written:
+                      table: str | None = None, overwrite: bool = False, gate: ReleaseGate | None = None,
+                      judged: bool = False) -> Written:
     """Write any row-preserving query over the source (one output row per source row)."""
-    return write_query(problem.backend, problem.spec, query, out, problem.source_rows, fmt, table, overwrite, gate)
+    return write_query(problem.backend, problem.spec, query, out, problem.source_rows, fmt, table, overwrite, gate,
+                       judged)
 
 
 def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path | None, expected: int,
                 fmt: str | None = None, table: str | None = None, overwrite: bool = False,
-                gate: ReleaseGate | None = None) -> Written:
+                gate: ReleaseGate | None = None, judged: bool = False) -> Written:
     """Write ``query`` (``expected`` rows, or nothing) to Parquet, CSV or a DuckDB table, atomically,
     or (``out`` None) to table ``table`` of the engine itself.
 
-    With ``gate``, the release is judged twice: first the query itself, where the data is, before
-    anything is created (``prejudge``: a refused release never touches the disk, not even as a
-    temporary file), then the written rows before they become visible (a source changed in between
-    is caught there), and the sidecar lands with them."""
+    With ``gate``, the release is judged twice: first before anything is created (a refused release
+    never touches the disk, not even as a temporary file) — on the source's cells when the caller did
+    (``judged``: ``release.cell_figures``), else the query itself where the data is (``prejudge``) —
+    then the written rows before they become visible (a source changed in between is caught there),
+    and the sidecar lands with them."""
     if table is not None and out is None and backend.catalog:
         check_output_name(backend.dialect, table, "--table", inputs=engine_inputs(spec.source, spec.population),
                           sidecar=gate is not None)
@@ -116,12 +125,14 @@ def write_query(backend: Backend, spec: Spec, query: exp.Select, out: str | Path
         if not table:
             raise OutputError(f"name the table to create in the {spec.backend.engine} engine with --table, "
                               f"or a file with --out")
-        prejudge(backend, query, gate)
+        if not judged:
+            prejudge(backend, query, gate)
         return _write_table(backend, None, table, query, expected, overwrite, gate, spec.backend.engine)
     path = Path(out)
     kind = output_format(path, fmt)
     check_not_input(spec, path)
-    prejudge(backend, query, gate)
+    if not judged:
+        prejudge(backend, query, gate)
     if kind == "duckdb":
         name = table or "deidentified"
         try:
@@ -170,12 +181,12 @@ def _write_table_now(backend: Backend, database: Path | None, name: str, query: 
     done: dict[str, object] = {}
 
     def finish(run, target: exp.Expression) -> dict[str, object]:  # inside the writing transaction
-        figures = gate.measure(run, target)
+        columns = [n for n, _ in gate.columns]  # the row hash a report checks the table against later
+        figures, row_hash = measure_written(gate, run, backend, target, columns)
         verdict = gate.judge(figures)
         where = {"kind": "table", "name": name, "database": str(database.resolve()) if database else kind,
                  "rows": expected}  # checked before this runs; not figures.records, which may count persons
-        columns = [n for n, _ in gate.columns]  # the row hash a report checks the table against later
-        where |= {"columns": columns, "row_hash": fingerprint(run, backend, target, columns)}
+        where |= {"columns": columns, "row_hash": row_hash}
         done.update(figures=figures, verdict=verdict)
         return gate.record_table(name, figures, verdict, where)
 
