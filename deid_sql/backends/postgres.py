@@ -108,6 +108,22 @@ class PostgresBackend(Backend):
         self.con.execute("SET parallel_setup_cost = 0")
         self.con.execute("SET parallel_tuple_cost = 0")
 
+    @contextmanager
+    def _hashed_groups(self) -> Iterator[None]:
+        """Count the written rows' groups by hashing, not sorting, while the open transaction measures
+        them.  A staging table is new, so the server has no statistics of it and guesses a two-hundredth
+        of its rows as groups; that plans a sort of every row (10 M rows: 20 s, against 2.4 s hashed for
+        the 7,000 groups there were).  ANALYZE would fix the guess but costs a sampling pass (1.3 s).
+        A hash that outgrows ``work_mem`` spills to disk (PostgreSQL 13 and later), as a sort would."""
+        with self._errors():
+            before = self.con.execute("SELECT current_setting('enable_sort')").fetchone()[0]  # type: ignore[index]
+            self.con.execute("SELECT set_config('enable_sort', 'off', true)")
+        try:
+            yield
+        finally:
+            if self.con.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+                self.con.execute("SELECT set_config('enable_sort', %(v)s, true)", {"v": before})
+
     def close(self) -> None:
         """Drop this session's temporary tables and views, then disconnect.
 
@@ -248,7 +264,8 @@ class PostgresBackend(Backend):
                 if rows[-1] != expected:
                     raise OutputError(miscounted(name, rows[-1], expected, len(tables)))
                 staged.append(staging)
-            companions = finish(self.execute, [s.table() for s in staged]) if finish is not None else {}
+            with self._hashed_groups():
+                companions = finish(self.execute, [s.table() for s in staged]) if finish is not None else {}
             for staging, target in zip(staged, names):
                 swap_in(self.con, staging, target, "--overwrite")
             self._companions(companions, replace)
