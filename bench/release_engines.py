@@ -136,8 +136,7 @@ def part_engine(engine: str, spec: Path, rows: int, runs: int, policy: str, targ
 
 def _runs(engine: str, problem: Problem, rows: int, runs: int, policy: str, target: float,
           figures: dict[str, float]) -> tuple[float, bool, float]:
-    backend = getattr(problem.backend, "_real", problem.backend)  # a LazyBackend connects on first use
-    backend.execute(exp.select(exp.Literal.number(1)))
+    problem.backend.execute(exp.select(exp.Literal.number(1)))  # a LazyBackend connects on first use
     backend = getattr(problem.backend, "_real", problem.backend)
     traced = Traced(backend)
     plan = plan_of(problem, policy)

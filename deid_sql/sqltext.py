@@ -190,6 +190,22 @@ def _safe_casts(dialect: str) -> Callable[[exp.Expression], exp.Expression] | No
     return rewrite
 
 
+def _broadcast_literal_joins(node: exp.Expression) -> exp.Expression:
+    """Spark: a join to a table of literal rows (a QI's value → label table, ``compile.label_table``:
+    two ``VALUES`` lists joined) is broadcast.  Spark sizes a join of two ``VALUES`` lists by the
+    product of their sizes, too large to broadcast, and so shuffled and sorted every source row to
+    join a few hundred labels (10 M rows: 11 s against 5.5 s for the plain write)."""
+    if not isinstance(node, exp.Select) or node.args.get("hint") is not None:
+        return node
+    small = [join.this.alias for join in node.args.get("joins") or ()
+             if isinstance(join.this, exp.Subquery) and join.this.alias and join.this.find(exp.Table) is None
+             and join.this.find(exp.Values) is not None]
+    if small:
+        node.set("hint", exp.Hint(expressions=[exp.JoinHint(
+            this="BROADCAST", expressions=[exp.Table(this=exp.to_identifier(name)) for name in small])]))
+    return node
+
+
 def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = False, copy: bool = True) -> str:
     """Render for ``dialect``; anything the dialect cannot express raises ``DialectError``.
     ``copy=False`` lets the generator's dialect transforms alter ``expression`` in place instead of
@@ -200,6 +216,9 @@ def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = F
         safe = _safe_casts(dialect)
         if safe is not None and expression.find(exp.TryCast) is not None:
             expression = expression.transform(safe, copy=copy)
+            copy = False
+        if dialect in ("spark", "databricks") and expression.find(exp.Join) is not None:
+            expression = expression.transform(_broadcast_literal_joins, copy=copy)
             copy = False
         if expression.find(ExactText) is not None:
             if not isinstance(dialect, str) or dialect not in _BINARY_COLLATION:

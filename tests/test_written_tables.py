@@ -9,13 +9,16 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlglot import exp
 
 from deid_sql import Problem
 from deid_sql.backends.base import fingerprint
+from deid_sql.compiler.compile import generalize
 from deid_sql.compiler.guards import in_domain
-from deid_sql.domains.domain import IntegerDomain
+from deid_sql.domains.domain import IntegerDomain, ZipDomain
+from deid_sql.domains.recoding import QIRecoding, Recoding
 from deid_sql.release.output import materialize
 from deid_sql.release.plan import plan_of
 from deid_sql.spec.file import QISpec
@@ -90,3 +93,19 @@ def test_postgres_compiled_sql_guards_the_integer_age_as_the_write_does(project)
         written = to_sql(problem.query(plan, source, persistent=True), "postgres")
     assert compiled == written
     assert 'CAST("age" AS TEXT)' not in compiled and "CAST(age AS TEXT)" not in compiled
+
+
+def test_spark_broadcasts_a_label_table_and_no_other_engine_is_hinted() -> None:
+    """A QI's value → label table (two ``VALUES`` lists joined) is broadcast on Spark, which would
+    otherwise shuffle every source row to join it; other engines get the same SELECT without a hint."""
+    zips = tuple(f"{37000 + i:05d}" for i in range(100))
+    qi, domain = QISpec("zip", "zip", "zip", "zip", values=zips), ZipDomain(zips)
+    kept = QIRecoding.from_groups(domain, np.arange(domain.size))  # more than IN_LIST ZIPs as themselves
+    query = generalize(Recoding((kept,)), [qi], [domain], exp.to_table("cohort"), {"zip": "VARCHAR"})
+    labelled = [j.this.alias for j in query.find_all(exp.Join) if j.this.alias.startswith("deid_labels_")]
+    assert labelled
+    spark = to_sql(query, "spark")
+    assert spark.startswith(f"SELECT /*+ BROADCAST({labelled[0]}) */")
+    for dialect in ("duckdb", "postgres"):
+        assert "/*+" not in to_sql(query, dialect)
+    assert "/*+" not in to_sql(exp.select("*").from_("t").join(exp.to_table("u"), on="t.a = u.a"), "spark")

@@ -34,7 +34,7 @@ def countable(problem: Problem, gate: ReleaseGate) -> bool:
     """Whether the gate's figures of ``problem``'s release can be counted on its cells."""
     return (gate.person is None and gate.rows_counted is None and not gate.spec.release.attribute
             and gate.linked is None and problem.sample.counts.dtype.kind in "iu"
-            and gate.recoding.qis is not None and len(gate.qi_columns) == problem.sample.positions.shape[1])
+            and len(gate.qi_columns) == problem.sample.positions.shape[1])
 
 
 def counted_groups(problem: Problem, gate: ReleaseGate) -> pa.Table:
