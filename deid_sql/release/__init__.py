@@ -14,6 +14,9 @@ Modules:
   (``measure_column``); refusals name the column, the worst group's labels and the figure; over a set, a
   linked table's sensitive column counted per person by one ``GROUP BY`` joining its rows to the person
   source's release by the person key (``LinkedValues``, ``linked_value_query``), judged once per set
+- ``cell_figures.py``: the judgment before a write from the source's cells (``prejudged``): the groups the
+  release query would count, rolled up from the cells with the suppression applied, so the source is read
+  once; None where cells cannot count the release (persons, a derived ``rows`` QI, attribute criteria)
 - ``constraint.py``: the attribute criteria as a constraint of the lattice searches (``AttributeConstraint``):
   a policy's groups and f_G(v) from the sensitive cells (``loading.sensitive``), judged by ``attribute.py``'s own
   judgement; feasibility cached per policy, a chain's feasible prefix by bisection (monotone, decision 15)
@@ -41,6 +44,8 @@ Modules:
   label tuples of the rows written (``released_persons``), their combined labels with the earlier releases
   in the ledger (``union_figures``: k, uniques, risks, g from the intersections of the label regions),
   where a linkable release is recorded (``LedgerPlan``)
+- ``written.py``: a written table measured once (``measure_written``): the gate's figures and the table's
+  row hash summed per released group in one ``GROUP BY``
 - ``unit.py``: ``Unit``: what the figures count in words (records, or persons with ``[person]``), for the
   gate's refusals and the report's sentences; machine keys stay
 
