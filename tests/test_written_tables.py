@@ -33,6 +33,11 @@ def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     yield from engine_fixture(request, tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def spec(engine: Engine) -> Path:
+    return default_spec(engine)  # the tables loaded once per engine
+
+
 def table_hash(backend, table: str, columns: list[str]) -> tuple[str, object]:
     """The table's row hash taken alone, and its sidecar's text."""
     alone = fingerprint(backend.execute, backend, exp.to_table(table), columns)
@@ -41,9 +46,8 @@ def table_hash(backend, table: str, columns: list[str]) -> tuple[str, object]:
 
 
 @pytest.mark.parametrize("suppress", [None, 40])
-def test_the_row_hash_taken_with_the_figures_is_the_tables_row_hash(engine: Engine, tmp_path: Path,
+def test_the_row_hash_taken_with_the_figures_is_the_tables_row_hash(engine: Engine, spec: Path, tmp_path: Path,
                                                                       suppress: int | None) -> None:
-    spec = default_spec(engine)
     in_engine = engine.name != "duckdb"
     database = None if in_engine else tmp_path / "out.duckdb"
     name = f"hashed_{suppress or 0}"
