@@ -237,8 +237,14 @@ def main(argv: list[str] | None = None) -> int:
         n, alarms, caught = part_drift(args.quick)
     ok = (ratio <= RATIO_TARGET and faster and alarms <= max(1, n // 100)
           and caught >= n - max(1, n // 100))
-    out(f"summary: gate {ratio:.2f}x plain (median of pairs); drift false alarms {alarms}/{n}, "
-        f"detections {caught}/{n} — {'all targets met' if ok else 'a target was missed'}")
+    return summary(f"gate {ratio:.2f}x plain (median of pairs); drift false alarms {alarms}/{n}, "
+                   f"detections {caught}/{n}", ok)
+
+
+def summary(text: str, met: bool | None) -> int:
+    """The summary line, then the headline figures for bench/compare.py (``met`` None: nothing measured)."""
+    verdict = "nothing measured" if met is None else "all targets met" if met else "a target was missed"
+    out(f"summary: {text} — {verdict}")
     out("figures")
     for name, seconds in FIGURES.items():
         figure(name, seconds)
@@ -251,14 +257,10 @@ def engine_part(engine: str, spec: Path, folder: Path, rows: int, runs: int, see
     cohort, population = folder / f"cohort-{rows}-seed{seed}.parquet", folder / f"population-seed{seed}.parquet"
     result = run_engine(engine, spec, cohort, population, rows, runs, POLICY, FIGURES,
                         os.environ.get("DEID_TEST_POSTGRES_DSN"), folder)
-    if result is not None:
-        ratio, met = result
-        out(f"summary: {engine} gate {ratio:.2f}x its plain CREATE TABLE AS (median of pairs) — "
-            f"{'all targets met' if met else 'a target was missed'}")
-    out("figures")
-    for name, seconds in FIGURES.items():
-        figure(name, seconds)
-    return 0
+    if result is None:
+        return summary(f"{engine} skipped", None)
+    ratio, met = result
+    return summary(f"{engine} gate {ratio:.2f}x its plain CREATE TABLE AS (median of pairs)", met)
 
 
 if __name__ == "__main__":
