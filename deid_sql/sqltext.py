@@ -117,8 +117,7 @@ def _binary(dialect: str) -> Callable[[exp.Expression], exp.Expression]:
 
 _PG_NUMBERS = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL}
 _PG_WIDE = {exp.DataType.Type.BIGINT, exp.DataType.Type.DOUBLE}  # every 64-bit integer casts to them
-_FIT_BIGINT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "INT", "INT2", "INT4", "INT8", "UTINYINT", "USMALLINT",
-               "UINTEGER")
+_FIT_BIGINT = tuple(t for t in _INTEGER_TYPES if t not in ("HUGEINT", "UBIGINT"))  # integers of at most 64 bits
 _PG_INTEGERS = {exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT,
                 exp.DataType.Type.TINYINT}
 

@@ -308,4 +308,10 @@ def fingerprint(run: Callable[[exp.Expression], pa.Table], backend: Backend, rel
         exp.alias_(exp.cast(exp.func("sum", backend.row_hash(values)), "VARCHAR"), "h"),
     ).from_(source)
     row = run(query).to_pylist()[0]
-    return f"{row['n']}:{row['h']}"
+    return fingerprint_text(row["n"], row["h"])
+
+
+def fingerprint_text(rows: object, hash_sum: object) -> str:
+    """A fingerprint as records keep it, ``"n:h"``: the row count and the sum of the row hashes (None
+    for an empty table, whose SUM is NULL), whichever query summed them (``release.written``)."""
+    return f"{rows}:{hash_sum}"

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ..compiler.compile import SUPPRESSED
 from ..evaluate.groups import group_cells
-from .figures import ReleaseFigures, measure
+from .figures import ReleaseFigures, counted_figures, in_group_order
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -44,8 +44,9 @@ def counted_groups(problem: Problem, gate: ReleaseGate) -> pa.Table:
     recoding, flagged = gate.recoding, gate.flagged
     grouped = group_cells(recoding, problem.sample)
     m = np.rint(grouped.m).astype(np.int64)
-    labels = [pa.array(q.labels, pa.string()) for q in recoding.qis]
-    suppressed = (gate.suppression.mask([q.labels for q in recoding.qis], grouped.ids, m)
+    names = [q.labels for q in recoding.qis]
+    labels = [pa.array(n, pa.string()) for n in names]
+    suppressed = (gate.suppression.mask(names, grouped.ids, m)
                   if gate.suppression is not None else np.zeros(m.size, dtype=bool))
     kept = ~suppressed
     columns: dict[str, pa.Array] = {
@@ -58,8 +59,7 @@ def counted_groups(problem: Problem, gate: ReleaseGate) -> pa.Table:
         flags = np.append(flags, True)
     table = pa.table({**columns, "m": pa.array(counts, pa.int64())}
                      | ({"f": pa.array(flags, pa.bool_())} if flagged else {}))
-    keys = [f"q{i}" for i in range(len(labels))] + (["f"] if flagged else [])
-    return table.sort_by([(k, "ascending") for k in keys]) if keys and table.num_rows else table
+    return in_group_order(table, len(labels), flagged)
 
 
 def prejudged(problem: Problem, gate: ReleaseGate) -> ReleaseFigures | None:
@@ -67,9 +67,5 @@ def prejudged(problem: Problem, gate: ReleaseGate) -> ReleaseFigures | None:
     countable there, measure the query)."""
     if not countable(problem, gate):
         return None
-    return measure(_no_query, None, gate.qi_columns, gate.census, gate.record_risk,  # type: ignore[arg-type]
-                   gate.original_risk_sum, flag=gate.flagged, table=counted_groups(problem, gate))
-
-
-def _no_query(query: object) -> pa.Table:
-    raise AssertionError("figures counted on cells run no query")
+    return counted_figures(counted_groups(problem, gate), len(gate.qi_columns), gate.census, gate.record_risk,
+                           gate.original_risk_sum, gate.flagged)

@@ -221,12 +221,14 @@ def group_query(relation: exp.Expression, qi_columns: Sequence[str], flag: bool,
 def count_groups(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
                  flag: bool = False, person: str | None = None, row_hash: exp.Expression | None = None) -> pa.Table:
     """The released rows (or persons) of ``relation`` per label tuple (``group_query``), sorted."""
-    table = run(group_query(relation, qi_columns, flag, person, row_hash))
-    # a fixed order of the groups fixes the order of every sum: the same rows give the same figures
-    keys = [f"q{i}" for i in range(len(qi_columns))] + (["f"] if flag else [])
-    if keys and table.num_rows:
-        table = table.sort_by([(k, "ascending") for k in keys])
-    return table
+    return in_group_order(run(group_query(relation, qi_columns, flag, person, row_hash)), len(qi_columns), flag)
+
+
+def in_group_order(table: pa.Table, n_qis: int, flag: bool) -> pa.Table:
+    """Counted groups sorted by their labels (and flag): a fixed order of the groups fixes the order of
+    every sum, so the same groups give the same figures, counted on rows or on cells."""
+    keys = [f"q{i}" for i in range(n_qis)] + (["f"] if flag else [])
+    return table.sort_by([(k, "ascending") for k in keys]) if keys and table.num_rows else table
 
 
 def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression, qi_columns: Sequence[str],
@@ -238,12 +240,19 @@ def measure(run: Callable[[exp.Expression], pa.Table], relation: exp.Expression,
     counts already taken (``count_groups``)."""
     if table is None:
         table = count_groups(run, relation, qi_columns, flag, person)
-    columns = [table.column(f"q{i}").combine_chunks() for i in range(len(qi_columns))]
+    figures = counted_figures(table, len(qi_columns), census, record_risk, original_risk_sum, flag)
+    return figures if person is None else replace(figures, unit="persons")
+
+
+def counted_figures(table: pa.Table, n_qis: int, census: Census, record_risk: RecordRisk, original_risk_sum: float,
+                    flag: bool = False) -> ReleaseFigures:
+    """The figures of counted groups (``count_groups``' table: labels ``q0``…, ``m``, ``f``), however they
+    were counted: on the rows, or on the cells (``release.cell_figures``)."""
+    columns = [table.column(f"q{i}").combine_chunks() for i in range(n_qis)]
     m = np.asarray(table.column("m").to_numpy(zero_copy_only=False), dtype=np.int64)
     flags = (np.asarray(table.column("f").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool) if flag
              else np.zeros(m.size, dtype=bool))
-    figures = figures_of(census.group_ids(columns), m, flags, census, record_risk, original_risk_sum)
-    return figures if person is None else replace(figures, unit="persons")
+    return figures_of(census.group_ids(columns), m, flags, census, record_risk, original_risk_sum)
 
 
 def figures_of(ids: Sequence[np.ndarray], m: np.ndarray, suppressed: np.ndarray, census: Census,

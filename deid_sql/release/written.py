@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 from sqlglot import exp
 
-from ..backends.base import Backend, fingerprint
+from ..backends.base import Backend, fingerprint, fingerprint_text
 from .figures import ReleaseFigures, count_groups
 from .gate import ReleaseGate
 
@@ -31,5 +31,5 @@ def measure_written(gate: ReleaseGate, run: Callable[[exp.Expression], pa.Table]
     counted = count_groups(run, target, gate.qi_columns, gate.flagged, row_hash=hashed)
     rows = sum(int(m) for m in counted.column("m").to_pylist())
     sums = [int(h) for h in counted.column("h").to_pylist() if h is not None]
-    row_hash = f"{rows}:{sum(sums) if sums else None}"  # an empty table: SUM is NULL, as fingerprint says
+    row_hash = fingerprint_text(rows, sum(sums) if sums else None)
     return gate.measure(run, target, counted=counted.drop_columns(["h"])), row_hash
