@@ -113,3 +113,71 @@ def test_spark_broadcasts_a_label_table_and_no_other_engine_is_hinted() -> None:
     for dialect in ("duckdb", "postgres"):
         assert "/*+" not in to_sql(query, dialect)
     assert "/*+" not in to_sql(exp.select("*").from_("t").join(exp.to_table("u"), on="t.a = u.a"), "spark")
+
+
+# -- PostgreSQL's typed row hash -------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=engine_params("postgres"))
+def pg(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    yield from engine_fixture(request, tmp_path_factory)
+
+
+def pg_table(pg: Engine, name: str, columns: str, rows: str) -> exp.Table:
+    """A table of the test schema made by ``CREATE TABLE … AS VALUES``, as a sqlglot table."""
+    table = f'"{pg.schema}"."{name}"'  # type: ignore[attr-defined]
+    pg.backend.con.execute(f"DROP TABLE IF EXISTS {table}")  # type: ignore[attr-defined]
+    pg.backend.con.execute(f"CREATE TABLE {table} ({columns})")  # type: ignore[attr-defined]
+    pg.backend.con.execute(f"INSERT INTO {table} VALUES {rows}")  # type: ignore[attr-defined]
+    return exp.table_(name, db=pg.schema, quoted=True)  # type: ignore[attr-defined]
+
+
+def pg_hash(pg: Engine, table: exp.Table, columns: list[str], legacy: bool = False) -> str:
+    backend = pg.backend  # type: ignore[attr-defined]
+    return fingerprint(backend.execute, backend, table, columns, legacy)
+
+
+def test_postgres_hashes_integers_as_numbers_and_any_other_type_as_its_text(pg: Engine) -> None:
+    """Integers hash by value whatever their width; a type with no hash of its own (json) is hashed as
+    its text; NULLs, positions and every value count."""
+    cols = ["i", "t", "d", "n", "j"]
+    narrow = pg_table(pg, "narrow", "i integer, t text, d date, n numeric, j json",
+                      "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, NULL)")
+    wide = pg_table(pg, "wide", "i bigint, t varchar(8), d date, n numeric, j json",
+                    "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, NULL)")
+    typed = pg_hash(pg, narrow, cols)
+    assert typed.startswith("2:") and typed == pg_hash(pg, wide, cols)
+    assert pg.backend.hash_types(narrow, cols) == ["INTEGER", "VARCHAR", "DATE", "DECIMAL", None]  # type: ignore
+    assert typed != pg_hash(pg, narrow, cols, legacy=True)  # the form that reads no types differs
+    seen = {typed}
+    for rows in ("(2, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, NULL)",  # one value
+                 "(1, 'a', '2020-01-02', 1.5, '{\"k\": 2}'), (NULL, NULL, NULL, NULL, NULL)",  # json by its text
+                 "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, '', NULL, NULL, NULL)",  # '' is not NULL
+                 "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, '{}')",
+                 "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, 0, NULL)"):
+        now = pg_hash(pg, pg_table(pg, "other", "i integer, t text, d date, n numeric, j json", rows), cols)
+        assert now not in seen, rows
+        seen.add(now)
+    nulls = pg_table(pg, "nulls", "a integer, b integer, c integer", "(NULL, NULL, 1), (1, NULL, NULL)")
+    moved = pg_table(pg, "moved", "a integer, b integer, c integer", "(1, NULL, NULL), (NULL, NULL, 1)")
+    assert pg_hash(pg, nulls, ["a", "b", "c"]) == pg_hash(pg, moved, ["a", "b", "c"])  # row order does not count
+    other = pg_table(pg, "other", "a integer, b integer, c integer", "(NULL, 1, NULL), (1, NULL, NULL)")
+    assert pg_hash(pg, nulls, ["a", "b", "c"]) != pg_hash(pg, other, ["a", "b", "c"])  # where a NULL is does
+    swapped = pg_table(pg, "swapped", "a text, b text", "('x', 'y')")
+    assert pg_hash(pg, swapped, ["a", "b"]) != pg_hash(pg, swapped, ["b", "a"])
+
+
+def test_a_postgres_record_with_the_hash_of_the_rows_text_still_verifies(pg: Engine, tmp_path: Path) -> None:
+    """A record written before the typed hash holds the hash of the rows' text: the report accepts it
+    while the table is unchanged, and refuses it once a value changed."""
+    from deid_sql.release.records import ReleaseMismatch, verify_release
+
+    table = pg_table(pg, "released", "id bigint, dx text", "(1, 'A01'), (2, 'B02')")
+    name = f"{pg.schema}.released"  # type: ignore[attr-defined]
+    legacy = pg_hash(pg, table, ["id", "dx"], legacy=True)
+    record = {"release": {"kind": "table", "name": name, "format": "table", "database": "postgres",
+                          "rows": 2, "columns": ["id", "dx"], "row_hash": legacy}}
+    where = tmp_path / "released.release.json"
+    verify_release(record, where, pg.backend)  # type: ignore[attr-defined]
+    pg.backend.con.execute(f"UPDATE {table.sql('postgres')} SET dx = 'C03' WHERE id = 2")  # type: ignore
+    with pytest.raises(ReleaseMismatch, match="changed after it was released"):
+        verify_release(record, where, pg.backend)  # type: ignore[attr-defined]

@@ -47,6 +47,9 @@ class Backend(ABC):
     #: (``TableRef.format == "table"``) and outputs go there when ``database`` is None;
     #: without one (DuckDB in memory) sources are files and outputs need a DuckDB file
     catalog: bool = True
+    #: whether ``row_hash`` reads the values' types (``hash_types``); a report then also accepts a record
+    #: whose row hash is the form that reads none, which releases written before the typed form hold
+    typed_row_hash: bool = False
     #: whether the engine can hold a view of a set of linked tables (``create_set_views``): its key
     #: table of raw person keys must be protected where it lives (PostgreSQL's grants, a DuckDB file
     #: that already holds the person source); an engine without grants (a local Spark catalog) cannot
@@ -214,9 +217,19 @@ class Backend(ABC):
         return fingerprint(self.execute, self, exp.to_table(name), columns)
 
     @abstractmethod
-    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+    def row_hash(self, values: Sequence[exp.Expression], types: Sequence[str | None] | None = None) -> exp.Expression:
         """A 64-bit integer hash of one row's ``values`` (NULLs and their positions included), as an
-        expression of this engine whose sum over a table cannot overflow the engine's sum type."""
+        expression of this engine whose sum over a table cannot overflow the engine's sum type.
+        ``types``: each value's SQL type as ``hash_types`` gives it, for an engine whose hash is
+        cheaper when it knows them; None: the form that reads no types (on PostgreSQL the hash of the
+        row's text, which records written before the typed form hold: ``fingerprint(legacy=True)``)."""
+
+    def hash_types(self, relation: exp.Expression, columns: Sequence[str]) -> list[str | None] | None:
+        """The SQL types of ``columns`` of ``relation`` that ``row_hash`` reads, or None where this
+        engine's hash reads none (DuckDB's ``hash`` and Spark's ``xxhash64`` hash each value by its
+        type themselves).  Asked on the connection that will run the hash, so a table of the
+        writing transaction is seen."""
+        return None
 
     def progress(self) -> float | None:
         """How far the query running now has come (0..1), or None when the engine cannot tell.
@@ -295,18 +308,30 @@ def literal_rows(table: pa.Table) -> exp.Select:
                         for n in names]).from_(values)
 
 
+def readable(relation: exp.Expression) -> exp.Expression:
+    """``relation`` as a ``FROM`` item: a table as itself, a query as a subquery."""
+    return relation if isinstance(relation, exp.Table) else exp.select("*").from_(relation.copy()).subquery("r")
+
+
+def hashed_row(backend: Backend, relation: exp.Expression, columns: Sequence[str],
+               legacy: bool = False) -> exp.Expression:
+    """``Backend.row_hash`` of ``columns`` of ``relation``, in the one form every fingerprint of it
+    takes (the types read from the relation itself), so the hash taken while writing a table and
+    the one a report takes later agree.  ``legacy``: the form that reads no types."""
+    values = [exp.column(c, quoted=True) for c in columns]
+    return backend.row_hash(values, None if legacy else backend.hash_types(relation, columns))
+
+
 def fingerprint(run: Callable[[exp.Expression], pa.Table], backend: Backend, relation: exp.Expression,
-                columns: Sequence[str]) -> str:
+                columns: Sequence[str], legacy: bool = False) -> str:
     """``Backend.checksum``'s fingerprint (row count and row-hash sum, ``"n:h"``) of ``columns`` of
     any relation, run by ``run`` (the backend's ``execute``, or the transaction writing a table): the
     cells cache's key of an engine table, and the row hash a table release's record holds and a
-    report recomputes, are the same sum."""
-    values = [exp.column(c, quoted=True) for c in columns]
-    source = relation if isinstance(relation, exp.Table) else exp.select("*").from_(relation.copy()).subquery("r")
+    report recomputes, are the same sum.  ``legacy``: ``hashed_row``'s form that reads no types."""
     query = exp.select(
         exp.alias_(exp.cast(exp.func("count", exp.Star()), "VARCHAR"), "n"),
-        exp.alias_(exp.cast(exp.func("sum", backend.row_hash(values)), "VARCHAR"), "h"),
-    ).from_(source)
+        exp.alias_(exp.cast(exp.func("sum", hashed_row(backend, relation, columns, legacy)), "VARCHAR"), "h"),
+    ).from_(readable(relation))
     row = run(query).to_pylist()[0]
     return fingerprint_text(row["n"], row["h"])
 

@@ -397,7 +397,7 @@ class DuckDBBackend(Backend):
     def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
         return exp.func("error", exp.Literal.string(message))
 
-    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+    def row_hash(self, values: Sequence[exp.Expression], types: Sequence[str | None] | None = None) -> exp.Expression:
         """DuckDB's ``hash(v1, v2, …)`` (UBIGINT; its sum is a HUGEINT)."""
         return exp.Anonymous(this="hash", expressions=list(values))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import hashlib
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,11 +24,12 @@ from psycopg import sql as pgsql
 from sqlglot import exp
 
 from ..contract.pseudonym import INTEGER_DIGITS, pads
+from ..contract.pseudonym import type_name as base_type
 from ..errors import BackendError, OutputError, Unreachable
 from ..interrupts import forget, on_signal
 from ..sqltext import to_sql
 from ..storage.tableref import TableRef
-from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted
+from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted, readable
 from .postgres_refresh import (
     ident,
     kind_of,
@@ -41,6 +43,17 @@ from .postgres_refresh import (
     sweep_staging,
     taken,
 )
+
+#: types ``row_hash`` hashes as a BIGINT (every value of theirs is one); any other is hashed as its text
+_HASHED_AS_INTEGERS = ("SMALLINT", "INTEGER", "BIGINT")
+
+
+def _null_hash(position: int) -> int:
+    """The typed row hash of a NULL in column ``position``: a fixed 64-bit number drawn from SHA-256,
+    so NULLs in different columns neither cancel nor look like small values."""
+    return int.from_bytes(hashlib.sha256(f"deid-sql row hash: NULL in column {position}".encode()).digest()[:8],
+                          "big", signed=True)
+
 
 # type OIDs -> (our type name, Arrow type); names follow DuckDB's so loading's checks read them alike
 TYPES: dict[int, tuple[str, pa.DataType]] = {
@@ -72,6 +85,7 @@ class PostgresBackend(Backend):
     title = "PostgreSQL"
     python_udfs = False
     set_views = True  # the key table locked to its owner; views read it with the owner's privileges
+    typed_row_hash = True  # integers hashed as numbers (``row_hash``): a third cheaper than the row's text
 
     def __init__(self, dsn: str | None = None) -> None:
         if not dsn:
@@ -385,15 +399,39 @@ class PostgresBackend(Backend):
                          exp.Literal.number(0))
         return exp.cast(exp.cast(exp.DPipe(this=exp.Literal.string(message), expression=empty), "INTEGER"), "TEXT")
 
-    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
-        """``hashtextextended`` (BIGINT; its sum is a NUMERIC) of the row's text, values joined by
-        the unit separator, a NULL written as the record separator (no text value is either)."""
+    def row_hash(self, values: Sequence[exp.Expression], types: Sequence[str | None] | None = None) -> exp.Expression:
+        """With ``types``: each value hashed alone by its type, seeded by its position (an integer
+        of at most 64 bits as a BIGINT, ``hashint8extended``; any other value as its text,
+        ``hashtextextended``; a NULL as a fixed number of its position, ``_null_hash``), the hashes
+        combined by XOR.  A third
+        cheaper than hashing the row's joined text (no integer or row written out as text).
+        Without: ``hashtextextended`` of the row's text, values joined by the unit separator, a
+        NULL written as the record separator (no text value is either) — the form records
+        written before the typed one hold.  Either is a BIGINT; its sum is a NUMERIC."""
         def char(code: int) -> exp.Expression:
             return exp.Anonymous(this="chr", expressions=[exp.Literal.number(code)])
 
-        parts = [exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]
-        joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
-        return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
+        if types is None:
+            parts = [exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]
+            joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
+            return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
+        hashed: exp.Expression = exp.Literal.number(0)
+        for seed, (value, sql_type) in enumerate(zip(values, types, strict=True), start=1):
+            integer = base_type(sql_type) in _HASHED_AS_INTEGERS
+            one = exp.Anonymous(this="hashint8extended" if integer else "hashtextextended",
+                                expressions=[exp.cast(value, "BIGINT" if integer else "TEXT"),
+                                             exp.Literal.number(seed)])
+            one = exp.func("coalesce", one, exp.Literal.number(_null_hash(seed)))
+            hashed = one if seed == 1 else exp.BitwiseXor(this=hashed, expression=one)
+        return hashed
+
+    def hash_types(self, relation: exp.Expression, columns: Sequence[str]) -> list[str | None]:
+        """The columns' types as the server describes them (one ``LIMIT 0`` query on this
+        connection); a type it does not name here is hashed as text."""
+        query = exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(readable(relation)).limit(0)
+        with self._errors(), self.con.cursor() as cur:
+            cur.execute(self.render(query))
+            return [TYPES[d.type_code][0] if d.type_code in TYPES else None for d in cur.description or []]
 
     #: DATE: 4714-11-24 BC to 5874897-12-31; timestamps: 4714-11-24 BC to 294276-12-31 (``Backend.date_days``)
     date_days = {"DATE": (-2_440_588, 2_145_042_905), "TIMESTAMP": (-2_440_587, 106_762_938)}

@@ -488,7 +488,7 @@ class SparkBackend(Backend):
     def raise_error(self, message: str, row: exp.Expression) -> exp.Expression:
         return exp.func("raise_error", exp.Literal.string(message))
 
-    def row_hash(self, values: Sequence[exp.Expression]) -> exp.Expression:
+    def row_hash(self, values: Sequence[exp.Expression], types: Sequence[str | None] | None = None) -> exp.Expression:
         """Spark's ``xxhash64(v1, v2, …)`` as DECIMAL(38, 0), so its sum cannot overflow a BIGINT."""
         return exp.cast(exp.Anonymous(this="xxhash64", expressions=list(values)), "DECIMAL(38, 0)")
 

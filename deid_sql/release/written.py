@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 from sqlglot import exp
 
-from ..backends.base import Backend, fingerprint, fingerprint_text
+from ..backends.base import Backend, fingerprint, fingerprint_text, hashed_row
 from .figures import ReleaseFigures, count_groups
 from .gate import ReleaseGate
 
@@ -27,7 +27,7 @@ def measure_written(gate: ReleaseGate, run: Callable[[exp.Expression], pa.Table]
     ``columns``, where ``run`` executes a query (the transaction writing them)."""
     if gate.person is not None or gate.rows_counted is not None:
         return gate.measure(run, target), fingerprint(run, backend, target, columns)
-    hashed = backend.row_hash([exp.column(c, quoted=True) for c in columns])
+    hashed = hashed_row(backend, target, columns)
     counted = count_groups(run, target, gate.qi_columns, gate.flagged, row_hash=hashed)
     rows = sum(int(m) for m in counted.column("m").to_pylist())
     sums = [int(h) for h in counted.column("h").to_pylist() if h is not None]
