@@ -181,3 +181,28 @@ def test_a_postgres_record_with_the_hash_of_the_rows_text_still_verifies(pg: Eng
     pg.backend.con.execute(f"UPDATE {table.sql('postgres')} SET dx = 'C03' WHERE id = 2")  # type: ignore
     with pytest.raises(ReleaseMismatch, match="changed after it was released"):
         verify_release(record, where, pg.backend)  # type: ignore[attr-defined]
+
+
+def test_postgres_adds_the_grouped_values_hashes_once_per_group(pg: Engine) -> None:
+    """The grouped query's sums (the keys' parts once per group, times its rows) are the table's row
+    hash, and its groups are ``group_query``'s: a NULL flag counted with false, NULL keys, an integer key."""
+    from deid_sql.compiler.compile import col
+    from deid_sql.release.figures import FLAG, count_groups, group_query
+    from deid_sql.release.written import grouped_hash_query
+
+    backend = pg.backend  # type: ignore[attr-defined]
+    rows = ", ".join(f"({i % 3 if i % 5 else 'NULL'}, {'NULL' if i % 7 == 0 else repr('ab'[i % 2])}, "
+                     f"{'NULL' if i % 4 == 0 else ('true' if i % 3 == 0 else 'false')}, {i}, "
+                     f"{'NULL' if i % 6 == 0 else repr(f'x{i % 4}')})" for i in range(60))
+    table = pg_table(pg, "grouped", f"k integer, t text, {FLAG} boolean, id bigint, v text", rows)
+    columns = ["k", "t", FLAG, "id", "v"]
+    types = backend.hash_types(table, columns)
+    query = grouped_hash_query(table, columns, ["k", "t", FLAG], True,
+                               lambda names: backend.row_hash_parts([col(n) for n in names], types))
+    got = backend.execute(query)
+    alone = pg_hash(pg, table, columns)
+    assert f"{sum(got.column('m').to_pylist())}:{sum(int(h) for h in got.column('h').to_pylist())}" == alone
+    groups = count_groups(backend.execute, table, ["k", "t"], True)
+    assert sorted(zip(*[got.column(c).to_pylist() for c in ("q0", "q1", "f", "m")]), key=repr) == \
+        sorted(zip(*[groups.column(c).to_pylist() for c in ("q0", "q1", "f", "m")]), key=repr)
+    assert backend.execute(group_query(table, ["k", "t"], True)).num_rows == got.num_rows

@@ -224,6 +224,14 @@ class Backend(ABC):
         cheaper when it knows them; None: the form that reads no types (on PostgreSQL the hash of the
         row's text, which records written before the typed form hold: ``fingerprint(legacy=True)``)."""
 
+    def row_hash_parts(self, values: Sequence[exp.Expression],
+                       types: Sequence[str | None] | None) -> list[exp.Expression] | None:
+        """``row_hash`` as one term per value, where this engine's hash is their sum (PostgreSQL's
+        typed hash): a query that groups rows by some values adds those values' terms once per
+        group instead of once per row (``release.written``).  None where the hash is one call
+        (DuckDB's ``hash``, Spark's ``xxhash64``)."""
+        return None
+
     def hash_types(self, relation: exp.Expression, columns: Sequence[str]) -> list[str | None] | None:
         """The SQL types of ``columns`` of ``relation`` that ``row_hash`` reads, or None where this
         engine's hash reads none (DuckDB's ``hash`` and Spark's ``xxhash64`` hash each value by its

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import hashlib
 import itertools
 import re
@@ -85,7 +86,7 @@ class PostgresBackend(Backend):
     title = "PostgreSQL"
     python_udfs = False
     set_views = True  # the key table locked to its owner; views read it with the owner's privileges
-    typed_row_hash = True  # integers hashed as numbers (``row_hash``): a third cheaper than the row's text
+    typed_row_hash = True  # integers hashed as numbers, a sum of parts (``row_hash_parts``)
 
     def __init__(self, dsn: str | None = None) -> None:
         if not dsn:
@@ -400,30 +401,41 @@ class PostgresBackend(Backend):
         return exp.cast(exp.cast(exp.DPipe(this=exp.Literal.string(message), expression=empty), "INTEGER"), "TEXT")
 
     def row_hash(self, values: Sequence[exp.Expression], types: Sequence[str | None] | None = None) -> exp.Expression:
-        """With ``types``: each value hashed alone by its type, seeded by its position (an integer
-        of at most 64 bits as a BIGINT, ``hashint8extended``; any other value as its text,
-        ``hashtextextended``; a NULL as a fixed number of its position, ``_null_hash``), the hashes
-        combined by XOR.  A third
-        cheaper than hashing the row's joined text (no integer or row written out as text).
-        Without: ``hashtextextended`` of the row's text, values joined by the unit separator, a
-        NULL written as the record separator (no text value is either) — the form records
-        written before the typed one hold.  Either is a BIGINT; its sum is a NUMERIC."""
+        """With ``types``: the sum of ``row_hash_parts``.  Without: ``hashtextextended`` of the row's
+        text, values joined by the unit separator, a NULL written as the record separator (no text
+        value is either) — the form records written before the typed one hold.  Either is a
+        BIGINT; its sum over a table is a NUMERIC."""
+        parts = self.row_hash_parts(values, types)
+        if parts is not None:
+            return functools.reduce(lambda a, b: exp.Add(this=a, expression=b), parts)
+
         def char(code: int) -> exp.Expression:
             return exp.Anonymous(this="chr", expressions=[exp.Literal.number(code)])
 
+        joined = exp.Anonymous(this="concat_ws", expressions=[
+            char(31), *[exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]])
+        return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
+
+    def row_hash_parts(self, values: Sequence[exp.Expression],
+                       types: Sequence[str | None] | None) -> list[exp.Expression] | None:
+        """Each value hashed alone by its type, seeded by its position: an integer of at most 64 bits
+        as a BIGINT (``hashint8extended``), any other value as its text (``hashtextextended``), a
+        NULL as a fixed number of its position (``_null_hash``); each shifted right by as many bits
+        as the sum of all of them needs to stay a BIGINT.  A third cheaper than hashing the row's
+        joined text (no integer or row written out as text), and a sum, so a query that groups
+        rows adds a grouped value's part once per group (``release.written``)."""
         if types is None:
-            parts = [exp.func("coalesce", exp.cast(v, "TEXT"), char(30)) for v in values]
-            joined = exp.Anonymous(this="concat_ws", expressions=[char(31), *parts])
-            return exp.Anonymous(this="hashtextextended", expressions=[joined, exp.Literal.number(0)])
-        hashed: exp.Expression = exp.Literal.number(0)
+            return None
+        shift = exp.Literal.number(max(1, (len(values) - 1).bit_length()))  # n parts of 63 - shift bits fit
+        parts: list[exp.Expression] = []
         for seed, (value, sql_type) in enumerate(zip(values, types, strict=True), start=1):
             integer = base_type(sql_type) in _HASHED_AS_INTEGERS
             one = exp.Anonymous(this="hashint8extended" if integer else "hashtextextended",
                                 expressions=[exp.cast(value, "BIGINT" if integer else "TEXT"),
                                              exp.Literal.number(seed)])
             one = exp.func("coalesce", one, exp.Literal.number(_null_hash(seed)))
-            hashed = one if seed == 1 else exp.BitwiseXor(this=hashed, expression=one)
-        return hashed
+            parts.append(exp.paren(exp.BitwiseRightShift(this=one, expression=shift.copy())))
+        return parts
 
     def hash_types(self, relation: exp.Expression, columns: Sequence[str]) -> list[str | None]:
         """The columns' types as the server describes them (one ``LIMIT 0`` query on this
