@@ -45,7 +45,7 @@ def stage_of(sql: str) -> str:
     head = whole[:400]
     if head.startswith("CREATE TABLE") and "DEID_STAGING" in head:
         return "sidecar" if '"SIDECAR"' in head or "`SIDECAR`" in head else "staging write"
-    if "GROUP BY" in whole and head.startswith("SELECT CAST"):
+    if "GROUP BY" in whole and head.startswith("SELECT"):
         return "written rows counted per group, hashed"
     if head.startswith("SELECT COUNT(*)"):
         return "written rows counted"
