@@ -18,7 +18,8 @@ so there it is a pattern test before the cast, which can never fail.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -150,7 +151,7 @@ def _pg_try_cast(node: exp.TryCast) -> exp.Expression:
     source = str(node.meta.get(TYPED, ""))
     if ((to.this == exp.DataType.Type.DATE and source.startswith(("DATE", "TIMESTAMP")))
             or (to.this in _PG_NUMBERS and source.startswith(("DOUBLE", "FLOAT", "REAL")))
-            or (to.this in _PG_WIDE and source.split("(")[0] in _FIT_BIGINT)):
+            or (to.this in _PG_WIDE and fits_bigint(source))):
         return exp.Cast(this=value, to=to.copy())  # a NUMERIC, which may exceed a DOUBLE, is tested below
     text = exact_text(exp.cast(value.copy(), "TEXT"))
     if to.this in _PG_INTEGERS:
@@ -233,6 +234,18 @@ def to_sql(expression: exp.Expression, dialect: str = "duckdb", pretty: bool = F
 
 def is_integer_type(sql_type: str | None) -> bool:
     return bool(sql_type) and str(sql_type).upper().split("(")[0] in _INTEGER_TYPES
+
+
+def fits_bigint(sql_type: str | None) -> bool:
+    """An integer type of at most 64 bits, every value of which casts to BIGINT without fail."""
+    return bool(sql_type) and str(sql_type).upper().split("(")[0] in _FIT_BIGINT
+
+
+def added(terms: Sequence[exp.Expression]) -> exp.Expression:
+    """``t1 + t2 + …`` of ``terms`` (0 for none)."""
+    if not terms:
+        return exp.Literal.number(0)
+    return functools.reduce(lambda a, b: exp.Add(this=a, expression=b), terms)
 
 
 def is_fraction_type(sql_type: str | None) -> bool:
@@ -342,6 +355,6 @@ def literal(domain: Domain, pos: int) -> exp.Expression:
     return exp.Literal.string(domain.text(pos))
 
 
-__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "aliased", "col", "exact_text", "ident",
-           "is_fraction_type", "is_integer_type", "literal", "person_key", "source_key", "text_number", "to_sql",
-           "typed_cast", "whole_number"]
+__all__ = ["DIALECTS", "NUMERAL", "NUMERAL_LENGTH", "ExactText", "added", "aliased", "col", "exact_text",
+           "fits_bigint", "ident", "is_fraction_type", "is_integer_type", "literal", "person_key", "source_key",
+           "text_number", "to_sql", "typed_cast", "whole_number"]

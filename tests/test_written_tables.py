@@ -146,7 +146,7 @@ def test_postgres_hashes_integers_as_numbers_and_any_other_type_as_its_text(pg: 
                     "(1, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, NULL)")
     typed = pg_hash(pg, narrow, cols)
     assert typed.startswith("2:") and typed == pg_hash(pg, wide, cols)
-    assert pg.backend.hash_types(narrow, cols) == ["INTEGER", "VARCHAR", "DATE", "DECIMAL", None]  # type: ignore
+    assert pg.backend.hash_types(narrow, cols) == ["INTEGER", "VARCHAR", "DATE", "DECIMAL", "OID 114"]  # type: ignore
     assert typed != pg_hash(pg, narrow, cols, legacy=True)  # the form that reads no types differs
     seen = {typed}
     for rows in ("(2, 'a', '2020-01-02', 1.5, '{\"k\": 1}'), (NULL, NULL, NULL, NULL, NULL)",  # one value
@@ -196,9 +196,8 @@ def test_postgres_adds_the_grouped_values_hashes_once_per_group(pg: Engine) -> N
                      f"{'NULL' if i % 6 == 0 else repr(f'x{i % 4}')})" for i in range(60))
     table = pg_table(pg, "grouped", f"k integer, t text, {FLAG} boolean, id bigint, v text", rows)
     columns = ["k", "t", FLAG, "id", "v"]
-    types = backend.hash_types(table, columns)
-    query = grouped_hash_query(table, columns, ["k", "t", FLAG], True,
-                               lambda names: backend.row_hash_parts([col(n) for n in names], types))
+    parts = backend.row_hash_parts([col(n) for n in columns], backend.hash_types(table, columns))
+    query = grouped_hash_query(table, columns, parts, ["k", "t", FLAG], True)
     got = backend.execute(query)
     alone = pg_hash(pg, table, columns)
     assert f"{sum(got.column('m').to_pylist())}:{sum(int(h) for h in got.column('h').to_pylist())}" == alone

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import functools
 import hashlib
 import itertools
 import re
@@ -25,10 +24,9 @@ from psycopg import sql as pgsql
 from sqlglot import exp
 
 from ..contract.pseudonym import INTEGER_DIGITS, pads
-from ..contract.pseudonym import type_name as base_type
 from ..errors import BackendError, OutputError, Unreachable
 from ..interrupts import forget, on_signal
-from ..sqltext import to_sql
+from ..sqltext import added, fits_bigint, to_sql
 from ..storage.tableref import TableRef
 from .base import Backend, Finish, SetFinish, SetTable, SetView, literal_rows, miscounted, readable
 from .postgres_refresh import (
@@ -44,9 +42,6 @@ from .postgres_refresh import (
     sweep_staging,
     taken,
 )
-
-#: types ``row_hash`` hashes as a BIGINT (every value of theirs is one); any other is hashed as its text
-_HASHED_AS_INTEGERS = ("SMALLINT", "INTEGER", "BIGINT")
 
 
 def _null_hash(position: int) -> int:
@@ -212,9 +207,14 @@ class PostgresBackend(Backend):
                              properties=exp.Properties(expressions=[exp.TemporaryProperty()]), expression=query))
 
     def columns(self, name: str) -> dict[str, str]:
+        return dict(self._described(exp.select("*").from_(_table(name))))
+
+    def _described(self, query: exp.Select) -> list[tuple[str, str]]:
+        """The (name, type) of each column ``query`` gives, as the server describes them (run with
+        ``LIMIT 0`` on this connection); a type not named in ``TYPES`` is ``OID n``."""
         with self._errors(), self.con.cursor() as cur:
-            cur.execute(self.render(exp.select("*").from_(_table(name)).limit(0)))
-            return {d.name: TYPES.get(d.type_code, (f"OID {d.type_code}", None))[0] for d in cur.description or []}
+            cur.execute(self.render(query.limit(0)))
+            return [(d.name, TYPES.get(d.type_code, (f"OID {d.type_code}", None))[0]) for d in cur.description or []]
 
     def render(self, query: exp.Expression) -> str:
         return to_sql(query, "postgres")
@@ -407,7 +407,7 @@ class PostgresBackend(Backend):
         BIGINT; its sum over a table is a NUMERIC."""
         parts = self.row_hash_parts(values, types)
         if parts is not None:
-            return functools.reduce(lambda a, b: exp.Add(this=a, expression=b), parts)
+            return added(parts)
 
         def char(code: int) -> exp.Expression:
             return exp.Anonymous(this="chr", expressions=[exp.Literal.number(code)])
@@ -429,7 +429,7 @@ class PostgresBackend(Backend):
         shift = exp.Literal.number(max(1, (len(values) - 1).bit_length()))  # n parts of 63 - shift bits fit
         parts: list[exp.Expression] = []
         for seed, (value, sql_type) in enumerate(zip(values, types, strict=True), start=1):
-            integer = base_type(sql_type) in _HASHED_AS_INTEGERS
+            integer = fits_bigint(sql_type)
             one = exp.Anonymous(this="hashint8extended" if integer else "hashtextextended",
                                 expressions=[exp.cast(value, "BIGINT" if integer else "TEXT"),
                                              exp.Literal.number(seed)])
@@ -438,12 +438,9 @@ class PostgresBackend(Backend):
         return parts
 
     def hash_types(self, relation: exp.Expression, columns: Sequence[str]) -> list[str | None]:
-        """The columns' types as the server describes them (one ``LIMIT 0`` query on this
-        connection); a type it does not name here is hashed as text."""
-        query = exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(readable(relation)).limit(0)
-        with self._errors(), self.con.cursor() as cur:
-            cur.execute(self.render(query))
-            return [TYPES[d.type_code][0] if d.type_code in TYPES else None for d in cur.description or []]
+        """The columns' types as the server describes them (``_described``)."""
+        query = exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(readable(relation))
+        return [sql_type for _, sql_type in self._described(query)]
 
     #: DATE: 4714-11-24 BC to 5874897-12-31; timestamps: 4714-11-24 BC to 294276-12-31 (``Backend.date_days``)
     date_days = {"DATE": (-2_440_588, 2_145_042_905), "TIMESTAMP": (-2_440_587, 106_762_938)}

@@ -61,7 +61,7 @@ from ..domains.domain import Domain
 from ..domains.limits import KEY_LIMIT
 from ..spec.file import QISpec
 from ..spec.persons import PersonSpec
-from ..sqltext import col, ident, is_integer_type, person_key
+from ..sqltext import added, col, ident, is_integer_type, person_key
 
 PERSON = "deid_person"
 ORDER = "deid_order"
@@ -333,9 +333,7 @@ def _packed(pack: Sequence[tuple[int, int, int]], table: str, present: Sequence[
     for i, multiplier, _ in pack:
         p = exp.cast(exp.column(f"p{i}", table=table), "BIGINT")
         terms.append(p if multiplier == 1 else exp.Mul(this=p, expression=exp.Literal.number(multiplier)))
-    total: exp.Expression = terms[0] if terms else exp.Literal.number(0)
-    for term in terms[1:]:
-        total = exp.Add(this=total, expression=term)
+    total = added(terms)
     if present:
         there = exp.and_(*[exp.Not(this=exp.Is(this=v.copy(), expression=exp.null())) for v in present])
         total = exp.Case().when(there, total)

@@ -14,7 +14,6 @@ two queries, as before.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from sqlglot import exp
 
 from ..backends.base import Backend, fingerprint, fingerprint_text, readable
 from ..compiler.compile import col, ident
+from ..sqltext import added
 from .figures import FLAG, ReleaseFigures, count_groups, in_group_order
 from .gate import ReleaseGate
 
@@ -39,27 +39,30 @@ def measure_written(gate: ReleaseGate, run: Callable[[exp.Expression], pa.Table]
     if parts is None or not keys:
         counted = count_groups(run, target, gate.qi_columns, gate.flagged, row_hash=backend.row_hash(values, types))
     else:
-        query = grouped_hash_query(target, columns, keys, gate.flagged, lambda names: backend.row_hash_parts(
-            [col(n) for n in names], types) or [])
-        counted = in_group_order(run(query), len(gate.qi_columns), gate.flagged)
+        counted = in_group_order(run(grouped_hash_query(target, columns, parts, keys, gate.flagged)),
+                                 len(gate.qi_columns), gate.flagged)
     rows = sum(int(m) for m in counted.column("m").to_pylist())
     sums = [int(h) for h in counted.column("h").to_pylist() if h is not None]
     row_hash = fingerprint_text(rows, sum(sums) if sums else None)
     return gate.measure(run, target, counted=counted.drop_columns(["h"])), row_hash
 
 
-def grouped_hash_query(target: exp.Expression, columns: Sequence[str], keys: Sequence[str], flag: bool,
-                       parts_of: Callable[[Sequence[str]], list[exp.Expression]]) -> exp.Select:
+def grouped_hash_query(target: exp.Expression, columns: Sequence[str], parts: Sequence[exp.Expression],
+                       keys: Sequence[str], flag: bool) -> exp.Select:
     """``figures.group_query``'s groups (``q0…``, ``f``, ``m``) with each group's sum of the row hash,
-    ``h``, where the hash is a sum of per-column parts (``parts_of(names)``: the parts of ``columns``
-    read from the columns ``names``, in order).  The rows are grouped by the key columns' own values,
-    which carry the keyed parts once per group; the groups are then counted by the gate's keys (the
-    text of each QI, the flag with NULL as false) and their sums added, so a key column of any type
-    gives the groups ``group_query`` gives."""
+    ``h``, where the hash is a sum of ``parts``, one per column of ``columns`` reading that column.  The
+    rows are grouped by the key columns' own values, whose parts are added once per group, read from
+    the group's key; the groups are then counted by the gate's keys (the text of each QI, the flag
+    with NULL as false) and their sums added, so a key column of any type gives the groups
+    ``group_query`` gives."""
     keyed = {c: f"deid_k{i}" for i, c in enumerate(keys)}
-    per_row = [p for c, p in zip(columns, parts_of(columns)) if c not in keyed]
-    per_group = [p for c, p in zip(columns, parts_of([keyed.get(c, c) for c in columns])) if c in keyed]
-    rows_sum = exp.func("sum", _added(per_row)) if per_row else exp.Literal.number(0)
+
+    def from_key(node: exp.Expression) -> exp.Expression:
+        return col(keyed[node.name]) if isinstance(node, exp.Column) and node.name in keyed else node
+
+    per_row = [p for c, p in zip(columns, parts, strict=True) if c not in keyed]
+    per_group = [p.transform(from_key) for c, p in zip(columns, parts, strict=True) if c in keyed]
+    rows_sum = exp.func("sum", added(per_row)) if per_row else exp.Literal.number(0)
     inner = (exp.select(*[exp.alias_(col(c), ident(k)) for c, k in keyed.items()],
                         exp.alias_(exp.func("count", exp.Star()), ident("deid_m")),
                         exp.alias_(rows_sum, ident("deid_s")))
@@ -67,7 +70,7 @@ def grouped_hash_query(target: exp.Expression, columns: Sequence[str], keys: Seq
     group_hash: exp.Expression = exp.column("deid_s")
     if per_group:
         group_hash = exp.Add(this=group_hash, expression=exp.Mul(
-            this=exp.cast(exp.column("deid_m"), "DECIMAL(38, 0)"), expression=exp.paren(_added(per_group))))
+            this=exp.cast(exp.column("deid_m"), "DECIMAL(38, 0)"), expression=exp.paren(added(per_group))))
     labels: list[exp.Expression] = [exp.alias_(exp.cast(col(keyed[c]), "VARCHAR"), ident(f"q{i}"))
                                     for i, c in enumerate(keys[:len(keys) - int(flag)])]
     if flag:
@@ -79,7 +82,3 @@ def grouped_hash_query(target: exp.Expression, columns: Sequence[str], keys: Seq
                        exp.alias_(exp.cast(exp.func("sum", exp.column("deid_m")), "BIGINT"), ident("m")),
                        exp.alias_(exp.cast(exp.func("sum", exp.column("deid_h")), "VARCHAR"), ident("h")))
             .from_(middle.subquery("deid_labelled")).group_by(*[exp.column(n) for n in names]))
-
-
-def _added(terms: Sequence[exp.Expression]) -> exp.Expression:
-    return functools.reduce(lambda a, b: exp.Add(this=a, expression=b), terms)
