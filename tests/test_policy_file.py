@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deid_sql.policyfile import PolicyFile, apply_policy, check_policy, save_policy
-from deid_sql.policyfile.format import SavedQI, spec_sha256
+from deid_sql.policyfile.format import spec_sha256
+from deid_sql.policyfile.saved_qi import SavedQI
 from deid_sql.problem import Problem
 from deid_sql.release.plan import plan_of
 

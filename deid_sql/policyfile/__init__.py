@@ -37,6 +37,8 @@ Modules:
 - ``persons.py``: a policy file of a spec with ``[person]``: the saved person declaration (in the spec
   hash), a batch's person checks in one scan grouped by the key, groups counted in distinct persons
 - ``save.py``: ``save_policy``: freeze a release plan, its domains and figures
+- ``saved_qi.py``: ``SavedQI``: one QI as saved (declaration, full domain as JSON, the policy's intervals or
+  groups) and the recoding rebuilt from it
 - ``shift.py``: the distribution half of the drift check: per-QI chi-square tests of label shares,
   Holm-corrected
 - ``tolerance.py``: the default drift limit: a seeded permutation test over the pooled saved and new groups

@@ -38,9 +38,10 @@ from ..loading.transform import released_types, transform_problems, transform_so
 from ..spec.file import LOCATION_KEYS, BackendSpec, QISpec, Spec, TableRef, read_toml
 from ..spec.linked import default_name
 from ..spec.transform import describe
-from .format import RESAVE, PolicyFile, PolicyFileError, SavedQI, spec_sha256, type_class
+from .format import RESAVE, PolicyFile, PolicyFileError, spec_sha256, type_class
 from .linkedset import set_difference, spec_set
 from .persons import SavedPerson, check_batch, difference
+from .saved_qi import SavedQI
 
 BATCH_VIEW = "deid_batch"
 SHOWN = 5  # out-of-domain values named in a message

@@ -1,7 +1,7 @@
 """The policy file (JSON, version 1): a chosen policy frozen so it can be re-applied to new batches.
 
 It holds what a new batch needs without the data the policy was chosen on: every QI's full
-domain (ordered values, or min/max), the policy's intervals with their labels, the source's
+domain (ordered values, or min/max), the policy's intervals with their labels (``saved_qi.py``), the source's
 schema, a hash that ties both to the spec, the figures at save time (with the release's groups
 and their sizes) and the drift rule (``tolerance.py``: a permutation test against the saved
 groups, or an exact threshold; a file saved before the rule has no ``drift.rule`` and keeps the
@@ -28,15 +28,16 @@ import numpy as np
 
 from ..compiler.suppression import Suppression
 from ..domains.domain import CategoryDomain, DateDomain, Domain, IntegerDomain, ZipDomain
-from ..domains.recoding import QIRecoding, Recoding
+from ..domains.recoding import Recoding
 from ..errors import DeidError, OutputError, PolicyError
-from ..policies.lattice import Lattice, Policy
+from ..policies.lattice import Lattice
 from ..release.plan import ReleasePlan
 from ..spec.file import Spec
 from .groups import Groups
 from .layout import pretty
 from .linkedset import SavedSet
 from .persons import SavedPerson
+from .saved_qi import Interval, SavedGroup, SavedQI
 from .shift import Shift
 from .tolerance import RULES, Tolerance
 
@@ -72,20 +73,6 @@ def type_class(sql_type: str) -> str:
     return t.lower()
 
 
-def domain_to_json(domain: Domain) -> dict[str, Any]:
-    if isinstance(domain, IntegerDomain):
-        return {"min": domain.lo, "max": domain.hi}
-    if isinstance(domain, DateDomain):
-        return {"min": domain.lo.isoformat(), "max": domain.hi.isoformat()}
-    assert isinstance(domain, CategoryDomain)
-    return {"values": list(domain.values)}
-
-
-def value_to_json(domain: Domain, pos: int) -> Any:
-    """A domain value as JSON: an integer, an ISO date, or a string."""
-    return int(domain.value(pos)) if isinstance(domain, IntegerDomain) else domain.text(pos)  # type: ignore[call-overload]
-
-
 def spec_sha256(declarations: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
                 person: dict[str, Any] | None = None, linked: dict[str, Any] | None = None) -> str:
     """sha256 over the canonical JSON of the QI declarations (name, column, kind, nulls, domain),
@@ -104,89 +91,6 @@ def risk_model_of(spec: Spec) -> dict[str, Any]:
     return {"risk": spec.risk, "gamma": spec.gamma,
             "population": "sample" if spec.population is None else "table",
             "adversary": spec.feature("adversary").to_dict() if spec.risk == "adversary" else None}
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A group of more than one consecutive domain value: positions ``first..last``."""
-
-    first: int
-    last: int
-    label: str
-
-
-@dataclass(frozen=True)
-class SavedGroup:
-    """One group of a recoding saved group by group: its label and its values' domain positions."""
-
-    label: str
-    positions: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class SavedQI:
-    """One QI as saved: its declaration, its full domain and the policy's intervals on it."""
-
-    name: str
-    column: str
-    kind: str
-    nulls: str
-    domain: Domain
-    intervals: tuple[Interval, ...]  # only the groups wider than one value; other values are kept
-    groups: tuple[SavedGroup, ...] | None = None  # every group, for a recoding that is not lattice-shaped
-    transform: str | None = None  # the declared value transformation, as the spec writes it (``spec.transform``)
-
-    def declaration(self) -> dict[str, Any]:
-        """The part of the spec hash this QI contributes (a transform only when declared)."""
-        return {"name": self.name, "column": self.column, "kind": self.kind, "nulls": self.nulls,
-                "domain": domain_to_json(self.domain)} | ({"transform": self.transform} if self.transform else {})
-
-    def bits(self) -> np.ndarray:
-        """The policy's bits for this QI: 1 where the boundary after a value is kept."""
-        bits = np.ones(self.domain.size - 1, dtype=np.uint8)
-        for iv in self.intervals:
-            bits[iv.first:iv.last] = 0
-        return bits
-
-    @classmethod
-    def from_policy(cls, name: str, column: str, kind: str, nulls: str, domain: Domain, policy: Policy,
-                    index: int) -> SavedQI:
-        return cls.from_recoding(name, column, kind, nulls, domain, policy.qi_recoding(index))
-
-    @classmethod
-    def from_recoding(cls, name: str, column: str, kind: str, nulls: str, domain: Domain,
-                      rec: QIRecoding) -> SavedQI:
-        """Intervals when the recoding is a lattice policy's (adjacent values, the domain's interval
-        labels); otherwise every group with its label and values (a hierarchy level's own labels,
-        values that are not adjacent)."""
-        first, last = rec.bounds() if rec.contiguous else (None, None)
-        labels = list(rec.labels)
-        if first is not None and all(labels[g] == domain.interval_label(int(a), int(b))
-                                     for g, (a, b) in enumerate(zip(first, last))):
-            intervals = tuple(Interval(int(a), int(b), labels[g]) for g, (a, b) in enumerate(zip(first, last))
-                              if b > a)
-            return cls(name, column, kind, nulls, domain, intervals)
-        groups = tuple(SavedGroup(labels[g], tuple(int(p) for p in rec.members(g))) for g in range(rec.n_groups))
-        return cls(name, column, kind, nulls, domain, (), groups)
-
-    def recoding(self) -> QIRecoding:
-        """The saved recoding of this QI, from the saved domain and intervals or groups only."""
-        if self.groups is None:
-            gid = np.concatenate(([0], np.cumsum(self.bits(), dtype=np.int64)))
-            return QIRecoding(gid, None, self.domain)
-        gid = np.empty(self.domain.size, dtype=np.int64)
-        for g, group in enumerate(self.groups):
-            gid[list(group.positions)] = g
-        return QIRecoding.from_groups(self.domain, gid, [group.label for group in self.groups])
-
-    def to_json(self) -> dict[str, Any]:
-        d = self.domain
-        out = self.declaration()
-        if self.groups is not None:
-            return out | {"groups": [{"label": g.label, "values": [value_to_json(d, p) for p in g.positions]}
-                                     for g in self.groups]}
-        return out | {"intervals": [{"label": iv.label, "first": value_to_json(d, iv.first),
-                                     "last": value_to_json(d, iv.last)} for iv in self.intervals]}
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from ..storage.atomic import write_text
 from .applyset import saved_set
 from .batch import open_batch, spec_digest, spec_for_batch
 from .drift import measure_with_risk
-from .format import MEASURE, Column, Figures, Groups, PolicyFile, SavedQI, relative, risk_model_of
+from .format import MEASURE, Column, Figures, Groups, PolicyFile, relative, risk_model_of
 from .persons import SavedPerson
+from .saved_qi import SavedQI
 from .shift import ALPHA, Shift, is_valid_alpha
 from .tolerance import DEFAULT, Tolerance
 
